@@ -1,0 +1,14 @@
+// tensordict/tensordict.h — the umbrella header of tensordict-cpp.
+//
+// Brings in the whole public API (`NestedKey`, `TensorDict`, printing) plus
+// `<torch/types.h>`, so that code using the library can also write
+// `torch::rand(...)` and `torch::indexing::Slice` without further includes.
+// For faster compiles, translation units that only pass dicts around may
+// include the focused headers (`tensordict/tensor_dict.h`, ...) instead.
+#pragma once
+
+#include <torch/types.h>
+
+#include "tensordict/format.h"
+#include "tensordict/nested_key.h"
+#include "tensordict/tensor_dict.h"

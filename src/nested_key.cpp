@@ -1,0 +1,83 @@
+#include "tensordict/nested_key.h"
+
+#include <c10/util/Exception.h>
+
+#include <ostream>
+
+namespace tensordict {
+
+NestedKey::NestedKey(const char* key) : parts_{std::string(key ? key : "")} {
+  validate();
+}
+
+NestedKey::NestedKey(std::string key) : parts_{std::move(key)} { validate(); }
+
+NestedKey::NestedKey(std::initializer_list<std::string> parts) : parts_(parts) {
+  validate();
+}
+
+NestedKey::NestedKey(std::vector<std::string> parts) : parts_(std::move(parts)) {
+  validate();
+}
+
+void NestedKey::validate() const {
+  TORCH_CHECK_VALUE(!parts_.empty(), "NestedKey: empty key is not allowed");
+  for (const auto& p : parts_) {
+    TORCH_CHECK_VALUE(!p.empty(), "NestedKey: empty key is not allowed",
+                      parts_.size() > 1 ? " (in nested key " : "",
+                      parts_.size() > 1 ? str() : "",
+                      parts_.size() > 1 ? ")" : "");
+  }
+}
+
+NestedKey NestedKey::join(const NestedKey& other) const {
+  std::vector<std::string> parts = parts_;
+  parts.insert(parts.end(), other.parts_.begin(), other.parts_.end());
+  return NestedKey(std::move(parts));
+}
+
+namespace {
+// Python's repr() of a str, for the common cases: single quotes unless the
+// string holds a single quote and no double quote.
+std::string py_str_repr(const std::string& s) {
+  const bool has_single = s.find('\'') != std::string::npos;
+  const bool has_double = s.find('"') != std::string::npos;
+  const char q = (has_single && !has_double) ? '"' : '\'';
+  std::string out(1, q);
+  for (char c : s) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == q) {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      out += c;
+    }
+  }
+  out += q;
+  return out;
+}
+}  // namespace
+
+std::string NestedKey::str() const {
+  if (parts_.size() == 1) return parts_.front();
+  std::string out = "(";
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    if (i) out += ", ";
+    out += py_str_repr(parts_[i]);
+  }
+  out += ")";
+  return out;
+}
+
+std::ostream& operator<<(std::ostream& os, const NestedKey& key) {
+  return os << key.str();
+}
+
+}  // namespace tensordict

@@ -1,0 +1,1028 @@
+#include "tensordict/tensor_dict.h"
+
+#include <ATen/ATen.h>
+#include <ATen/MapAllocator.h>
+#include <ATen/TensorIndexing.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/util/SmallVector.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+#include "internal.h"
+
+namespace tensordict {
+
+using at::indexing::TensorIndex;
+using detail::Node;
+using detail::TensorDictImpl;
+using ImplPtr = std::shared_ptr<TensorDictImpl>;
+
+// ===========================================================================
+// Small helpers
+// ===========================================================================
+
+namespace detail {
+
+std::string shape_str(c10::IntArrayRef shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  out += "]";
+  return out;
+}
+
+std::string dtype_name(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kByte: return "torch.uint8";
+    case at::kChar: return "torch.int8";
+    case at::kShort: return "torch.int16";
+    case at::kInt: return "torch.int32";
+    case at::kLong: return "torch.int64";
+    case at::kHalf: return "torch.float16";
+    case at::kFloat: return "torch.float32";
+    case at::kDouble: return "torch.float64";
+    case at::kComplexHalf: return "torch.complex32";
+    case at::kComplexFloat: return "torch.complex64";
+    case at::kComplexDouble: return "torch.complex128";
+    case at::kBool: return "torch.bool";
+    case at::kBFloat16: return "torch.bfloat16";
+    case at::kQInt8: return "torch.qint8";
+    case at::kQUInt8: return "torch.quint8";
+    case at::kQInt32: return "torch.qint32";
+    default: return std::string("torch.") + c10::toString(dtype);
+  }
+}
+
+std::string device_name(const at::Device& device) {
+  if (device.is_cuda() && !device.has_index()) return "cuda:0";
+  return device.str();
+}
+
+bool tensor_is_shared(const at::Tensor& t) {
+  if (t.is_cuda()) return true;
+  if (!t.defined() || !t.has_storage()) return false;
+  const auto& data_ptr = t.storage().data_ptr();
+  if (auto* m = at::MapAllocator::fromDataPtr(data_ptr)) {
+    // Shared-memory segments (not mapped files) are named "/torch_<...>".
+    return std::strncmp(m->filename(), "/torch_", 7) == 0;
+  }
+  return at::RefcountedMapAllocator::fromDataPtr(data_ptr) != nullptr;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::shape_str;
+
+// TensorIndex::integer() is int64_t in LibTorch 1.x and c10::SymInt in 2.x.
+inline int64_t as_int(int64_t v) { return v; }
+template <typename T,
+          typename = std::enable_if_t<!std::is_integral<T>::value>>
+inline int64_t as_int(const T& v) {
+  return v.expect_int();
+}
+
+ImplPtr make_impl(std::vector<int64_t> batch_size,
+                  c10::optional<at::Device> device) {
+  auto impl = std::make_shared<TensorDictImpl>();
+  impl->batch_size = std::move(batch_size);
+  impl->device = device;
+  return impl;
+}
+
+std::vector<int64_t> concat(c10::IntArrayRef a, c10::IntArrayRef b) {
+  std::vector<int64_t> out;
+  out.reserve(a.size() + b.size());
+  out.insert(out.end(), a.begin(), a.end());
+  out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
+bool starts_with(c10::IntArrayRef shape, c10::IntArrayRef prefix) {
+  return shape.size() >= prefix.size() &&
+         std::equal(prefix.begin(), prefix.end(), shape.begin());
+}
+
+at::Device normalize_device(at::Device d) {
+  if (d.is_cuda() && !d.has_index()) return at::Device(at::kCUDA, 0);
+  return d;
+}
+
+NestedKey prefixed(const NestedKey* prefix, const std::string& key) {
+  if (prefix == nullptr) return NestedKey(key);
+  return prefix->join(NestedKey(key));
+}
+
+void collect_keys(const TensorDictImpl& impl, const NestedKey* prefix,
+                  bool include_nested, bool leaves_only,
+                  std::vector<NestedKey>& out) {
+  for (const auto& n : impl.nodes) {
+    NestedKey k = prefixed(prefix, n.key);
+    if (!n.is_dict() || !leaves_only || !include_nested) {
+      if (!(n.is_dict() && leaves_only)) out.push_back(k);
+    }
+    if (n.is_dict() && include_nested) {
+      collect_keys(*n.dict, &k, include_nested, leaves_only, out);
+    }
+  }
+}
+
+std::string key_list_str(const TensorDictImpl& impl) {
+  std::vector<NestedKey> keys;
+  collect_keys(impl, nullptr, /*include_nested=*/true, /*leaves_only=*/false,
+               keys);
+  std::string out = "[";
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i) out += ", ";
+    out += keys[i].str();
+  }
+  out += "]";
+  return out;
+}
+
+// Walks `key` from `root`. Returns the node, or nullptr when some component
+// is missing (or an intermediate component is a tensor).
+const Node* lookup(const TensorDictImpl& root, const NestedKey& key) {
+  const TensorDictImpl* cur = &root;
+  const auto& parts = key.parts();
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    const Node* n = cur->find(parts[i]);
+    if (n == nullptr || !n->is_dict()) return nullptr;
+    cur = n->dict.get();
+  }
+  return cur->find(parts.back());
+}
+
+// The dict holding the last component of `key`, or nullptr.
+TensorDictImpl* parent_of(TensorDictImpl& root, const NestedKey& key) {
+  TensorDictImpl* cur = &root;
+  const auto& parts = key.parts();
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    Node* n = cur->find(parts[i]);
+    if (n == nullptr || !n->is_dict()) return nullptr;
+    cur = n->dict.get();
+  }
+  return cur;
+}
+
+const Node& lookup_or_throw(const TensorDictImpl& root, const NestedKey& key) {
+  const Node* n = lookup(root, key);
+  TORCH_CHECK_INDEX(n != nullptr, "key ", key.str(),
+                    " not found in TensorDict with keys ", key_list_str(root));
+  return *n;
+}
+
+bool reaches(const TensorDictImpl& from, const TensorDictImpl* target) {
+  if (&from == target) return true;
+  for (const auto& n : from.nodes) {
+    if (n.is_dict() && reaches(*n.dict, target)) return true;
+  }
+  return false;
+}
+
+// Builds a new dict tree with `fn` applied to every leaf. Sub-dicts keep
+// their batch dims; `device` sets the device of every level.
+ImplPtr map_leaves(const TensorDictImpl& src,
+                   const std::function<at::Tensor(const at::Tensor&)>& fn,
+                   c10::optional<at::Device> device) {
+  auto out = make_impl(src.batch_size, device);
+  out->nodes.reserve(src.nodes.size());
+  for (const auto& n : src.nodes) {
+    if (n.is_dict()) {
+      out->nodes.push_back(Node{n.key, at::Tensor(), map_leaves(*n.dict, fn, device)});
+    } else {
+      out->nodes.push_back(Node{n.key, fn(n.tensor), nullptr});
+    }
+  }
+  return out;
+}
+
+void for_each_leaf(const TensorDictImpl& impl,
+                   const std::function<void(const at::Tensor&)>& fn) {
+  for (const auto& n : impl.nodes) {
+    if (n.is_dict()) {
+      for_each_leaf(*n.dict, fn);
+    } else {
+      fn(n.tensor);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Index normalization
+// ---------------------------------------------------------------------------
+
+struct NormalizedIndex {
+  std::vector<TensorIndex> indices;  // Ellipsis expanded, ints non-negative
+  std::vector<int64_t> ints;          // the ints, when all_int
+  bool all_int = true;                // only integers
+};
+
+bool is_mask(const at::Tensor& t) {
+  return t.scalar_type() == at::kBool || t.scalar_type() == at::kByte;
+}
+
+NormalizedIndex normalize_index(const TensorDictImpl& impl,
+                                c10::ArrayRef<TensorIndex> indices) {
+  const int64_t bd = impl.batch_dims();
+  TORCH_CHECK_INDEX(bd > 0,
+                    "cannot index a TensorDict with no batch dimensions "
+                    "(batch_size [])");
+  int64_t consumed = 0;
+  int64_t ellipses = 0;
+  for (const auto& idx : indices) {
+    if (idx.is_integer() || idx.is_slice()) {
+      ++consumed;
+    } else if (idx.is_tensor()) {
+      const auto& t = idx.tensor();
+      consumed += is_mask(t) ? std::max<int64_t>(t.dim(), 1) : 1;
+    } else if (idx.is_ellipsis()) {
+      ++ellipses;
+    }
+  }
+  TORCH_CHECK_INDEX(ellipses <= 1,
+                    "an index can only have a single ellipsis ('...')");
+  TORCH_CHECK_INDEX(consumed <= bd, "too many indices for TensorDict with batch_size ",
+                    shape_str(impl.batch_size), ": ", consumed,
+                    " batch dims were indexed");
+  NormalizedIndex out;
+  out.indices.reserve(indices.size() + static_cast<size_t>(bd));
+  int64_t dim = 0;
+  for (const auto& idx : indices) {
+    if (idx.is_integer()) {
+      const int64_t size = impl.batch_size[static_cast<size_t>(dim)];
+      int64_t i = as_int(idx.integer());
+      TORCH_CHECK_INDEX(i >= -size && i < size, "index ", i,
+                        " is out of bounds for dim ", dim, " with size ", size,
+                        " of TensorDict with batch_size ",
+                        shape_str(impl.batch_size));
+      if (i < 0) i += size;
+      out.indices.emplace_back(i);
+      out.ints.push_back(i);
+      ++dim;
+    } else if (idx.is_ellipsis()) {
+      for (int64_t k = 0; k < bd - consumed; ++k) {
+        out.indices.emplace_back(at::indexing::Slice());
+      }
+      dim += bd - consumed;
+      out.all_int = false;
+    } else {
+      out.indices.push_back(idx);
+      out.all_int = false;
+      if (idx.is_slice()) {
+        ++dim;
+      } else if (idx.is_tensor()) {
+        const auto& t = idx.tensor();
+        dim += is_mask(t) ? std::max<int64_t>(t.dim(), 1) : 1;
+      }
+    }
+  }
+  if (out.indices.empty()) out.all_int = false;
+  return out;
+}
+
+// The batch shape that `norm` selects from `batch_size`.
+std::vector<int64_t> indexed_shape(const TensorDictImpl& impl,
+                                   const NormalizedIndex& norm) {
+  if (norm.all_int) {
+    return std::vector<int64_t>(impl.batch_size.begin() +
+                                    static_cast<int64_t>(norm.ints.size()),
+                                impl.batch_size.end());
+  }
+  // Index a zero-strided stand-in of the batch shape: LibTorch then checks
+  // masks, index tensors and bounds, and computes the shape for us.
+  at::Device dev = at::kCPU;
+  for (const auto& idx : norm.indices) {
+    if (idx.is_tensor()) dev = idx.tensor().device();
+  }
+  at::Tensor dummy =
+      at::empty({}, at::TensorOptions().dtype(at::kByte).device(dev))
+          .expand(impl.batch_size);
+  try {
+    return dummy.index(norm.indices).sizes().vec();
+  } catch (const c10::Error& e) {
+    TORCH_CHECK_INDEX(false, "invalid index for TensorDict with batch_size ",
+                      shape_str(impl.batch_size), ": ", e.msg());
+  }
+}
+
+ImplPtr index_impl(const TensorDictImpl& impl, const NormalizedIndex& norm,
+                   c10::IntArrayRef new_batch, int64_t parent_bd) {
+  std::vector<int64_t> batch =
+      concat(new_batch, c10::IntArrayRef(impl.batch_size).slice(
+                            static_cast<size_t>(parent_bd)));
+  auto out = make_impl(std::move(batch), impl.device);
+  out->nodes.reserve(impl.nodes.size());
+  const bool single_int = norm.all_int && norm.ints.size() == 1;
+  for (const auto& n : impl.nodes) {
+    if (n.is_dict()) {
+      out->nodes.push_back(
+          Node{n.key, at::Tensor(), index_impl(*n.dict, norm, new_batch, parent_bd)});
+    } else if (single_int) {
+      out->nodes.push_back(Node{n.key, n.tensor.select(0, norm.ints[0]), nullptr});
+    } else {
+      out->nodes.push_back(Node{n.key, n.tensor.index(norm.indices), nullptr});
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Indexed writes
+// ---------------------------------------------------------------------------
+
+// Pass 1 of index_put_: checks every leaf of `value` against `dst` without
+// changing anything. `dst` may be null (the whole sub-tree will be created).
+void validate_put(const TensorDictImpl* dst, const TensorDictImpl& value,
+                  int64_t dst_bd, int64_t value_bd, const NestedKey* prefix) {
+  for (const auto& vn : value.nodes) {
+    const Node* dn = dst ? dst->find(vn.key) : nullptr;
+    if (dn == nullptr) {
+      continue;  // allocated lazily: nothing can conflict
+    }
+    NestedKey key = prefixed(prefix, vn.key);
+    if (vn.is_dict()) {
+      TORCH_CHECK_TYPE(dn->is_dict(), "key ", key.str(),
+                       ": cannot write a TensorDict where a tensor lives");
+      validate_put(dn->dict.get(), *vn.dict, dst_bd, value_bd, &key);
+      continue;
+    }
+    TORCH_CHECK_TYPE(!dn->is_dict(), "key ", key.str(),
+                     ": cannot write a tensor where a TensorDict lives");
+    const at::Tensor& src = vn.tensor;
+    const at::Tensor& dest = dn->tensor;
+    auto src_trailing = src.sizes().slice(static_cast<size_t>(value_bd));
+    auto dst_trailing = dest.sizes().slice(static_cast<size_t>(dst_bd));
+    TORCH_CHECK(src_trailing == dst_trailing, "key ", key.str(),
+                ": the value's trailing shape ", shape_str(src_trailing),
+                " (value shape ", shape_str(src.sizes()),
+                ") does not match the existing buffer's trailing shape ",
+                shape_str(dst_trailing), " (buffer shape ",
+                shape_str(dest.sizes()), ")");
+    TORCH_CHECK_TYPE(c10::canCast(src.scalar_type(), dest.scalar_type()),
+                     "key ", key.str(), ": cannot cast the value's dtype ",
+                     detail::dtype_name(src.scalar_type()),
+                     " to the buffer's dtype ",
+                     detail::dtype_name(dest.scalar_type()));
+    TORCH_CHECK(!dest.is_inference() || c10::InferenceMode::is_enabled(),
+                "key ", key.str(),
+                ": cannot write in place into an inference tensor outside "
+                "InferenceMode");
+  }
+}
+
+struct ByteCopy {
+  char* dst;
+  const char* src;
+  size_t nbytes;
+  c10::TensorImpl* dst_impl;
+};
+
+// Plans the byte-copy fast path of an all-integer index write. Returns false
+// when any leaf is missing or not eligible (then the general path runs).
+bool plan_fast_put(const TensorDictImpl& dst, const TensorDictImpl& value,
+                   c10::ArrayRef<int64_t> ints,
+                   c10::SmallVectorImpl<ByteCopy>& ops) {
+  const size_t k = ints.size();
+  for (const auto& vn : value.nodes) {
+    const Node* dn = dst.find(vn.key);
+    if (dn == nullptr || dn->is_dict() != vn.is_dict()) return false;
+    if (vn.is_dict()) {
+      if (!plan_fast_put(*dn->dict, *vn.dict, ints, ops)) return false;
+      continue;
+    }
+    const at::Tensor& src = vn.tensor;
+    const at::Tensor& dest = dn->tensor;
+    if (!dest.device().is_cpu() || !src.device().is_cpu() ||
+        dest.scalar_type() != src.scalar_type() ||
+        dest.layout() != at::kStrided || src.layout() != at::kStrided ||
+        !dest.is_contiguous() || !src.is_contiguous() ||
+        dest.requires_grad() || src.requires_grad() || dest.is_conj() ||
+        src.is_conj() || dest.is_neg() || src.is_neg() ||
+        (dest.is_inference() && !c10::InferenceMode::is_enabled())) {
+      return false;
+    }
+    if (!(src.sizes() == dest.sizes().slice(k))) return false;
+    const size_t itemsize = dest.element_size();
+    int64_t offset = 0;
+    for (size_t j = 0; j < k; ++j) offset += ints[j] * dest.stride(static_cast<int64_t>(j));
+    const size_t nbytes = static_cast<size_t>(src.numel()) * itemsize;
+    if (nbytes == 0) continue;
+    ops.push_back(ByteCopy{static_cast<char*>(dest.data_ptr()) +
+                               static_cast<size_t>(offset) * itemsize,
+                           static_cast<const char*>(src.data_ptr()), nbytes,
+                           dest.unsafeGetTensorImpl()});
+  }
+  return true;
+}
+
+// Remembers the node count of every dict that gets new keys, so that a
+// failure mid-way can drop them again.
+using AppendLog = std::vector<std::pair<TensorDictImpl*, size_t>>;
+
+void write_leaf(const at::Tensor& dest, const at::Tensor& src,
+                const NormalizedIndex& norm) {
+  if (norm.all_int && norm.ints.size() == 1) {
+    dest.select(0, norm.ints[0]).copy_(src);
+    return;
+  }
+  at::Tensor s = src;
+  if (s.scalar_type() != dest.scalar_type() || s.device() != dest.device()) {
+    s = s.to(dest.device(), dest.scalar_type());
+  }
+  at::Tensor d = dest;
+  d.index_put_(norm.indices, s);
+}
+
+// Pass 2 of index_put_: writes (allocating missing keys).
+void execute_put(TensorDictImpl& dst, const TensorDictImpl& value,
+                 const NormalizedIndex& norm, int64_t dst_bd,
+                 int64_t value_bd, AppendLog& log) {
+  for (const auto& vn : value.nodes) {
+    Node* dn = dst.find(vn.key);
+    if (dn != nullptr) {
+      if (vn.is_dict()) {
+        execute_put(*dn->dict, *vn.dict, norm, dst_bd, value_bd, log);
+      } else {
+        write_leaf(dn->tensor, vn.tensor, norm);
+      }
+      continue;
+    }
+    const auto top_batch =
+        c10::IntArrayRef(dst.batch_size).slice(0, static_cast<size_t>(dst_bd));
+    if (vn.is_dict()) {
+      auto extra = c10::IntArrayRef(vn.dict->batch_size)
+                       .slice(static_cast<size_t>(value_bd));
+      auto sub = make_impl(concat(top_batch, extra), dst.device);
+      execute_put(*sub, *vn.dict, norm, dst_bd, value_bd, log);
+      log.emplace_back(&dst, dst.nodes.size());
+      dst.nodes.push_back(Node{vn.key, at::Tensor(), std::move(sub)});
+    } else {
+      const at::Tensor& src = vn.tensor;
+      auto shape =
+          concat(top_batch, src.sizes().slice(static_cast<size_t>(value_bd)));
+      at::Tensor buf = at::zeros(
+          shape, src.options().device(dst.device ? *dst.device : src.device()));
+      write_leaf(buf, src, norm);
+      log.emplace_back(&dst, dst.nodes.size());
+      dst.nodes.push_back(Node{vn.key, std::move(buf), nullptr});
+    }
+  }
+}
+
+// Whether `vb` fits the indexed shape `s`: equal, or a suffix (broadcast from
+// the left).
+bool batch_fits(c10::IntArrayRef vb, c10::IntArrayRef s) {
+  if (vb.size() > s.size()) return false;
+  return std::equal(vb.begin(), vb.end(), s.end() - static_cast<int64_t>(vb.size()));
+}
+
+void index_put_impl(TensorDictImpl& dst, const NormalizedIndex& norm,
+                    const TensorDictImpl& value) {
+  const auto s = indexed_shape(dst, norm);
+  const c10::IntArrayRef vb(value.batch_size);
+  TORCH_CHECK(batch_fits(vb, s), "cannot write a TensorDict with batch_size ",
+              shape_str(vb), " into an indexed region of batch shape ",
+              shape_str(s), " (TensorDict batch_size ",
+              shape_str(dst.batch_size), ")");
+  TORCH_CHECK(&dst != &value || norm.indices.empty(),
+              "cannot write a TensorDict into an indexed region of itself");
+
+  if (norm.all_int && vb.size() == s.size()) {
+    c10::SmallVector<ByteCopy, 16> ops;
+    if (plan_fast_put(dst, value, norm.ints, ops)) {
+      for (const auto& op : ops) std::memmove(op.dst, op.src, op.nbytes);
+      for (const auto& op : ops) op.dst_impl->bump_version();
+      return;
+    }
+  }
+
+  validate_put(&dst, value, dst.batch_dims(), value.batch_dims(), nullptr);
+  AppendLog log;
+  try {
+    execute_put(dst, value, norm, dst.batch_dims(), value.batch_dims(), log);
+  } catch (...) {
+    for (auto it = log.rbegin(); it != log.rend(); ++it) {
+      it->first->nodes.resize(std::min(it->first->nodes.size(), it->second));
+    }
+    throw;
+  }
+}
+
+// Snapshot of the node lists of every dict in a tree, to undo a structural
+// change that fails half-way. Restoring keeps every dict's identity.
+class StructureSnapshot {
+ public:
+  explicit StructureSnapshot(TensorDictImpl& root) { take(root); }
+  void restore() {
+    for (auto& s : saved_) s.first->nodes = s.second;
+  }
+
+ private:
+  void take(TensorDictImpl& impl) {
+    saved_.emplace_back(&impl, impl.nodes);
+    for (auto& n : impl.nodes) {
+      if (n.is_dict()) take(*n.dict);
+    }
+  }
+  std::vector<std::pair<TensorDictImpl*, std::vector<Node>>> saved_;
+};
+
+}  // namespace
+
+// ===========================================================================
+// Entry
+// ===========================================================================
+
+Entry::Entry(at::Tensor tensor) : tensor_(std::move(tensor)) {
+  TORCH_CHECK_VALUE(tensor_.defined(),
+                    "TensorDict entries must be defined tensors");
+}
+Entry::Entry(const TensorDict& dict) : dict_(dict.impl_) {}
+Entry::Entry(std::shared_ptr<detail::TensorDictImpl> dict)
+    : dict_(std::move(dict)) {}
+
+const at::Tensor& Entry::tensor() const {
+  TORCH_CHECK_TYPE(is_tensor(), "this entry holds a TensorDict, not a tensor");
+  return tensor_;
+}
+
+TensorDict Entry::tensordict() const {
+  TORCH_CHECK_TYPE(is_tensordict(),
+                   "this entry holds a tensor, not a TensorDict");
+  return TensorDict(dict_);
+}
+
+// ===========================================================================
+// TensorDict: construction and accessors
+// ===========================================================================
+
+TensorDict::TensorDict() : impl_(make_impl({}, c10::nullopt)) {}
+
+TensorDict::TensorDict(std::shared_ptr<detail::TensorDictImpl> impl)
+    : impl_(std::move(impl)) {}
+
+TensorDict::TensorDict(c10::IntArrayRef batch_size)
+    : TensorDict(std::vector<Item>{}, batch_size, c10::nullopt) {}
+
+TensorDict::TensorDict(c10::IntArrayRef batch_size, at::Device device)
+    : TensorDict(std::vector<Item>{}, batch_size, device) {}
+
+TensorDict::TensorDict(std::vector<Item> items, c10::IntArrayRef batch_size,
+                       c10::optional<at::Device> device) {
+  for (int64_t d : batch_size) {
+    TORCH_CHECK_VALUE(d >= 0, "TensorDict: batch_size ", shape_str(batch_size),
+                      " has a negative dimension");
+  }
+  if (device) device = normalize_device(*device);
+  impl_ = make_impl(batch_size.vec(), device);
+  for (auto& item : items) {
+    if (item.second.is_tensor()) {
+      set(item.first, item.second.tensor());
+    } else {
+      set(item.first, item.second.tensordict());
+    }
+  }
+}
+
+c10::IntArrayRef TensorDict::batch_size() const { return impl_->batch_size; }
+int64_t TensorDict::batch_dims() const { return impl_->batch_dims(); }
+int64_t TensorDict::numel() const {
+  int64_t n = 1;
+  for (int64_t d : impl_->batch_size) n *= d;
+  return n;
+}
+c10::optional<at::Device> TensorDict::device() const { return impl_->device; }
+size_t TensorDict::size() const { return impl_->nodes.size(); }
+bool TensorDict::empty() const { return impl_->nodes.empty(); }
+
+bool TensorDict::contains(const NestedKey& key) const {
+  return lookup(*impl_, key) != nullptr;
+}
+
+std::vector<NestedKey> TensorDict::keys(bool include_nested,
+                                        bool leaves_only) const {
+  std::vector<NestedKey> out;
+  out.reserve(impl_->nodes.size());
+  collect_keys(*impl_, nullptr, include_nested, leaves_only, out);
+  return out;
+}
+
+at::Tensor TensorDict::get(const NestedKey& key) const {
+  const Node& n = lookup_or_throw(*impl_, key);
+  TORCH_CHECK_TYPE(!n.is_dict(), "key ", key.str(),
+                   " holds a TensorDict, not a tensor; use get_tensordict()");
+  return n.tensor;
+}
+
+TensorDict TensorDict::get_tensordict(const NestedKey& key) const {
+  const Node& n = lookup_or_throw(*impl_, key);
+  TORCH_CHECK_TYPE(n.is_dict(), "key ", key.str(),
+                   " holds a tensor, not a TensorDict; use get()");
+  return TensorDict(n.dict);
+}
+
+Entry TensorDict::get_entry(const NestedKey& key) const {
+  const Node& n = lookup_or_throw(*impl_, key);
+  if (n.is_dict()) return Entry(n.dict);
+  return Entry(n.tensor);
+}
+
+// ---------------------------------------------------------------------------
+// set / set_ / erase / pop / rename
+// ---------------------------------------------------------------------------
+
+namespace {
+
+// Finds (without creating) where `key` will live. Returns the deepest
+// existing dict on the path and the index of the first missing intermediate
+// component (parts.size() - 1 when the parent exists).
+std::pair<TensorDictImpl*, size_t> walk_for_set(TensorDictImpl& root,
+                                                const NestedKey& key) {
+  TensorDictImpl* cur = &root;
+  const auto& parts = key.parts();
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    Node* n = cur->find(parts[i]);
+    if (n == nullptr) return {cur, i};
+    TORCH_CHECK_TYPE(n->is_dict(), "key ", key.str(), ": cannot create a sub-TensorDict at ",
+                     NestedKey(std::vector<std::string>(parts.begin(),
+                                                        parts.begin() + static_cast<int64_t>(i) + 1))
+                         .str(),
+                     ": a tensor lives there");
+    cur = n->dict.get();
+  }
+  return {cur, parts.size() - 1};
+}
+
+// Creates the missing intermediates found by walk_for_set and returns the
+// dict that holds the last component.
+TensorDictImpl* create_path(TensorDictImpl* cur, size_t from,
+                            const NestedKey& key) {
+  const auto& parts = key.parts();
+  for (size_t i = from; i + 1 < parts.size(); ++i) {
+    auto sub = make_impl(cur->batch_size, cur->device);
+    TensorDictImpl* next = sub.get();
+    cur->nodes.push_back(Node{parts[i], at::Tensor(), std::move(sub)});
+    cur = next;
+  }
+  return cur;
+}
+
+void check_leading_dims(const NestedKey& key, const at::Tensor& value,
+                        c10::IntArrayRef batch) {
+  TORCH_CHECK_VALUE(value.defined(), "key ", key.str(),
+                    ": cannot set an undefined tensor");
+  auto sizes = value.sizes();
+  const bool ok = starts_with(sizes, batch);
+  TORCH_CHECK(ok, "key ", key.str(), ": expected leading dims ",
+              shape_str(batch), ", got ",
+              shape_str(sizes.slice(0, std::min(sizes.size(), batch.size()))));
+}
+
+}  // namespace
+
+const TensorDict& TensorDict::set(const NestedKey& key,
+                                  const at::Tensor& value) const {
+  auto [parent, missing_from] = walk_for_set(*impl_, key);
+  const bool parent_exists = missing_from + 1 == key.parts().size();
+  if (parent_exists) {
+    const Node* existing = parent->find(key.back());
+    TORCH_CHECK_TYPE(existing == nullptr || !existing->is_dict(), "key ",
+                     key.str(),
+                     ": cannot set a tensor where a TensorDict lives");
+  }
+  check_leading_dims(key, value, parent->batch_size);
+  at::Tensor v = value;
+  if (parent->device && v.device() != *parent->device) v = v.to(*parent->device);
+  parent = create_path(parent, missing_from, key);
+  if (Node* n = parent->find(key.back())) {
+    n->tensor = std::move(v);
+  } else {
+    parent->nodes.push_back(Node{key.back(), std::move(v), nullptr});
+  }
+  return *this;
+}
+
+const TensorDict& TensorDict::set(const NestedKey& key,
+                                  const TensorDict& value) const {
+  auto [parent, missing_from] = walk_for_set(*impl_, key);
+  const bool parent_exists = missing_from + 1 == key.parts().size();
+  if (parent_exists) {
+    const Node* existing = parent->find(key.back());
+    TORCH_CHECK_TYPE(existing == nullptr || existing->is_dict(), "key ",
+                     key.str(),
+                     ": cannot set a TensorDict where a tensor lives");
+  }
+  TORCH_CHECK(starts_with(value.batch_size(), parent->batch_size), "key ",
+              key.str(), ": the sub-TensorDict's batch_size ",
+              shape_str(value.batch_size()), " must start with ",
+              shape_str(parent->batch_size));
+  TORCH_CHECK(!reaches(*value.impl_, impl_.get()), "key ", key.str(),
+              ": cannot set a TensorDict inside itself");
+  ImplPtr v = value.impl_;
+  if (parent->device && value.device() != parent->device) {
+    v = value.to(*parent->device).impl_;
+  }
+  parent = create_path(parent, missing_from, key);
+  if (Node* n = parent->find(key.back())) {
+    n->dict = std::move(v);
+  } else {
+    parent->nodes.push_back(Node{key.back(), at::Tensor(), std::move(v)});
+  }
+  return *this;
+}
+
+const TensorDict& TensorDict::set_(const NestedKey& key,
+                                   const at::Tensor& value) const {
+  const Node& n = lookup_or_throw(*impl_, key);
+  TORCH_CHECK_TYPE(!n.is_dict(), "key ", key.str(),
+                   ": set_ cannot write a tensor where a TensorDict lives");
+  const TensorDictImpl* parent = parent_of(*impl_, key);
+  check_leading_dims(key, value, parent->batch_size);
+  TORCH_CHECK(at::is_expandable_to(value.sizes(), n.tensor.sizes()), "key ",
+              key.str(), ": set_ cannot write a value of shape ",
+              shape_str(value.sizes()), " into the stored tensor of shape ",
+              shape_str(n.tensor.sizes()));
+  n.tensor.copy_(value);
+  return *this;
+}
+
+void TensorDict::erase(const NestedKey& key) const { (void)pop(key); }
+
+Entry TensorDict::pop(const NestedKey& key) const {
+  (void)lookup_or_throw(*impl_, key);
+  TensorDictImpl* parent = parent_of(*impl_, key);
+  auto it = std::find_if(parent->nodes.begin(), parent->nodes.end(),
+                         [&](const Node& n) { return n.key == key.back(); });
+  Entry out = it->is_dict() ? Entry(it->dict) : Entry(it->tensor);
+  parent->nodes.erase(it);
+  return out;
+}
+
+const TensorDict& TensorDict::rename_key_(const NestedKey& old_key,
+                                          const NestedKey& new_key) const {
+  Entry e = get_entry(old_key);
+  if (old_key == new_key) return *this;
+  const auto& op = old_key.parts();
+  const auto& np = new_key.parts();
+  TORCH_CHECK(!(np.size() > op.size() &&
+                std::equal(op.begin(), op.end(), np.begin())),
+              "cannot rename key ", old_key.str(), " to ", new_key.str(),
+              ": the new key lies inside the old one");
+  StructureSnapshot snapshot(*impl_);
+  try {
+    if (contains(new_key)) erase(new_key);
+    if (e.is_tensor()) {
+      set(new_key, e.tensor());
+    } else {
+      set(new_key, e.tensordict());
+    }
+    erase(old_key);
+  } catch (...) {
+    snapshot.restore();
+    throw;
+  }
+  return *this;
+}
+
+// ---------------------------------------------------------------------------
+// Indexing
+// ---------------------------------------------------------------------------
+
+TensorDict TensorDict::index(c10::ArrayRef<TensorIndex> indices) const {
+  NormalizedIndex norm = normalize_index(*impl_, indices);
+  auto shape = indexed_shape(*impl_, norm);
+  return TensorDict(index_impl(*impl_, norm, shape, impl_->batch_dims()));
+}
+
+const TensorDict& TensorDict::index_put_(c10::ArrayRef<TensorIndex> indices,
+                                         const TensorDict& value) const {
+  NormalizedIndex norm = normalize_index(*impl_, indices);
+  index_put_impl(*impl_, norm, *value.impl_);
+  return *this;
+}
+
+IndexedTensorDict TensorDict::operator[](int64_t i) const {
+  return IndexedTensorDict(*this, i);
+}
+
+struct IndexedTensorDict::IndexList {
+  std::vector<TensorIndex> indices;
+};
+
+IndexedTensorDict TensorDict::operator[](const TensorIndex& index) const {
+  if (index.is_integer()) return IndexedTensorDict(*this, as_int(index.integer()));
+  auto list = std::make_shared<IndexedTensorDict::IndexList>();
+  list->indices.push_back(index);
+  return IndexedTensorDict(*this, std::move(list));
+}
+
+// ---------------------------------------------------------------------------
+// Copies and moves
+// ---------------------------------------------------------------------------
+
+TensorDict TensorDict::to(at::Device device, bool non_blocking) const {
+  device = normalize_device(device);
+  return TensorDict(map_leaves(
+      *impl_,
+      [&](const at::Tensor& t) { return t.to(device, non_blocking); },
+      device));
+}
+
+TensorDict TensorDict::to(at::ScalarType dtype) const {
+  return TensorDict(map_leaves(
+      *impl_, [&](const at::Tensor& t) { return t.to(dtype); }, impl_->device));
+}
+
+TensorDict TensorDict::cpu() const { return to(at::Device(at::kCPU)); }
+
+TensorDict TensorDict::clone() const {
+  return TensorDict(map_leaves(
+      *impl_, [](const at::Tensor& t) { return t.clone(); }, impl_->device));
+}
+
+TensorDict TensorDict::copy() const {
+  return TensorDict(map_leaves(
+      *impl_, [](const at::Tensor& t) { return t; }, impl_->device));
+}
+
+TensorDict TensorDict::contiguous() const {
+  return TensorDict(map_leaves(
+      *impl_, [](const at::Tensor& t) { return t.contiguous(); },
+      impl_->device));
+}
+
+TensorDict TensorDict::detach() const {
+  return TensorDict(map_leaves(
+      *impl_, [](const at::Tensor& t) { return t.detach(); }, impl_->device));
+}
+
+const TensorDict& TensorDict::zero_() const {
+  for_each_leaf(*impl_, [](const at::Tensor& t) { t.zero_(); });
+  return *this;
+}
+
+bool TensorDict::all() const {
+  bool result = true;
+  for_each_leaf(*impl_, [&](const at::Tensor& t) {
+    if (result && !t.all().item<bool>()) result = false;
+  });
+  return result;
+}
+
+bool TensorDict::any() const {
+  bool result = false;
+  for_each_leaf(*impl_, [&](const at::Tensor& t) {
+    if (!result && t.any().item<bool>()) result = true;
+  });
+  return result;
+}
+
+bool TensorDict::is_shared() const {
+  if (impl_->device && impl_->device->is_cuda()) return true;
+  bool any_leaf = false;
+  bool all_shared = true;
+  for_each_leaf(*impl_, [&](const at::Tensor& t) {
+    any_leaf = true;
+    if (!detail::tensor_is_shared(t)) all_shared = false;
+  });
+  return any_leaf && all_shared;
+}
+
+// ---------------------------------------------------------------------------
+// Comparisons
+// ---------------------------------------------------------------------------
+
+namespace {
+
+void check_same_keys(const TensorDictImpl& a, const TensorDictImpl& b) {
+  std::vector<NestedKey> ka, kb;
+  collect_keys(a, nullptr, true, true, ka);
+  collect_keys(b, nullptr, true, true, kb);
+  std::vector<NestedKey> missing_b, missing_a;
+  for (const auto& k : ka) {
+    if (std::find(kb.begin(), kb.end(), k) == kb.end()) missing_b.push_back(k);
+  }
+  for (const auto& k : kb) {
+    if (std::find(ka.begin(), ka.end(), k) == ka.end()) missing_a.push_back(k);
+  }
+  auto list = [](const std::vector<NestedKey>& ks) {
+    std::string out = "[";
+    for (size_t i = 0; i < ks.size(); ++i) out += (i ? ", " : "") + ks[i].str();
+    return out + "]";
+  };
+  TORCH_CHECK(missing_a.empty() && missing_b.empty(),
+              "TensorDicts have different keys: missing from the left-hand "
+              "side: ",
+              list(missing_a), "; missing from the right-hand side: ",
+              list(missing_b));
+}
+
+ImplPtr zip_leaves(
+    const TensorDictImpl& a, const TensorDictImpl& b,
+    const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& fn) {
+  auto out = make_impl(a.batch_size, a.device);
+  for (const auto& n : a.nodes) {
+    const Node* m = b.find(n.key);
+    TORCH_INTERNAL_ASSERT(m != nullptr);
+    TORCH_CHECK_TYPE(n.is_dict() == m->is_dict(), "key ", n.key,
+                     " is a tensor on one side and a TensorDict on the other");
+    if (n.is_dict()) {
+      out->nodes.push_back(Node{n.key, at::Tensor(), zip_leaves(*n.dict, *m->dict, fn)});
+    } else {
+      out->nodes.push_back(Node{n.key, fn(n.tensor, m->tensor), nullptr});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TensorDict operator==(const TensorDict& a, const TensorDict& b) {
+  check_same_keys(a.impl(), b.impl());
+  return TensorDictImpl::wrap(zip_leaves(
+      a.impl(), b.impl(),
+      [](const at::Tensor& x, const at::Tensor& y) { return x.eq(y); }));
+}
+
+TensorDict operator!=(const TensorDict& a, const TensorDict& b) {
+  check_same_keys(a.impl(), b.impl());
+  return TensorDictImpl::wrap(zip_leaves(
+      a.impl(), b.impl(),
+      [](const at::Tensor& x, const at::Tensor& y) { return x.ne(y); }));
+}
+
+TensorDict operator==(const TensorDict& a, const at::Scalar& b) {
+  return TensorDictImpl::wrap(map_leaves(
+      a.impl(), [&](const at::Tensor& x) { return x.eq(b); }, a.impl().device));
+}
+
+TensorDict operator!=(const TensorDict& a, const at::Scalar& b) {
+  return TensorDictImpl::wrap(map_leaves(
+      a.impl(), [&](const at::Tensor& x) { return x.ne(b); }, a.impl().device));
+}
+
+// ===========================================================================
+// IndexedTensorDict
+// ===========================================================================
+
+IndexedTensorDict::IndexedTensorDict(TensorDict parent, int64_t i)
+    : parent_(std::move(parent)), int_index_(i) {}
+
+IndexedTensorDict::IndexedTensorDict(TensorDict parent,
+                                     std::shared_ptr<const IndexList> list)
+    : parent_(std::move(parent)), list_(std::move(list)) {}
+
+IndexedTensorDict::~IndexedTensorDict() = default;
+
+IndexedTensorDict& IndexedTensorDict::operator=(const TensorDict& value) {
+  if (list_) {
+    parent_.index_put_(list_->indices, value);
+  } else {
+    parent_.index_put_({TensorIndex(int_index_)}, value);
+  }
+  return *this;
+}
+
+IndexedTensorDict& IndexedTensorDict::operator=(const IndexedTensorDict& value) {
+  return *this = value.value();
+}
+
+IndexedTensorDict& IndexedTensorDict::operator=(IndexedTensorDict&& value) {
+  return *this = value.value();
+}
+
+TensorDict IndexedTensorDict::value() const {
+  if (list_) return parent_.index(list_->indices);
+  return parent_.index({TensorIndex(int_index_)});
+}
+
+at::Tensor IndexedTensorDict::get(const NestedKey& key) const {
+  return value().get(key);
+}
+TensorDict IndexedTensorDict::get_tensordict(const NestedKey& key) const {
+  return value().get_tensordict(key);
+}
+std::vector<int64_t> IndexedTensorDict::batch_size() const {
+  return value().batch_size().vec();
+}
+std::vector<NestedKey> IndexedTensorDict::keys(bool include_nested,
+                                               bool leaves_only) const {
+  return parent_.keys(include_nested, leaves_only);
+}
+bool IndexedTensorDict::all() const { return value().all(); }
+bool IndexedTensorDict::any() const { return value().any(); }
+TensorDict IndexedTensorDict::clone() const { return value().clone(); }
+IndexedTensorDict IndexedTensorDict::operator[](int64_t i) const {
+  return value()[i];
+}
+IndexedTensorDict IndexedTensorDict::operator[](const TensorIndex& index) const {
+  return value()[index];
+}
+
+}  // namespace tensordict
