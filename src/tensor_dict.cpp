@@ -332,6 +332,56 @@ ImplPtr index_impl(const TensorDictImpl& impl, const NormalizedIndex& norm,
   return out;
 }
 
+// Row `i` of `t` along dim 0: `t.select(0, i)`, built directly when `t` is a
+// plain dense CPU/CUDA tensor that does not require grad. The direct view
+// shares storage and version counter with `t` (like a view of `t.detach()`),
+// but skips the dispatcher, which costs ~6x more than building the view.
+// Autograd does not record it as a view of `t`.
+at::Tensor row_view(const at::Tensor& t, int64_t i) {
+  c10::TensorImpl* bi = t.unsafeGetTensorImpl();
+  if (t.requires_grad() || t.dim() == 0 || t.layout() != at::kStrided ||
+      !(t.is_cpu() || t.is_cuda()) || t.is_quantized() || t.has_names() ||
+      !bi->has_storage()) {
+    return t.select(0, i);
+  }
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      c10::TensorImpl::VIEW, c10::Storage(bi->storage()), bi->key_set(),
+      bi->dtype());
+  impl->set_sizes_and_strides(bi->sizes().slice(1), bi->strides().slice(1));
+  impl->set_storage_offset(bi->storage_offset() + i * bi->strides()[0]);
+  impl->set_version_counter(bi->version_counter());
+  return at::Tensor(std::move(impl));
+}
+
+// `index({i})` for a single non-negative integer on the first batch dim: the
+// hot path of `td[i]`, without building a TensorIndex list.
+ImplPtr select_impl(const TensorDictImpl& impl, int64_t i) {
+  auto out = std::make_shared<TensorDictImpl>();
+  out->batch_size.assign(impl.batch_size.begin() + 1, impl.batch_size.end());
+  out->device = impl.device;
+  out->nodes.reserve(impl.nodes.size());
+  for (const auto& n : impl.nodes) {
+    if (n.is_dict()) {
+      out->nodes.push_back(Node{n.key, at::Tensor(), select_impl(*n.dict, i)});
+    } else {
+      out->nodes.push_back(Node{n.key, row_view(n.tensor, i), nullptr});
+    }
+  }
+  return out;
+}
+
+int64_t normalize_int_index(const TensorDictImpl& impl, int64_t i) {
+  TORCH_CHECK_INDEX(!impl.batch_size.empty(),
+                    "cannot index a TensorDict with no batch dimensions "
+                    "(batch_size [])");
+  const int64_t size = impl.batch_size[0];
+  TORCH_CHECK_INDEX(i >= -size && i < size, "index ", i,
+                    " is out of bounds for dim 0 with size ", size,
+                    " of TensorDict with batch_size ",
+                    shape_str(impl.batch_size));
+  return i < 0 ? i + size : i;
+}
+
 // ---------------------------------------------------------------------------
 // Indexed writes
 // ---------------------------------------------------------------------------
@@ -999,7 +1049,9 @@ IndexedTensorDict& IndexedTensorDict::operator=(IndexedTensorDict&& value) {
 
 TensorDict IndexedTensorDict::value() const {
   if (list_) return parent_.index(list_->indices);
-  return parent_.index({TensorIndex(int_index_)});
+  const auto& impl = parent_.impl();
+  return TensorDictImpl::wrap(
+      select_impl(impl, normalize_int_index(impl, int_index_)));
 }
 
 at::Tensor IndexedTensorDict::get(const NestedKey& key) const {

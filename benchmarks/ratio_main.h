@@ -1,0 +1,66 @@
+// A Google Benchmark main that also prints each target as a ratio of two
+// benchmarks measured in the same run.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tensordict_bench {
+
+struct Ratio {
+  const char* what;
+  const char* measured;
+  const char* baseline;
+  double target;  // 0: informational, no target
+};
+
+class CapturingReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const auto& r : runs) {
+      if (r.run_type == Run::RT_Iteration && r.iterations > 0) {
+        times_[r.benchmark_name()] = r.GetAdjustedRealTime();
+        units_[r.benchmark_name()] = r.time_unit;
+      }
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+  const std::map<std::string, double>& times() const { return times_; }
+
+ private:
+  std::map<std::string, double> times_;
+  std::map<std::string, benchmark::TimeUnit> units_;
+};
+
+inline int run(int argc, char** argv, const std::vector<Ratio>& ratios) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  CapturingReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  std::printf("\nRatios (measured / raw-LibTorch baseline, same run):\n");
+  for (const auto& r : ratios) {
+    auto m = reporter.times().find(r.measured);
+    auto b = reporter.times().find(r.baseline);
+    if (m == reporter.times().end() || b == reporter.times().end()) continue;
+    const double ratio = m->second / b->second;
+    if (r.target > 0) {
+      std::printf("  %-40s %8.3fx  (target <= %.2fx: %s)\n", r.what, ratio,
+                  r.target, ratio <= r.target ? "met" : "NOT met");
+    } else {
+      std::printf("  %-40s %8.3fx\n", r.what, ratio);
+    }
+  }
+  benchmark::Shutdown();
+  return 0;
+}
+
+}  // namespace tensordict_bench
+
+#define TENSORDICT_BENCHMARK_MAIN(...)                               \
+  int main(int argc, char** argv) {                                  \
+    return tensordict_bench::run(argc, argv, __VA_ARGS__);           \
+  }
