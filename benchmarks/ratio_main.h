@@ -21,10 +21,16 @@ struct Ratio {
 class CapturingReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
+    // With repetitions, the median of the repetitions is used; otherwise the
+    // single run.
     for (const auto& r : runs) {
-      if (r.run_type == Run::RT_Iteration && r.iterations > 0) {
-        times_[r.benchmark_name()] = r.GetAdjustedRealTime();
-        units_[r.benchmark_name()] = r.time_unit;
+      const std::string name = r.run_name.str();
+      if (r.run_type == Run::RT_Aggregate && r.aggregate_name == "median") {
+        times_[name] = r.GetAdjustedRealTime();
+        medians_[name] = true;
+      } else if (r.run_type == Run::RT_Iteration && r.iterations > 0 &&
+                 !medians_[name]) {
+        times_[name] = r.GetAdjustedRealTime();
       }
     }
     ConsoleReporter::ReportRuns(runs);
@@ -33,7 +39,7 @@ class CapturingReporter : public benchmark::ConsoleReporter {
 
  private:
   std::map<std::string, double> times_;
-  std::map<std::string, benchmark::TimeUnit> units_;
+  std::map<std::string, bool> medians_;
 };
 
 inline int run(int argc, char** argv, const std::vector<Ratio>& ratios) {

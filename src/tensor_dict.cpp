@@ -123,9 +123,7 @@ void collect_keys(const TensorDictImpl& impl, const NestedKey* prefix,
                   std::vector<NestedKey>& out) {
   for (const auto& n : impl.nodes) {
     NestedKey k = prefixed(prefix, n.key);
-    if (!n.is_dict() || !leaves_only || !include_nested) {
-      if (!(n.is_dict() && leaves_only)) out.push_back(k);
-    }
+    if (!(n.is_dict() && leaves_only)) out.push_back(k);
     if (n.is_dict() && include_nested) {
       collect_keys(*n.dict, &k, include_nested, leaves_only, out);
     }
@@ -540,8 +538,6 @@ void index_put_impl(TensorDictImpl& dst, const NormalizedIndex& norm,
               shape_str(vb), " into an indexed region of batch shape ",
               shape_str(s), " (TensorDict batch_size ",
               shape_str(dst.batch_size), ")");
-  TORCH_CHECK(&dst != &value || norm.indices.empty(),
-              "cannot write a TensorDict into an indexed region of itself");
 
   if (norm.all_int && vb.size() == s.size()) {
     c10::SmallVector<ByteCopy, 16> ops;
@@ -589,10 +585,7 @@ class StructureSnapshot {
 // Entry
 // ===========================================================================
 
-Entry::Entry(at::Tensor tensor) : tensor_(std::move(tensor)) {
-  TORCH_CHECK_VALUE(tensor_.defined(),
-                    "TensorDict entries must be defined tensors");
-}
+Entry::Entry(at::Tensor tensor) : tensor_(std::move(tensor)) {}
 Entry::Entry(const TensorDict& dict) : dict_(dict.impl_) {}
 Entry::Entry(std::shared_ptr<detail::TensorDictImpl> dict)
     : dict_(std::move(dict)) {}
