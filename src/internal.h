@@ -5,6 +5,7 @@
 #include <c10/core/ScalarType.h>
 #include <c10/util/Exception.h>
 
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -46,6 +47,58 @@ struct TensorDictImpl {
     return TensorDict(std::move(impl));
   }
 };
+
+using ImplPtr = std::shared_ptr<TensorDictImpl>;
+
+// ---- Helpers shared by the library's translation units (tensor_dict.cpp) --
+
+/// TensorIndex::integer() is int64_t in LibTorch 1.x and c10::SymInt in 2.x.
+inline int64_t as_int(int64_t v) { return v; }
+template <typename T,
+          typename = std::enable_if_t<!std::is_integral<T>::value>>
+inline int64_t as_int(const T& v) {
+  return v.expect_int();
+}
+
+/// A new, empty dict implementation.
+ImplPtr make_impl(std::vector<int64_t> batch_size,
+                  c10::optional<at::Device> device);
+/// `a + b` as shapes.
+std::vector<int64_t> concat(c10::IntArrayRef a, c10::IntArrayRef b);
+/// Whether `shape` starts with `prefix`.
+bool starts_with(c10::IntArrayRef shape, c10::IntArrayRef prefix);
+/// `cuda` becomes `cuda:0`; other devices are unchanged.
+at::Device normalize_device(at::Device d);
+/// `prefix + key`, or `key` when `prefix` is null.
+NestedKey prefixed(const NestedKey* prefix, const std::string& key);
+/// The keys of `impl` (see TensorDict::keys), each prefixed by `prefix`.
+void collect_keys(const TensorDictImpl& impl, const NestedKey* prefix,
+                  bool include_nested, bool leaves_only,
+                  std::vector<NestedKey>& out);
+/// "[a, next, ('next', 'obs')]": every key, nested ones included.
+std::string key_list_str(const TensorDictImpl& impl);
+/// The node at `key`, or null when a component is missing.
+const Node* lookup(const TensorDictImpl& root, const NestedKey& key);
+/// The dict holding the last component of `key`, or null.
+TensorDictImpl* parent_of(TensorDictImpl& root, const NestedKey& key);
+/// The node at `key`; throws (listing the keys) when it is missing.
+const Node& lookup_or_throw(const TensorDictImpl& root, const NestedKey& key);
+/// Whether `target` is `from` or one of its sub-dicts.
+bool reaches(const TensorDictImpl& from, const TensorDictImpl* target);
+/// A new dict tree with `fn` applied to every leaf; every level gets `device`.
+ImplPtr map_leaves(const TensorDictImpl& src,
+                   const std::function<at::Tensor(const at::Tensor&)>& fn,
+                   c10::optional<at::Device> device);
+/// Calls `fn` on every leaf, depth first, in insertion order.
+void for_each_leaf(const TensorDictImpl& impl,
+                   const std::function<void(const at::Tensor&)>& fn);
+/// Throws, listing the differences, unless both trees have the same leaf keys.
+void check_same_keys(const TensorDictImpl& a, const TensorDictImpl& b);
+/// A new tree with `fn(a_leaf, b_leaf)`, walked over `a`'s keys (same keys
+/// required); batch size and device are `a`'s.
+ImplPtr zip_leaves(
+    const TensorDictImpl& a, const TensorDictImpl& b,
+    const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& fn);
 
 /// "[4, 8]".
 std::string shape_str(c10::IntArrayRef shape);

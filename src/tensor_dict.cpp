@@ -18,6 +18,7 @@ using at::indexing::TensorIndex;
 using detail::Node;
 using detail::TensorDictImpl;
 using ImplPtr = std::shared_ptr<TensorDictImpl>;
+using namespace detail;  // NOLINT(google-build-using-namespace)
 
 // ===========================================================================
 // Small helpers
@@ -75,17 +76,7 @@ bool tensor_is_shared(const at::Tensor& t) {
 
 }  // namespace detail
 
-namespace {
-
-using detail::shape_str;
-
-// TensorIndex::integer() is int64_t in LibTorch 1.x and c10::SymInt in 2.x.
-inline int64_t as_int(int64_t v) { return v; }
-template <typename T,
-          typename = std::enable_if_t<!std::is_integral<T>::value>>
-inline int64_t as_int(const T& v) {
-  return v.expect_int();
-}
+namespace detail {
 
 ImplPtr make_impl(std::vector<int64_t> batch_size,
                   c10::optional<at::Device> device) {
@@ -210,6 +201,10 @@ void for_each_leaf(const TensorDictImpl& impl,
     }
   }
 }
+
+}  // namespace detail
+
+namespace {
 
 // ---------------------------------------------------------------------------
 // Index normalization
@@ -941,7 +936,7 @@ bool TensorDict::is_shared() const {
 // Comparisons
 // ---------------------------------------------------------------------------
 
-namespace {
+namespace detail {
 
 void check_same_keys(const TensorDictImpl& a, const TensorDictImpl& b) {
   std::vector<NestedKey> ka, kb;
@@ -984,7 +979,7 @@ ImplPtr zip_leaves(
   return out;
 }
 
-}  // namespace
+}  // namespace detail
 
 TensorDict operator==(const TensorDict& a, const TensorDict& b) {
   check_same_keys(a.impl(), b.impl());
