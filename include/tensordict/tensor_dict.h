@@ -237,6 +237,183 @@ class TensorDict {
   /// True when the dict is on CUDA or every leaf lives in shared memory.
   [[nodiscard]] bool is_shared() const;
 
+  // ---- Splitting (views) ---------------------------------------------------
+
+  /// Slices along batch dim `dim`, like `at::Tensor::unbind`: one dict per
+  /// index, each with that dim removed. Leaves are views.
+  [[nodiscard]] std::vector<TensorDict> unbind(int64_t dim = 0) const;
+  /// Splits batch dim `dim` into chunks of `split_size` (the last may be
+  /// smaller). Leaves are views.
+  [[nodiscard]] std::vector<TensorDict> split(int64_t split_size,
+                                              int64_t dim = 0) const;
+  /// Splits batch dim `dim` into chunks of the given sizes, which must sum to
+  /// the dim's size. Leaves are views.
+  [[nodiscard]] std::vector<TensorDict> split(c10::IntArrayRef split_sizes,
+                                              int64_t dim = 0) const;
+  /// Splits batch dim `dim` into `chunks` chunks, like `at::Tensor::chunk`.
+  [[nodiscard]] std::vector<TensorDict> chunk(int64_t chunks,
+                                              int64_t dim = 0) const;
+
+  // ---- Shape ops over the batch dims (feature dims follow on the right) ----
+  //
+  // Each returns a new dict whose leaves are views wherever LibTorch's op
+  // returns views. Dims index the batch dims only (negative counts from the
+  // last batch dim).
+
+  /// Reshapes the batch dims to `shape` (one entry may be -1).
+  [[nodiscard]] TensorDict reshape(c10::IntArrayRef shape) const;
+  /// Like `reshape`, but always a view (throws when it cannot be).
+  [[nodiscard]] TensorDict view(c10::IntArrayRef shape) const;
+  /// Inserts a batch dim of size 1 at `dim` (in `[-batch_dims-1, batch_dims]`).
+  [[nodiscard]] TensorDict unsqueeze(int64_t dim) const;
+  /// Removes every batch dim of size 1.
+  [[nodiscard]] TensorDict squeeze() const;
+  /// Removes batch dim `dim` if its size is 1 (else returns the same shape).
+  [[nodiscard]] TensorDict squeeze(int64_t dim) const;
+  /// Permutes the batch dims (`dims` is a permutation of them).
+  [[nodiscard]] TensorDict permute(c10::IntArrayRef dims) const;
+  /// Swaps two batch dims.
+  [[nodiscard]] TensorDict transpose(int64_t dim0, int64_t dim1) const;
+  /// Flattens batch dims `start_dim..end_dim` into one.
+  [[nodiscard]] TensorDict flatten(int64_t start_dim = 0,
+                                   int64_t end_dim = -1) const;
+  /// Splits batch dim `dim` into `sizes` (one entry may be -1).
+  [[nodiscard]] TensorDict unflatten(int64_t dim, c10::IntArrayRef sizes) const;
+  /// Expands the batch dims to `shape` (new leading dims, or size-1 dims
+  /// broadcast), like `at::Tensor::expand`. Leaves are views.
+  [[nodiscard]] TensorDict expand(c10::IntArrayRef shape) const;
+
+  // ---- Apply -------------------------------------------------------------
+
+  /// Leaf function, unary.
+  using LeafFn = std::function<at::Tensor(const at::Tensor&)>;
+  /// Leaf function over this dict's leaf and the matching leaves of others.
+  using LeafFnN = std::function<at::Tensor(const std::vector<at::Tensor>&)>;
+  /// Leaf function that also receives the leaf's (nested) key.
+  using NamedLeafFn =
+      std::function<at::Tensor(const NestedKey&, const at::Tensor&)>;
+
+  /// A new dict with `fn` applied to every leaf (nested dicts recursively,
+  /// insertion order kept). A callback that returns an undefined tensor drops
+  /// that key. With `batch_size`, the result has that batch size (and its
+  /// sub-dicts that batch size plus their own extra dims); otherwise the
+  /// result keeps this dict's batch size.
+  ///
+  /// Example:
+  /// ```
+  ///   TensorDict doubled = td.apply([](const at::Tensor& t) { return t * 2; });
+  /// ```
+  [[nodiscard]] TensorDict apply(
+      const LeafFn& fn,
+      c10::optional<std::vector<int64_t>> batch_size = c10::nullopt) const;
+  /// `fn(x, y)` over this dict's leaves `x` and `other`'s matching leaves `y`
+  /// (the same keys are required).
+  [[nodiscard]] TensorDict apply(
+      const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& fn,
+      const TensorDict& other,
+      c10::optional<std::vector<int64_t>> batch_size = c10::nullopt) const;
+  /// `fn({x, y, ...})` over this dict and every dict of `others`, walked in
+  /// lockstep (the same keys are required).
+  [[nodiscard]] TensorDict apply(
+      const LeafFnN& fn, const std::vector<TensorDict>& others,
+      c10::optional<std::vector<int64_t>> batch_size = c10::nullopt) const;
+  /// In place: `fn`'s result is copied into each existing leaf, which keeps
+  /// its identity. Returns `*this`.
+  const TensorDict& apply_(const LeafFn& fn) const;
+  /// Like `apply`, with each leaf's full nested key.
+  [[nodiscard]] TensorDict named_apply(
+      const NamedLeafFn& fn,
+      c10::optional<std::vector<int64_t>> batch_size = c10::nullopt) const;
+
+  // ---- Key manipulation --------------------------------------------------
+
+  /// Sets every entry of `other` into this dict (`set` semantics: tensors are
+  /// replaced, sub-dicts are merged key by key). Returns `*this`.
+  const TensorDict& update(const TensorDict& other) const;
+  /// Copies every leaf of `other` into the existing leaf of this dict, in
+  /// place (`set_` semantics). All keys must exist; validated before any
+  /// write. Returns `*this`.
+  const TensorDict& update_(const TensorDict& other) const;
+  /// A new dict (same tensors) with only `keys`. Throws on a missing key.
+  [[nodiscard]] TensorDict select(const std::vector<NestedKey>& keys) const;
+  /// A new dict (same tensors) without `keys` (missing keys are ignored).
+  [[nodiscard]] TensorDict exclude(const std::vector<NestedKey>& keys) const;
+  /// A flat dict whose keys join nested keys with `sep` (same tensors).
+  [[nodiscard]] TensorDict flatten_keys(const std::string& sep = ".") const;
+  /// The inverse of `flatten_keys`: splits keys at `sep` into nested keys.
+  [[nodiscard]] TensorDict unflatten_keys(const std::string& sep = ".") const;
+  /// `{key, entry}` pairs, with the same options as `keys()`.
+  [[nodiscard]] std::vector<std::pair<NestedKey, Entry>> items(
+      bool include_nested = false, bool leaves_only = false) const;
+  /// The entries, with the same options as `keys()`.
+  [[nodiscard]] std::vector<Entry> values(bool include_nested = false,
+                                          bool leaves_only = false) const;
+
+  // ---- In-place arithmetic (foreach kernels over the flat leaf list) -----
+
+  const TensorDict& add_(const TensorDict& other,
+                         const at::Scalar& alpha = 1) const;
+  const TensorDict& add_(const at::Scalar& other) const;
+  const TensorDict& add_(const at::Tensor& other) const;
+  const TensorDict& sub_(const TensorDict& other,
+                         const at::Scalar& alpha = 1) const;
+  const TensorDict& sub_(const at::Scalar& other) const;
+  const TensorDict& sub_(const at::Tensor& other) const;
+  const TensorDict& mul_(const TensorDict& other) const;
+  const TensorDict& mul_(const at::Scalar& other) const;
+  const TensorDict& mul_(const at::Tensor& other) const;
+  const TensorDict& div_(const TensorDict& other) const;
+  const TensorDict& div_(const at::Scalar& other) const;
+  const TensorDict& div_(const at::Tensor& other) const;
+
+  // ---- Masking and reductions --------------------------------------------
+
+  /// Element-wise `cond ? this : other`. `cond` is batch-shaped (or any shape
+  /// that broadcasts from the left); it is expanded to each leaf.
+  [[nodiscard]] TensorDict where(const at::Tensor& cond,
+                                 const TensorDict& other) const;
+  /// `cond ? this : other` with a scalar `other`.
+  [[nodiscard]] TensorDict where(const at::Tensor& cond,
+                                 const at::Scalar& other) const;
+  /// Fills the elements under a batch-shaped `mask` with `value` (a copy).
+  [[nodiscard]] TensorDict masked_fill(const at::Tensor& mask,
+                                       const at::Scalar& value) const;
+  /// In-place `masked_fill`.
+  const TensorDict& masked_fill_(const at::Tensor& mask,
+                                 const at::Scalar& value) const;
+  /// Fills the leaf (or every leaf of the sub-dict) at `key` with `value`.
+  const TensorDict& fill_(const NestedKey& key, const at::Scalar& value) const;
+  /// Sum over every batch dim (the result has batch size []).
+  [[nodiscard]] TensorDict sum() const;
+  /// Sum over batch dim `dim`.
+  [[nodiscard]] TensorDict sum(int64_t dim, bool keepdim = false) const;
+  [[nodiscard]] TensorDict mean() const;
+  [[nodiscard]] TensorDict mean(int64_t dim, bool keepdim = false) const;
+  /// Min over every batch dim (values only).
+  [[nodiscard]] TensorDict min() const;
+  /// Min over batch dim `dim` (values only).
+  [[nodiscard]] TensorDict min(int64_t dim, bool keepdim = false) const;
+  [[nodiscard]] TensorDict max() const;
+  [[nodiscard]] TensorDict max(int64_t dim, bool keepdim = false) const;
+
+  // ---- dtype and autograd --------------------------------------------------
+
+  /// `to(at::kFloat)`: Python's `float()` (a C++ keyword, hence the name).
+  [[nodiscard]] TensorDict to_float() const;
+  /// `to(at::kDouble)`: Python's `double()`.
+  [[nodiscard]] TensorDict to_double() const;
+  /// `to(at::kHalf)`.
+  [[nodiscard]] TensorDict half() const;
+  /// `to(at::kBFloat16)`.
+  [[nodiscard]] TensorDict bfloat16() const;
+  /// Sets `requires_grad` on every floating-point leaf. Returns `*this`.
+  const TensorDict& requires_grad_(bool requires_grad = true) const;
+  /// Detaches every leaf in place. Returns `*this`.
+  const TensorDict& detach_() const;
+  /// Every leaf copied into pinned memory. Throws a clear error when no CUDA
+  /// device is available.
+  [[nodiscard]] TensorDict pin_memory() const;
+
   /// True when both handles refer to the same dict.
   [[nodiscard]] bool is_same(const TensorDict& other) const noexcept {
     return impl_ == other.impl_;

@@ -10,5 +10,6 @@
 #include <torch/types.h>
 
 #include "tensordict/format.h"
+#include "tensordict/functional.h"
 #include "tensordict/nested_key.h"
 #include "tensordict/tensor_dict.h"
