@@ -5,6 +5,7 @@
 #include <ATen/TensorIndexing.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/SmallVector.h>
+#include <torch/csrc/autograd/VariableTypeUtils.h>
 
 #include <algorithm>
 #include <cstring>
@@ -325,14 +326,33 @@ ImplPtr index_impl(const TensorDictImpl& impl, const NormalizedIndex& norm,
   return out;
 }
 
-// Row `i` of `t` along dim 0: `t.select(0, i)`, built directly when `t` is a
-// plain dense CPU/CUDA tensor that does not require grad. The direct view
-// shares storage and version counter with `t` (like a view of `t.detach()`),
-// but skips the dispatcher, which costs ~6x more than building the view.
-// Autograd does not record it as a view of `t`.
+// `torch::autograd::as_view` lost its `view_func` std::function parameter
+// in favour of a ViewFunc object plus a reverse function in LibTorch 2.x; call
+// whichever form this LibTorch has.
+template <typename Base>
+auto as_view_compat(const Base& base, const at::Tensor& view,
+                    torch::autograd::CreationMeta meta, int)
+    -> decltype(torch::autograd::as_view(base, view, true, true, nullptr,
+                                         meta)) {
+  return torch::autograd::as_view(base, view, true, true, nullptr, meta);
+}
+template <typename Base>
+auto as_view_compat(const Base& base, const at::Tensor& view,
+                    torch::autograd::CreationMeta meta, long)
+    -> decltype(torch::autograd::as_view(base, view, true, true, nullptr,
+                                         nullptr, meta)) {
+  return torch::autograd::as_view(base, view, true, true, nullptr, nullptr,
+                                  meta);
+}
+
+// Row `i` of `t` along dim 0: what `t.select(0, i)` returns, built without
+// the dispatcher for plain dense CPU/CUDA tensors (the dispatched op costs
+// several times more than the view itself). The view is registered with
+// autograd exactly as LibTorch's view ops register theirs (`as_view`), so it
+// shares the version counter and in-place ops on it are tracked.
 at::Tensor row_view(const at::Tensor& t, int64_t i) {
   c10::TensorImpl* bi = t.unsafeGetTensorImpl();
-  if (t.requires_grad() || t.dim() == 0 || t.layout() != at::kStrided ||
+  if (t.dim() == 0 || t.layout() != at::kStrided ||
       !(t.is_cpu() || t.is_cuda()) || t.is_quantized() || t.has_names() ||
       !bi->has_storage()) {
     return t.select(0, i);
@@ -342,8 +362,15 @@ at::Tensor row_view(const at::Tensor& t, int64_t i) {
       bi->dtype());
   impl->set_sizes_and_strides(bi->sizes().slice(1), bi->strides().slice(1));
   impl->set_storage_offset(bi->storage_offset() + i * bi->strides()[0]);
-  impl->set_version_counter(bi->version_counter());
-  return at::Tensor(std::move(impl));
+  at::Tensor view(std::move(impl));
+  if (t.is_inference()) return view;  // no version counter, no autograd
+  using torch::autograd::CreationMeta;
+  const CreationMeta meta = c10::InferenceMode::is_enabled()
+                                ? CreationMeta::INFERENCE_MODE
+                                : (c10::GradMode::is_enabled()
+                                       ? CreationMeta::DEFAULT
+                                       : CreationMeta::NO_GRAD_MODE);
+  return as_view_compat(t, view, meta, 0);
 }
 
 // `index({i})` for a single non-negative integer on the first batch dim: the
@@ -378,6 +405,9 @@ int64_t normalize_int_index(const TensorDictImpl& impl, int64_t i) {
 // ---------------------------------------------------------------------------
 // Indexed writes
 // ---------------------------------------------------------------------------
+
+// Devices between which copy_ moves data.
+bool copyable_device(const at::Device& d) { return d.is_cpu() || d.is_cuda(); }
 
 // Pass 1 of index_put_: checks every leaf of `value` against `dst` without
 // changing anything. `dst` may be null (the whole sub-tree will be created).
@@ -416,6 +446,17 @@ void validate_put(const TensorDictImpl* dst, const TensorDictImpl& value,
                 "key ", key.str(),
                 ": cannot write in place into an inference tensor outside "
                 "InferenceMode");
+    TORCH_CHECK(src.device() == dest.device() ||
+                    (copyable_device(src.device()) &&
+                     copyable_device(dest.device())),
+                "key ", key.str(), ": cannot write a value on device ",
+                detail::device_name(src.device()), " into a buffer on device ",
+                detail::device_name(dest.device()));
+    TORCH_CHECK(!(dest.requires_grad() && dest.is_leaf() &&
+                  c10::GradMode::is_enabled()),
+                "key ", key.str(),
+                ": cannot write in place into a leaf tensor that requires "
+                "grad (write under torch::NoGradGuard)");
   }
 }
 
@@ -455,7 +496,6 @@ bool plan_fast_put(const TensorDictImpl& dst, const TensorDictImpl& value,
     int64_t offset = 0;
     for (size_t j = 0; j < k; ++j) offset += ints[j] * dest.stride(static_cast<int64_t>(j));
     const size_t nbytes = static_cast<size_t>(src.numel()) * itemsize;
-    if (nbytes == 0) continue;
     ops.push_back(ByteCopy{static_cast<char*>(dest.data_ptr()) +
                                static_cast<size_t>(offset) * itemsize,
                            static_cast<const char*>(src.data_ptr()), nbytes,
@@ -537,7 +577,9 @@ void index_put_impl(TensorDictImpl& dst, const NormalizedIndex& norm,
   if (norm.all_int && vb.size() == s.size()) {
     c10::SmallVector<ByteCopy, 16> ops;
     if (plan_fast_put(dst, value, norm.ints, ops)) {
-      for (const auto& op : ops) std::memmove(op.dst, op.src, op.nbytes);
+      for (const auto& op : ops) {
+        if (op.nbytes != 0) std::memmove(op.dst, op.src, op.nbytes);
+      }
       for (const auto& op : ops) op.dst_impl->bump_version();
       return;
     }
