@@ -1,0 +1,1110 @@
+// Structural operations: stack / cat (into fresh or preallocated storage),
+// splitting (unbind / split / chunk) and shape ops over the batch dims.
+//
+// stack / cat / stack_out / cat_out share one write routine:
+//   1. validate the inputs (non-empty, dim, batch sizes, keys, leaf shapes),
+//      gathering every input's leaves into one flat table in the first
+//      input's depth-first leaf order;
+//   2. validate `out` (batch size, key conflicts, shapes, castable dtypes);
+//   3. create `out`'s missing keys;
+//   4. write each key: a fused byte copy for contiguous CPU leaves of the
+//      destination's dtype with no autograd involved, otherwise one
+//      `at::stack` / `at::cat` (or its `_out` form) per key.
+// Nothing is written before every check has passed.
+#include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/util/SmallVector.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "internal.h"
+#include "tensordict/functional.h"
+#include "tensordict/tensor_dict.h"
+
+namespace tensordict {
+
+using detail::ImplPtr;
+using detail::Node;
+using detail::TensorDictImpl;
+using detail::make_impl;
+using detail::shape_str;
+
+namespace {
+
+// ===========================================================================
+// Shared helpers
+// ===========================================================================
+
+// Wraps `dim` into [0, n) (n valid positions, negative counting from the
+// end). `what` is "a TensorDict" or "TensorDicts".
+int64_t wrap_dim(const char* op, int64_t dim, int64_t n,
+                 c10::IntArrayRef batch, const char* what = "a TensorDict") {
+  TORCH_CHECK_INDEX(n > 0, op, ": dim ", dim, " is out of range for ", what,
+                    " with batch_size ", shape_str(batch),
+                    " (no batch dimensions)");
+  TORCH_CHECK_INDEX(dim >= -n && dim < n, op, ": dim ", dim,
+                    " is out of range for ", what, " with batch_size ",
+                    shape_str(batch), " (expected a dim in [", -n, ", ", n - 1,
+                    "])");
+  return dim < 0 ? dim + n : dim;
+}
+
+std::string key_vec_str(const std::vector<NestedKey>& ks) {
+  std::string out = "[";
+  for (size_t i = 0; i < ks.size(); ++i) {
+    if (i) out += ", ";
+    out += ks[i].str();
+  }
+  return out + "]";
+}
+
+// A path of key components, built only into a NestedKey for error messages.
+using Path = c10::SmallVector<const std::string*, 8>;
+
+NestedKey path_key(const Path& path) {
+  std::vector<std::string> parts;
+  parts.reserve(path.size());
+  for (const auto* p : path) parts.push_back(*p);
+  return NestedKey(std::move(parts));
+}
+
+// ===========================================================================
+// stack / cat
+// ===========================================================================
+
+struct JoinSpec {
+  const char* op;    // "stack", "cat", "stack_out", "cat_out"
+  bool is_cat;
+  int64_t dim;       // normalized
+  int64_t n;         // number of inputs
+  // The result batch size of a (sub-)dict whose inputs' batch size is `b`
+  // (for cat: `total` is the summed size along `dim`).
+  int64_t total = 0;
+
+  std::vector<int64_t> joined(c10::IntArrayRef b) const {
+    std::vector<int64_t> out = b.vec();
+    if (is_cat) {
+      out[static_cast<size_t>(dim)] = total;
+    } else {
+      out.insert(out.begin() + dim, n);
+    }
+    return out;
+  }
+  // Whether `a` and `b` (input shapes) are compatible: equal for stack,
+  // equal outside `dim` for cat.
+  bool compatible(c10::IntArrayRef a, c10::IntArrayRef b) const {
+    if (a.size() != b.size()) return false;
+    if (!is_cat) return a.equals(b);
+    for (size_t j = 0; j < a.size(); ++j) {
+      if (static_cast<int64_t>(j) != dim && a[j] != b[j]) return false;
+    }
+    return true;
+  }
+};
+
+// Collects `ref`'s leaves in depth-first order.
+void collect_leaves(const TensorDictImpl& ref,
+                    std::vector<const at::Tensor*>& out) {
+  for (const auto& n : ref.nodes) {
+    if (n.dict) {
+      collect_leaves(*n.dict, out);
+    } else {
+      out.push_back(&n.tensor);
+    }
+  }
+}
+
+// Key equality without a library call: keys are short.
+inline bool same_key(const std::string& a, const std::string& b) {
+  const size_t n = a.size();
+  if (n != b.size()) return false;
+  const char* p = a.data();
+  const char* q = b.data();
+  for (size_t j = 0; j < n; ++j) {
+    if (p[j] != q[j]) return false;
+  }
+  return true;
+}
+
+bool fusable_src(const c10::TensorImpl* t) {
+  return t->device_type() == c10::DeviceType::CPU &&
+         t->layout() == at::kStrided && t->unsafe_storage() &&
+         t->is_contiguous() && !t->is_conj() && !t->is_neg() &&
+         !c10::isQIntType(c10::typeMetaToScalarType(t->dtype()));
+}
+
+// What the pass over the inputs learns, per key (the first input's
+// depth-first leaf order) and per (input, key).
+struct Gathered {
+  size_t num_leaves = 0;
+  // Per key.
+  std::vector<const at::Tensor*> ref_leaves;
+  std::vector<c10::IntArrayRef> ref_sizes;
+  std::vector<caffe2::TypeMeta> ref_dtype;
+  std::vector<char> src_fusable;  // every input is a fusable CPU source
+  std::vector<char> needs_grad;   // some input requires grad (grad mode on)
+  std::vector<char> same_dtype;   // every input has the first input's dtype
+  // Per (input, key), at [i * num_leaves + k].
+  std::vector<const at::Tensor*> leaves;
+  std::vector<const c10::TensorImpl*> impls;
+  std::vector<const char*> data;  // source bytes, while the key is fusable
+};
+
+[[noreturn]] void throw_shape_error(const JoinSpec& spec,
+                                   const TensorDictImpl& ref, size_t k,
+                                   int64_t i, c10::IntArrayRef sizes,
+                                   c10::IntArrayRef ref_sizes) {
+  std::vector<NestedKey> keys;
+  detail::collect_keys(ref, nullptr, true, true, keys);
+  const std::string key = keys[k].str();
+  if (spec.is_cat) {
+    TORCH_CHECK(false, spec.op, ": key ", key, ": input ", i, " has shape ",
+                shape_str(sizes), ", which does not match input 0's shape ",
+                shape_str(ref_sizes), " outside dim ", spec.dim);
+  }
+  TORCH_CHECK(false, spec.op, ": key ", key, ": input ", i, " has shape ",
+              shape_str(sizes), ", expected ", shape_str(ref_sizes),
+              " (the shape of input 0)");
+  throw;  // unreachable
+}
+
+// Gathers input `i`'s leaves (`in`, matched against `ref`, the first input)
+// into slots `base + k`: nodes are matched by position, falling back to a
+// lookup by key. Returns false on any structural difference (keys,
+// leaf-vs-dict, sub-dict batch sizes), which the caller then diagnoses.
+bool gather(const TensorDictImpl& ref, const TensorDictImpl& in,
+            const JoinSpec& spec, size_t base, size_t& k, Gathered& g) {
+  const size_t n = ref.nodes.size();
+  if (in.nodes.size() != n) return false;
+  const Node* in_nodes = in.nodes.data();
+  const Node* ref_nodes = ref.nodes.data();
+  for (size_t j = 0; j < n; ++j) {
+    const Node& r = ref_nodes[j];
+    const Node* m = &in_nodes[j];
+    if (!same_key(m->key, r.key)) {
+      m = in.find(r.key);
+      if (m == nullptr) return false;
+    }
+    if (r.dict) {
+      if (!m->dict) return false;
+      if (!spec.compatible(r.dict->batch_size, m->dict->batch_size)) {
+        return false;
+      }
+      if (!gather(*r.dict, *m->dict, spec, base, k, g)) return false;
+      continue;
+    }
+    if (m->dict || k >= g.num_leaves) return false;
+    g.leaves[base + k] = &m->tensor;
+    g.impls[base + k] = m->tensor.unsafeGetTensorImpl();
+    ++k;
+  }
+  return true;
+}
+
+// Prefetch hints for the pointer-chasing walks over many small inputs.
+inline void prefetch(const void* p) { __builtin_prefetch(p, 0, 3); }
+inline void prefetch_lines(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (size_t off = 0; off < bytes; off += 64) prefetch(c + off);
+}
+inline void prefetch_nodes(const TensorDictImpl& impl) {
+  prefetch_lines(impl.nodes.data(), impl.nodes.size() * sizeof(Node));
+}
+
+// Throws the precise error for a structural difference between `ref`
+// (input 0) and `in` (input `i`) found by `gather`.
+void diagnose_structure(const TensorDictImpl& ref, const TensorDictImpl& in,
+                        const JoinSpec& spec, int64_t i) {
+  std::vector<NestedKey> kr, ki;
+  detail::collect_keys(ref, nullptr, true, false, kr);
+  detail::collect_keys(in, nullptr, true, false, ki);
+  std::vector<NestedKey> missing, extra;
+  for (const auto& k : kr) {
+    if (std::find(ki.begin(), ki.end(), k) == ki.end()) missing.push_back(k);
+  }
+  for (const auto& k : ki) {
+    if (std::find(kr.begin(), kr.end(), k) == kr.end()) extra.push_back(k);
+  }
+  if (!missing.empty() || !extra.empty()) {
+    std::string msg = std::string(spec.op) + ": keys differ between inputs: ";
+    if (!missing.empty()) {
+      msg += "input " + std::to_string(i) + " is missing " +
+             key_vec_str(missing);
+    }
+    if (!extra.empty()) {
+      if (!missing.empty()) msg += "; ";
+      msg += "input " + std::to_string(i) + " has extra keys " +
+             key_vec_str(extra);
+    }
+    TORCH_CHECK(false, msg);
+  }
+  // Same keys: a leaf-vs-dict conflict or a sub-dict batch size.
+  for (const auto& k : kr) {
+    const Node* a = detail::lookup(ref, k);
+    const Node* b = detail::lookup(in, k);
+    TORCH_INTERNAL_ASSERT(a != nullptr && b != nullptr);
+    TORCH_CHECK_TYPE(a->is_dict() == b->is_dict(), spec.op, ": key ", k.str(),
+                     " is a ", a->is_dict() ? "TensorDict" : "tensor",
+                     " in input 0 but a ",
+                     b->is_dict() ? "TensorDict" : "tensor", " in input ", i);
+    if (a->is_dict() &&
+        !spec.compatible(a->dict->batch_size, b->dict->batch_size)) {
+      if (spec.is_cat) {
+        TORCH_CHECK(false, spec.op, ": key ", k.str(), ": input ", i,
+                    " has batch_size ", shape_str(b->dict->batch_size),
+                    ", which does not match input 0's batch_size ",
+                    shape_str(a->dict->batch_size), " outside dim ", spec.dim);
+      }
+      TORCH_CHECK(false, spec.op, ": key ", k.str(), ": input ", i,
+                  " has batch_size ", shape_str(b->dict->batch_size),
+                  ", expected ", shape_str(a->dict->batch_size),
+                  " (the batch_size of input 0)");
+    }
+  }
+  TORCH_INTERNAL_ASSERT(false, spec.op, ": structural difference not found");
+}
+
+// Where a destination leaf lives (or will live) in `out`.
+struct Slot {
+  TensorDictImpl* parent = nullptr;  // the dict holding the node
+  size_t index = 0;                  // the node's index once it exists
+  bool exists = false;
+  std::vector<int64_t> shape;        // the joined shape
+  at::ScalarType dtype = at::kFloat; // destination dtype
+  at::Device device = at::kCPU;      // destination device
+  const std::string* key = nullptr;  // the node's own key
+};
+
+// A sub-dict `out` lacks, to be created under `parent` (in creation order:
+// parents before children).
+struct NewDict {
+  TensorDictImpl* parent;       // null when `parent_new` is set
+  size_t parent_new = SIZE_MAX; // index into the NewDict list
+  const std::string* key;
+  std::vector<int64_t> batch;
+  ImplPtr impl;                 // created in the materialize step
+};
+
+struct OutPlan {
+  std::vector<Slot> slots;        // one per leaf, in ref's leaf order
+  std::vector<NewDict> new_dicts;
+  // For slots whose parent is a new dict: index into new_dicts (else SIZE_MAX).
+  std::vector<size_t> slot_new_parent;
+  // What to create, in the first input's order: {is_dict, index into
+  // new_dicts or slots}.
+  std::vector<std::pair<bool, size_t>> creations;
+};
+
+const Node* find_at(const TensorDictImpl& d, size_t j, const std::string& key) {
+  if (j < d.nodes.size() && d.nodes[j].key == key) return &d.nodes[j];
+  return d.find(key);
+}
+
+// Validates `out` (the dict at this level; null when it will be created,
+// then `new_idx` names its NewDict) against `ref`, recording the slots.
+void plan_out(TensorDictImpl* out, size_t new_idx, const TensorDictImpl& ref,
+              const JoinSpec& spec, c10::optional<at::Device> dev, Path& path,
+              OutPlan& plan) {
+  for (size_t j = 0; j < ref.nodes.size(); ++j) {
+    const Node& r = ref.nodes[j];
+    const Node* o = out ? find_at(*out, j, r.key) : nullptr;
+    path.push_back(&r.key);
+    if (r.dict) {
+      std::vector<int64_t> batch = spec.joined(r.dict->batch_size);
+      if (o != nullptr) {
+        TORCH_CHECK_TYPE(o->is_dict(), spec.op, ": key ",
+                         path_key(path).str(),
+                         ": cannot write a TensorDict where a tensor lives");
+        TORCH_CHECK(o->dict->batch_size == batch, spec.op, ": key ",
+                    path_key(path).str(),
+                    ": out's sub-TensorDict has batch_size ",
+                    shape_str(o->dict->batch_size), ", expected ",
+                    shape_str(batch));
+        plan_out(o->dict.get(), SIZE_MAX, *r.dict, spec, o->dict->device,
+                 path, plan);
+      } else {
+        NewDict nd{out, out ? SIZE_MAX : new_idx, &r.key, std::move(batch),
+                   nullptr};
+        plan.new_dicts.push_back(std::move(nd));
+        plan.creations.emplace_back(true, plan.new_dicts.size() - 1);
+        plan_out(nullptr, plan.new_dicts.size() - 1, *r.dict, spec, dev, path,
+                 plan);
+      }
+      path.pop_back();
+      continue;
+    }
+    Slot s;
+    s.parent = out;
+    s.key = &r.key;
+    s.shape = spec.joined(r.tensor.sizes());
+    if (o != nullptr) {
+      TORCH_CHECK_TYPE(!o->is_dict(), spec.op, ": key ", path_key(path).str(),
+                       ": cannot write a tensor where a TensorDict lives");
+      const at::Tensor& d = o->tensor;
+      TORCH_CHECK(d.sizes().equals(s.shape), spec.op, ": key ",
+                  path_key(path).str(), ": out's leaf has shape ",
+                  shape_str(d.sizes()), ", expected ", shape_str(s.shape),
+                  spec.is_cat ? " (the concatenated shape)"
+                              : " (the stacked shape)");
+      TORCH_CHECK(!d.is_inference() || c10::InferenceMode::is_enabled(),
+                  spec.op, ": key ", path_key(path).str(),
+                  ": cannot write in place into an inference tensor outside "
+                  "InferenceMode");
+      TORCH_CHECK(!(d.requires_grad() && d.is_leaf() &&
+                    c10::GradMode::is_enabled()),
+                  spec.op, ": key ", path_key(path).str(),
+                  ": cannot write in place into a leaf tensor that requires "
+                  "grad");
+      TORCH_CHECK(at::has_internal_overlap(d) != at::MemOverlap::Yes, spec.op,
+                  ": key ", path_key(path).str(),
+                  ": out's leaf has overlapping memory (for example an "
+                  "expanded tensor) and cannot be written in place");
+      s.exists = true;
+      s.index = static_cast<size_t>(o - out->nodes.data());
+      s.dtype = d.scalar_type();
+      s.device = d.device();
+    } else {
+      s.dtype = r.tensor.scalar_type();
+      s.device = dev ? *dev : r.tensor.device();
+    }
+    if (!s.exists) plan.creations.emplace_back(false, plan.slots.size());
+    plan.slots.push_back(std::move(s));
+    plan.slot_new_parent.push_back(out ? SIZE_MAX : new_idx);
+    path.pop_back();
+  }
+}
+
+// Whether the rows of `d` (along dim 0) are each contiguous and disjoint:
+// the byte-copy destination of a dim-0 stack.
+bool rows_contiguous(const at::Tensor& d) {
+  if (d.dim() == 0) return false;
+  int64_t expected = 1;
+  for (int64_t j = d.dim() - 1; j >= 1; --j) {
+    if (d.size(j) != 1 && d.stride(j) != expected) return false;
+    expected *= d.size(j);
+  }
+  return d.size(0) <= 1 || d.stride(0) >= expected;
+}
+
+// Whether an existing destination can take the fused byte copy.
+bool fusable_dest(const at::Tensor& d, bool is_cat, bool grad_mode) {
+  const c10::TensorImpl* t = d.unsafeGetTensorImpl();
+  if (t->device_type() != c10::DeviceType::CPU ||
+      t->layout() != at::kStrided || !t->unsafe_storage() || t->is_conj() ||
+      t->is_neg() || c10::isQIntType(c10::typeMetaToScalarType(t->dtype())) ||
+      (grad_mode && t->requires_grad())) {
+    return false;
+  }
+  return is_cat ? t->is_contiguous() : rows_contiguous(d);
+}
+
+// Copies `n` bytes; the common small leaf sizes compile to plain moves.
+inline void copy_bytes(char* d, const char* s, size_t n) {
+  switch (n) {
+    case 1: std::memcpy(d, s, 1); return;
+    case 2: std::memcpy(d, s, 2); return;
+    case 4: std::memcpy(d, s, 4); return;
+    case 8: std::memcpy(d, s, 8); return;
+    case 16: std::memcpy(d, s, 16); return;
+    default: std::memmove(d, s, n); return;
+  }
+}
+
+// The core of stack / cat / stack_out / cat_out. With `out` null (stack()
+// and cat()), the result dict is created here and returned: its fused
+// buffers are allocated with at::empty (every element is written) and its
+// general-path leaves are LibTorch's stack/cat results, stored directly.
+ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
+                  int64_t dim, bool is_cat, const char* op) {
+  TORCH_CHECK_VALUE(!tds.empty(), op,
+                    ": expected a non-empty list of TensorDicts");
+  const bool fresh = out == nullptr;
+  const TensorDictImpl& ref = tds[0].impl();
+  const int64_t n = static_cast<int64_t>(tds.size());
+  const int64_t bd = ref.batch_dims();
+  JoinSpec spec{op, is_cat, 0, n};
+  if (is_cat) {
+    TORCH_CHECK_INDEX(bd > 0, op,
+                      ": cannot concatenate TensorDicts with no batch "
+                      "dimensions (batch_size [])");
+    spec.dim = wrap_dim(op, dim, bd, ref.batch_size, "TensorDicts");
+  } else {
+    spec.dim = wrap_dim(op, dim, bd + 1, ref.batch_size, "TensorDicts");
+  }
+  const size_t d = static_cast<size_t>(spec.dim);
+
+  // ---- One pass over the inputs: batch sizes, keys, leaf shapes ----------
+  Gathered g;
+  collect_leaves(ref, g.ref_leaves);
+  const size_t num_leaves = g.ref_leaves.size();
+  g.num_leaves = num_leaves;
+  g.ref_sizes.resize(num_leaves);
+  g.ref_dtype.resize(num_leaves);
+  for (size_t k = 0; k < num_leaves; ++k) {
+    g.ref_sizes[k] = g.ref_leaves[k]->sizes();
+    g.ref_dtype[k] = g.ref_leaves[k]->dtype();
+  }
+  g.src_fusable.assign(num_leaves, spec.dim == 0 ? 1 : 0);
+  g.needs_grad.assign(num_leaves, 0);
+  g.same_dtype.assign(num_leaves, 1);
+  const size_t slots = num_leaves * static_cast<size_t>(n);
+  g.leaves.resize(slots);
+  g.impls.resize(slots);
+  g.data.resize(slots);
+  std::vector<int64_t> lens(is_cat ? static_cast<size_t>(n) : 0);
+  int64_t total = 0;
+  c10::optional<at::Device> common_device = ref.device;
+  for (int64_t i = 0; i < n; ++i) {
+    const TensorDictImpl& in = tds[static_cast<size_t>(i)].impl();
+    const auto& b = in.batch_size;
+    if (is_cat) {
+      TORCH_CHECK(spec.compatible(ref.batch_size, b), op, ": input ", i,
+                  " has batch_size ", shape_str(b),
+                  ", which does not match input 0's batch_size ",
+                  shape_str(ref.batch_size), " outside dim ", spec.dim);
+      lens[static_cast<size_t>(i)] = b[d];
+      total += b[d];
+    } else {
+      TORCH_CHECK(b == ref.batch_size, op, ": input ", i, " has batch_size ",
+                  shape_str(b), ", expected ", shape_str(ref.batch_size),
+                  " (the batch_size of input 0)");
+    }
+    if (in.device != common_device) common_device = c10::nullopt;
+    // The walk chases pointers through many small allocations: prefetch
+    // the dicts and node arrays of the next inputs.
+    if (i + 8 < n) prefetch(&tds[static_cast<size_t>(i + 8)].impl());
+    if (i + 4 < n) prefetch_nodes(tds[static_cast<size_t>(i + 4)].impl());
+    if (i + 2 < n) {
+      for (const auto& nd : tds[static_cast<size_t>(i + 2)].impl().nodes) {
+        if (nd.dict) prefetch(nd.dict.get());
+      }
+    }
+    if (i + 1 < n) {
+      for (const auto& nd : tds[static_cast<size_t>(i + 1)].impl().nodes) {
+        if (nd.dict) prefetch_nodes(*nd.dict);
+      }
+    }
+    size_t k = 0;
+    if (!gather(ref, in, spec, static_cast<size_t>(i) * num_leaves, k, g) ||
+        k != num_leaves) {
+      diagnose_structure(ref, in, spec, i);
+    }
+  }
+  // Leaf shapes and per-key properties, over the flat table of leaves.
+  {
+    const bool grad_mode = c10::GradMode::is_enabled();
+    constexpr size_t kAhead = 16;
+    size_t slot = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      for (size_t k = 0; k < num_leaves; ++k, ++slot) {
+        if (slot + kAhead < slots) prefetch_lines(g.impls[slot + kAhead], 192);
+        if (slot + kAhead / 2 < slots) {
+          const auto* st =
+              g.impls[slot + kAhead / 2]->unsafe_storage().unsafeGetStorageImpl();
+          if (st) prefetch(st);
+        }
+        const c10::TensorImpl* t = g.impls[slot];
+        const auto sizes = t->sizes();
+        if (!spec.compatible(g.ref_sizes[k], sizes)) {
+          throw_shape_error(spec, ref, k, i, sizes, g.ref_sizes[k]);
+        }
+        if (t->dtype() != g.ref_dtype[k]) g.same_dtype[k] = 0;
+        if (grad_mode && t->requires_grad()) g.needs_grad[k] = 1;
+        if (g.src_fusable[k]) {
+          if (fusable_src(t)) {
+            g.data[slot] =
+                static_cast<const char*>(t->unsafe_storage().data()) +
+                t->storage_offset() *
+                    static_cast<int64_t>(t->dtype().itemsize());
+          } else {
+            g.src_fusable[k] = 0;
+          }
+        }
+      }
+    }
+  }
+  spec.total = total;
+  const std::vector<int64_t> result_batch = spec.joined(ref.batch_size);
+  ImplPtr created;
+  if (fresh) {
+    created = make_impl(result_batch, common_device);
+    out = created.get();
+  }
+  TORCH_CHECK(out->batch_size == result_batch, op, ": out has batch_size ",
+              shape_str(out->batch_size), ", expected ",
+              shape_str(result_batch),
+              is_cat ? " (the concatenated batch_size)"
+                     : " (the stacked batch_size)");
+
+  // ---- out: keys, shapes, dtypes -------------------------------------------
+  OutPlan plan;
+  plan.slots.reserve(num_leaves);
+  {
+    Path path;
+    plan_out(out, SIZE_MAX, ref, spec, out->device, path, plan);
+  }
+  TORCH_INTERNAL_ASSERT(plan.slots.size() == num_leaves);
+  std::vector<char> fused(num_leaves, 0);
+  for (size_t k = 0; k < num_leaves; ++k) {
+    const Slot& s = plan.slots[k];
+    const at::ScalarType ref_st = c10::typeMetaToScalarType(g.ref_dtype[k]);
+    if (!g.same_dtype[k] || s.dtype != ref_st) {
+      for (int64_t i = 0; i < n; ++i) {
+        const at::ScalarType st =
+            g.leaves[static_cast<size_t>(i) * num_leaves + k]->scalar_type();
+        if (c10::canCast(st, s.dtype)) continue;
+        std::vector<NestedKey> keys;
+        detail::collect_keys(ref, nullptr, true, true, keys);
+        TORCH_CHECK_TYPE(false, op, ": key ", keys[k].str(),
+                         ": cannot cast input ", i, "'s dtype ",
+                         detail::dtype_name(st), " to the destination dtype ",
+                         detail::dtype_name(s.dtype));
+      }
+    }
+    // The fused byte copy: dim 0, contiguous CPU sources of the
+    // destination's dtype, no autograd (the destination is checked below).
+    fused[k] = g.src_fusable[k] && g.same_dtype[k] && !g.needs_grad[k] &&
+               s.dtype == ref_st && s.device.is_cpu();
+  }
+
+  // ---- Create what out lacks ---------------------------------------------
+  // From here on, a failure drops the keys created so far.
+  std::vector<std::pair<TensorDictImpl*, size_t>> log;
+  std::vector<at::Tensor> dests(num_leaves);
+  try {
+    for (size_t k = 0; k < num_leaves; ++k) {
+      Slot& s = plan.slots[k];
+      if (!s.exists) continue;
+      dests[k] = s.parent->nodes[s.index].tensor;
+      if (fused[k] &&
+          !fusable_dest(dests[k], is_cat, c10::GradMode::is_enabled())) {
+        fused[k] = 0;
+      }
+    }
+    for (const auto& c : plan.creations) {
+      if (c.first) {
+        NewDict& nd = plan.new_dicts[c.second];
+        TensorDictImpl* parent =
+            nd.parent ? nd.parent : plan.new_dicts[nd.parent_new].impl.get();
+        nd.impl = make_impl(nd.batch, parent->device);
+        if (nd.parent) log.emplace_back(parent, parent->nodes.size());
+        parent->nodes.push_back(Node{*nd.key, at::Tensor(), nd.impl});
+        continue;
+      }
+      const size_t k = c.second;
+      Slot& s = plan.slots[k];
+      const bool new_parent = s.parent == nullptr;
+      if (new_parent) {
+        s.parent = plan.new_dicts[plan.slot_new_parent[k]].impl.get();
+      }
+      at::Tensor buf;
+      const auto opts = at::TensorOptions().dtype(s.dtype).device(s.device);
+      if (!fresh) {
+        buf = at::zeros(s.shape, opts);
+      } else if (fused[k]) {
+        buf = at::empty(s.shape, opts);
+      }  // else: LibTorch's stack/cat result is stored below
+      if (!new_parent) log.emplace_back(s.parent, s.parent->nodes.size());
+      s.index = s.parent->nodes.size();
+      s.parent->nodes.push_back(Node{*s.key, buf, nullptr});
+      dests[k] = std::move(buf);
+    }
+
+    // ---- Write: the fused byte copy ----------------------------------------
+    std::vector<size_t> fk;  // the fused keys
+    for (size_t k = 0; k < num_leaves; ++k) {
+      if (fused[k]) fk.push_back(k);
+    }
+    if (!fk.empty()) {
+      const size_t nf = fk.size();
+      std::vector<char*> cursor(nf);     // next destination byte
+      std::vector<size_t> step(nf);      // stack: dest row stride in bytes
+      std::vector<size_t> row_bytes(nf); // bytes of one dim-0 row
+      for (size_t f = 0; f < nf; ++f) {
+        const at::Tensor& dest = dests[fk[f]];
+        const size_t itemsize = dest.element_size();
+        cursor[f] = static_cast<char*>(dest.data_ptr());
+        int64_t row_numel = 1;
+        for (int64_t j = 1; j < dest.dim(); ++j) row_numel *= dest.size(j);
+        row_bytes[f] = static_cast<size_t>(row_numel) * itemsize;
+        step[f] = is_cat ? 0 : static_cast<size_t>(dest.stride(0)) * itemsize;
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const char* const* src =
+            g.data.data() + static_cast<size_t>(i) * num_leaves;
+        if (is_cat) {
+          const size_t rows = static_cast<size_t>(lens[static_cast<size_t>(i)]);
+          for (size_t f = 0; f < nf; ++f) {
+            const size_t nbytes = rows * row_bytes[f];
+            if (nbytes) std::memmove(cursor[f], src[fk[f]], nbytes);
+            cursor[f] += nbytes;
+          }
+        } else {
+          if (i + 4 < n) {
+            const char* const* ahead =
+                g.data.data() + static_cast<size_t>(i + 4) * num_leaves;
+            for (size_t f = 0; f < nf; ++f) {
+              prefetch_lines(ahead[fk[f]], std::min<size_t>(row_bytes[f], 512));
+            }
+          }
+          for (size_t f = 0; f < nf; ++f) {
+            if (row_bytes[f]) copy_bytes(cursor[f], src[fk[f]], row_bytes[f]);
+            cursor[f] += step[f];
+          }
+        }
+      }
+      if (!fresh) {
+        for (size_t f = 0; f < nf; ++f) {
+          dests[fk[f]].unsafeGetTensorImpl()->bump_version();
+        }
+      }
+    }
+
+    // ---- Write: the general path, one LibTorch op per key ---------------------
+    for (size_t k = 0; k < num_leaves; ++k) {
+      if (fused[k]) continue;
+      const Slot& s = plan.slots[k];
+      std::vector<at::Tensor> srcs;
+      srcs.reserve(static_cast<size_t>(n));
+      bool aliases = false;
+      for (int64_t i = 0; i < n; ++i) {
+        at::Tensor t = *g.leaves[static_cast<size_t>(i) * num_leaves + k];
+        if (t.scalar_type() != s.dtype || t.device() != s.device) {
+          t = t.to(s.device, s.dtype);
+        }
+        if (dests[k].defined() && t.is_alias_of(dests[k])) aliases = true;
+        srcs.push_back(std::move(t));
+      }
+      auto joined = [&]() {
+        return is_cat ? at::cat(srcs, spec.dim) : at::stack(srcs, spec.dim);
+      };
+      if (!dests[k].defined()) {  // stack()/cat(): store the result
+        s.parent->nodes[s.index].tensor = joined();
+        continue;
+      }
+      at::Tensor dest = dests[k];
+      if (g.needs_grad[k] || aliases || !dest.is_contiguous()) {
+        dest.copy_(joined());
+      } else if (is_cat) {
+        at::cat_out(dest, srcs, spec.dim);
+      } else {
+        at::stack_out(dest, srcs, spec.dim);
+      }
+    }
+  } catch (...) {
+    for (auto it = log.rbegin(); it != log.rend(); ++it) {
+      it->first->nodes.resize(std::min(it->first->nodes.size(), it->second));
+    }
+    throw;
+  }
+  return created;
+}
+
+// ===========================================================================
+// Shape ops and splitting
+// ===========================================================================
+
+// A new tree with `fn(leaf)` on every leaf; each (sub-)dict's batch size
+// becomes `new_top` followed by its own dims beyond the root's `old_bd`.
+template <typename Fn>
+ImplPtr map_batch(const TensorDictImpl& src, c10::IntArrayRef new_top,
+                  size_t old_bd, const Fn& fn) {
+  auto out = make_impl(
+      detail::concat(new_top, c10::IntArrayRef(src.batch_size).slice(old_bd)),
+      src.device);
+  out->nodes.reserve(src.nodes.size());
+  for (const auto& n : src.nodes) {
+    if (n.is_dict()) {
+      out->nodes.push_back(
+          Node{n.key, at::Tensor(), map_batch(*n.dict, new_top, old_bd, fn)});
+    } else {
+      out->nodes.push_back(Node{n.key, fn(n.tensor), nullptr});
+    }
+  }
+  return out;
+}
+
+// `shape` followed by `t`'s dims beyond `bd`.
+std::vector<int64_t> with_trailing(c10::IntArrayRef shape, const at::Tensor& t,
+                                   size_t bd) {
+  return detail::concat(shape, t.sizes().slice(bd));
+}
+
+// Resolves a -1 in `shape` against `numel` elements.
+std::vector<int64_t> infer_shape(const char* op, c10::IntArrayRef shape,
+                                 c10::IntArrayRef batch) {
+  int64_t numel = 1;
+  for (int64_t s : batch) numel *= s;
+  int64_t known = 1;
+  int64_t infer_at = -1;
+  for (size_t j = 0; j < shape.size(); ++j) {
+    if (shape[j] == -1) {
+      TORCH_CHECK(infer_at < 0, op, ": only one dimension can be inferred in ",
+                  shape_str(shape));
+      infer_at = static_cast<int64_t>(j);
+    } else {
+      TORCH_CHECK(shape[j] >= 0, op, ": invalid shape ", shape_str(shape),
+                  " (negative dimension)");
+      known *= shape[j];
+    }
+  }
+  std::vector<int64_t> out = shape.vec();
+  if (infer_at >= 0) {
+    TORCH_CHECK(known != 0 && numel % known == 0, op, ": shape ",
+                shape_str(shape), " is invalid for a TensorDict with batch_size ",
+                shape_str(batch), " (", numel, " elements)");
+    out[static_cast<size_t>(infer_at)] = numel / known;
+  } else {
+    TORCH_CHECK(known == numel, op, ": shape ", shape_str(shape),
+                " is invalid for a TensorDict with batch_size ",
+                shape_str(batch), " (", numel, " elements)");
+  }
+  return out;
+}
+
+// One output dict per piece: narrow (len >= 0) or select (len < 0) of dim
+// `d` at `starts[j]`.
+struct Pieces {
+  std::vector<int64_t> starts;
+  std::vector<int64_t> lengths;  // -1: select (the dim is removed)
+};
+
+std::vector<ImplPtr> split_impl(const TensorDictImpl& src, size_t d,
+                                const Pieces& p) {
+  const size_t count = p.starts.size();
+  std::vector<ImplPtr> out(count);
+  for (size_t j = 0; j < count; ++j) {
+    std::vector<int64_t> batch = src.batch_size;
+    if (p.lengths[j] < 0) {
+      batch.erase(batch.begin() + static_cast<int64_t>(d));
+    } else {
+      batch[d] = p.lengths[j];
+    }
+    out[j] = make_impl(std::move(batch), src.device);
+    out[j]->nodes.reserve(src.nodes.size());
+  }
+  const int64_t dim = static_cast<int64_t>(d);
+  for (const auto& n : src.nodes) {
+    if (n.is_dict()) {
+      auto subs = split_impl(*n.dict, d, p);
+      for (size_t j = 0; j < count; ++j) {
+        out[j]->nodes.push_back(Node{n.key, at::Tensor(), std::move(subs[j])});
+      }
+      continue;
+    }
+    for (size_t j = 0; j < count; ++j) {
+      at::Tensor piece = p.lengths[j] < 0
+                             ? n.tensor.select(dim, p.starts[j])
+                             : n.tensor.narrow(dim, p.starts[j], p.lengths[j]);
+      out[j]->nodes.push_back(Node{n.key, std::move(piece), nullptr});
+    }
+  }
+  return out;
+}
+
+std::vector<TensorDict> wrap_all(std::vector<ImplPtr> impls) {
+  std::vector<TensorDict> out;
+  out.reserve(impls.size());
+  for (auto& i : impls) out.push_back(TensorDictImpl::wrap(std::move(i)));
+  return out;
+}
+
+}  // namespace
+
+// ===========================================================================
+// Free functions
+// ===========================================================================
+
+TensorDict stack(const std::vector<TensorDict>& tds, int64_t dim) {
+  return TensorDictImpl::wrap(
+      join_into(nullptr, tds, dim, /*is_cat=*/false, "stack"));
+}
+
+TensorDict cat(const std::vector<TensorDict>& tds, int64_t dim) {
+  return TensorDictImpl::wrap(
+      join_into(nullptr, tds, dim, /*is_cat=*/true, "cat"));
+}
+
+const TensorDict& stack_out(const TensorDict& out,
+                            const std::vector<TensorDict>& tds, int64_t dim) {
+  join_into(&out.impl(), tds, dim, /*is_cat=*/false, "stack_out");
+  return out;
+}
+
+const TensorDict& cat_out(const TensorDict& out,
+                          const std::vector<TensorDict>& tds, int64_t dim) {
+  join_into(&out.impl(), tds, dim, /*is_cat=*/true, "cat_out");
+  return out;
+}
+
+// ===========================================================================
+// Splitting
+// ===========================================================================
+
+std::vector<TensorDict> TensorDict::unbind(int64_t dim) const {
+  const auto& b = impl_->batch_size;
+  const size_t d =
+      static_cast<size_t>(wrap_dim("unbind", dim, impl_->batch_dims(), b));
+  Pieces p;
+  for (int64_t i = 0; i < b[d]; ++i) {
+    p.starts.push_back(i);
+    p.lengths.push_back(-1);
+  }
+  return wrap_all(split_impl(*impl_, d, p));
+}
+
+std::vector<TensorDict> TensorDict::split(int64_t split_size,
+                                          int64_t dim) const {
+  const auto& b = impl_->batch_size;
+  const size_t d =
+      static_cast<size_t>(wrap_dim("split", dim, impl_->batch_dims(), b));
+  const int64_t size = b[d];
+  TORCH_CHECK_VALUE(split_size > 0 || (split_size == 0 && size == 0),
+                    "split: split_size must be positive, got ", split_size,
+                    " (TensorDict batch_size ", shape_str(b), ")");
+  const int64_t count =
+      split_size == 0 ? 1
+                      : std::max<int64_t>((size + split_size - 1) / split_size, 1);
+  Pieces p;
+  for (int64_t j = 0; j < count; ++j) {
+    const int64_t start = j * split_size;
+    p.starts.push_back(start);
+    p.lengths.push_back(std::min(split_size, size - start));
+  }
+  return wrap_all(split_impl(*impl_, d, p));
+}
+
+std::vector<TensorDict> TensorDict::split(c10::IntArrayRef split_sizes,
+                                          int64_t dim) const {
+  const auto& b = impl_->batch_size;
+  const size_t d =
+      static_cast<size_t>(wrap_dim("split", dim, impl_->batch_dims(), b));
+  int64_t sum = 0;
+  Pieces p;
+  for (int64_t s : split_sizes) {
+    TORCH_CHECK_VALUE(s >= 0, "split: split_sizes ", shape_str(split_sizes),
+                      " has a negative entry (TensorDict batch_size ",
+                      shape_str(b), ")");
+    p.starts.push_back(sum);
+    p.lengths.push_back(s);
+    sum += s;
+  }
+  TORCH_CHECK_VALUE(sum == b[d], "split: split_sizes ", shape_str(split_sizes),
+                    " sum to ", sum, ", but batch dim ", d, " has size ", b[d],
+                    " (TensorDict batch_size ", shape_str(b), ")");
+  return wrap_all(split_impl(*impl_, d, p));
+}
+
+std::vector<TensorDict> TensorDict::chunk(int64_t chunks, int64_t dim) const {
+  const auto& b = impl_->batch_size;
+  const size_t d =
+      static_cast<size_t>(wrap_dim("chunk", dim, impl_->batch_dims(), b));
+  TORCH_CHECK_VALUE(chunks > 0, "chunk: chunks must be positive, got ", chunks,
+                    " (TensorDict batch_size ", shape_str(b), ")");
+  const int64_t size = b[d];
+  const int64_t split_size = (size + chunks - 1) / chunks;
+  if (split_size == 0 && size == 0) {
+    // Like at::chunk: `chunks` empty pieces.
+    std::vector<int64_t> sizes(static_cast<size_t>(chunks), 0);
+    return split(sizes, static_cast<int64_t>(d));
+  }
+  return split(split_size, static_cast<int64_t>(d));
+}
+
+// ===========================================================================
+// Shape ops
+// ===========================================================================
+
+TensorDict TensorDict::reshape(c10::IntArrayRef shape) const {
+  const size_t bd = impl_->batch_size.size();
+  auto nb = infer_shape("reshape", shape, impl_->batch_size);
+  return TensorDictImpl::wrap(
+      map_batch(*impl_, nb, bd, [&](const at::Tensor& t) {
+        return t.reshape(with_trailing(nb, t, bd));
+      }));
+}
+
+TensorDict TensorDict::view(c10::IntArrayRef shape) const {
+  const size_t bd = impl_->batch_size.size();
+  auto nb = infer_shape("view", shape, impl_->batch_size);
+  size_t k = 0;  // the leaf's index, in depth-first order
+  return TensorDictImpl::wrap(
+      map_batch(*impl_, nb, bd, [&](const at::Tensor& t) {
+        try {
+          at::Tensor v = t.view(with_trailing(nb, t, bd));
+          ++k;
+          return v;
+        } catch (const c10::Error&) {
+          std::vector<NestedKey> keys;
+          detail::collect_keys(*impl_, nullptr, true, true, keys);
+          TORCH_CHECK(false, "view: key ", keys[k].str(),
+                      ": cannot view batch_size ",
+                      shape_str(impl_->batch_size), " as ", shape_str(nb),
+                      " (leaf shape ", shape_str(t.sizes()), ", strides ",
+                      shape_str(t.strides()), "); use reshape()");
+          throw;  // unreachable
+        }
+      }));
+}
+
+TensorDict TensorDict::unsqueeze(int64_t dim) const {
+  const auto& b = impl_->batch_size;
+  const int64_t d = wrap_dim("unsqueeze", dim, impl_->batch_dims() + 1, b);
+  std::vector<int64_t> nb = b;
+  nb.insert(nb.begin() + d, 1);
+  return TensorDictImpl::wrap(map_batch(
+      *impl_, nb, b.size(), [&](const at::Tensor& t) { return t.unsqueeze(d); }));
+}
+
+TensorDict TensorDict::squeeze() const {
+  const auto& b = impl_->batch_size;
+  std::vector<int64_t> nb;
+  std::vector<int64_t> removed;  // descending
+  for (size_t j = b.size(); j-- > 0;) {
+    if (b[j] == 1) {
+      removed.push_back(static_cast<int64_t>(j));
+    }
+  }
+  for (int64_t s : b) {
+    if (s != 1) nb.push_back(s);
+  }
+  return TensorDictImpl::wrap(
+      map_batch(*impl_, nb, b.size(), [&](const at::Tensor& t) {
+        at::Tensor r = t;
+        for (int64_t j : removed) r = r.squeeze(j);
+        return r;
+      }));
+}
+
+TensorDict TensorDict::squeeze(int64_t dim) const {
+  const auto& b = impl_->batch_size;
+  const int64_t d = wrap_dim("squeeze", dim, impl_->batch_dims(), b);
+  std::vector<int64_t> nb = b;
+  if (nb[static_cast<size_t>(d)] == 1) nb.erase(nb.begin() + d);
+  return TensorDictImpl::wrap(map_batch(
+      *impl_, nb, b.size(), [&](const at::Tensor& t) { return t.squeeze(d); }));
+}
+
+TensorDict TensorDict::permute(c10::IntArrayRef dims) const {
+  const auto& b = impl_->batch_size;
+  const int64_t bd = impl_->batch_dims();
+  std::vector<int64_t> perm;
+  std::vector<char> seen(b.size(), 0);
+  bool ok = static_cast<int64_t>(dims.size()) == bd;
+  for (int64_t x : dims) {
+    if (!ok) break;
+    if (x < -bd || x >= bd) {
+      ok = false;
+      break;
+    }
+    const int64_t w = x < 0 ? x + bd : x;
+    if (seen[static_cast<size_t>(w)]) ok = false;
+    seen[static_cast<size_t>(w)] = 1;
+    perm.push_back(w);
+  }
+  TORCH_CHECK_INDEX(ok, "permute: dims ", shape_str(dims),
+                    " are not a permutation of the batch dims of a TensorDict "
+                    "with batch_size ",
+                    shape_str(b));
+  std::vector<int64_t> nb;
+  for (int64_t p : perm) nb.push_back(b[static_cast<size_t>(p)]);
+  return TensorDictImpl::wrap(
+      map_batch(*impl_, nb, b.size(), [&](const at::Tensor& t) {
+        std::vector<int64_t> full = perm;
+        for (int64_t j = bd; j < t.dim(); ++j) full.push_back(j);
+        return t.permute(full);
+      }));
+}
+
+TensorDict TensorDict::transpose(int64_t dim0, int64_t dim1) const {
+  const auto& b = impl_->batch_size;
+  const int64_t d0 = wrap_dim("transpose", dim0, impl_->batch_dims(), b);
+  const int64_t d1 = wrap_dim("transpose", dim1, impl_->batch_dims(), b);
+  std::vector<int64_t> nb = b;
+  std::swap(nb[static_cast<size_t>(d0)], nb[static_cast<size_t>(d1)]);
+  return TensorDictImpl::wrap(
+      map_batch(*impl_, nb, b.size(),
+                [&](const at::Tensor& t) { return t.transpose(d0, d1); }));
+}
+
+TensorDict TensorDict::flatten(int64_t start_dim, int64_t end_dim) const {
+  const auto& b = impl_->batch_size;
+  const int64_t s = wrap_dim("flatten", start_dim, impl_->batch_dims(), b);
+  const int64_t e = wrap_dim("flatten", end_dim, impl_->batch_dims(), b);
+  TORCH_CHECK_VALUE(s <= e, "flatten: start_dim ", start_dim,
+                    " must not come after end_dim ", end_dim,
+                    " (TensorDict batch_size ", shape_str(b), ")");
+  std::vector<int64_t> nb(b.begin(), b.begin() + s);
+  int64_t prod = 1;
+  for (int64_t j = s; j <= e; ++j) prod *= b[static_cast<size_t>(j)];
+  nb.push_back(prod);
+  nb.insert(nb.end(), b.begin() + e + 1, b.end());
+  return TensorDictImpl::wrap(
+      map_batch(*impl_, nb, b.size(),
+                [&](const at::Tensor& t) { return t.flatten(s, e); }));
+}
+
+TensorDict TensorDict::unflatten(int64_t dim, c10::IntArrayRef sizes) const {
+  const auto& b = impl_->batch_size;
+  const int64_t d = wrap_dim("unflatten", dim, impl_->batch_dims(), b);
+  TORCH_CHECK_VALUE(!sizes.empty(), "unflatten: sizes must be non-empty");
+  const int64_t size = b[static_cast<size_t>(d)];
+  // Resolve -1 as reshape does, with the dim's size as the element count.
+  std::vector<int64_t> resolved;
+  try {
+    resolved = infer_shape("unflatten", sizes, {size});
+  } catch (const c10::Error&) {
+    TORCH_CHECK_VALUE(false, "unflatten: sizes ", shape_str(sizes),
+                      " don't multiply up to the size of batch dim ", d, " (",
+                      size, ") of a TensorDict with batch_size ", shape_str(b));
+  }
+  std::vector<int64_t> nb(b.begin(), b.begin() + d);
+  nb.insert(nb.end(), resolved.begin(), resolved.end());
+  nb.insert(nb.end(), b.begin() + d + 1, b.end());
+  return TensorDictImpl::wrap(
+      map_batch(*impl_, nb, b.size(), [&](const at::Tensor& t) {
+        std::vector<int64_t> shape(t.sizes().begin(), t.sizes().begin() + d);
+        shape.insert(shape.end(), resolved.begin(), resolved.end());
+        shape.insert(shape.end(), t.sizes().begin() + d + 1, t.sizes().end());
+        return t.view(shape);
+      }));
+}
+
+TensorDict TensorDict::expand(c10::IntArrayRef shape) const {
+  const auto& b = impl_->batch_size;
+  const size_t bd = b.size();
+  bool ok = shape.size() >= bd;
+  std::vector<int64_t> nb;
+  if (ok) {
+    const size_t lead = shape.size() - bd;
+    for (size_t j = 0; j < shape.size() && ok; ++j) {
+      const int64_t t = shape[j];
+      if (j < lead) {
+        ok = t >= 0;
+        nb.push_back(t);
+        continue;
+      }
+      const int64_t cur = b[j - lead];
+      if (t == -1) {
+        nb.push_back(cur);
+      } else {
+        ok = t >= 0 && (cur == t || cur == 1);
+        nb.push_back(t);
+      }
+    }
+  }
+  TORCH_CHECK(ok, "expand: cannot expand a TensorDict with batch_size ",
+              shape_str(b), " to ", shape_str(shape));
+  return TensorDictImpl::wrap(
+      map_batch(*impl_, nb, bd, [&](const at::Tensor& t) {
+        return t.expand(with_trailing(nb, t, bd));
+      }));
+}
+
+}  // namespace tensordict
