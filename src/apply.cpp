@@ -1,0 +1,1252 @@
+// Apply, key manipulation, arithmetic, masking, reductions, dtype and
+// autograd helpers of TensorDict (issue 3).
+//
+// Leaf-wise operations walk the tree depth first in insertion order. The
+// in-place ones validate every leaf before they write any, so a failed call
+// leaves the dict unchanged; arithmetic runs LibTorch's `_foreach_` kernels
+// over the flat leaf list wherever the kernel accepts the operands.
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/ExpandUtils.h>
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "internal.h"
+#include "tensordict/functional.h"
+#include "tensordict/tensor_dict.h"
+
+namespace tensordict {
+
+using namespace detail;  // NOLINT(google-build-using-namespace)
+
+namespace {
+
+// ===========================================================================
+// Flat leaf lists
+// ===========================================================================
+
+using TensorVec = std::vector<at::Tensor>;
+
+// Appends every leaf of `impl` (depth first, insertion order: the order of
+// keys(true, true)).
+void gather(const TensorDictImpl& impl, TensorVec& out) {
+  for (const auto& n : impl.nodes) {
+    if (n.is_dict()) {
+      gather(*n.dict, out);
+    } else {
+      out.push_back(n.tensor);
+    }
+  }
+}
+
+TensorVec leaves_of(const TensorDictImpl& impl) {
+  TensorVec out;
+  out.reserve(impl.nodes.size());
+  gather(impl, out);
+  return out;
+}
+
+// Appends `a`'s leaves to `va` and the matching leaves of `b` (same keys,
+// checked beforehand) to `vb`, both in `a`'s order.
+void gather_pair(const TensorDictImpl& a, const TensorDictImpl& b,
+                 TensorVec& va, TensorVec& vb) {
+  for (const auto& n : a.nodes) {
+    const Node* m = b.find(n.key);
+    if (n.is_dict()) {
+      // An empty sub-dict of `a` may be missing from `b` (it has no leaves).
+      if (m != nullptr && m->is_dict()) gather_pair(*n.dict, *m->dict, va, vb);
+      continue;
+    }
+    TORCH_INTERNAL_ASSERT(m != nullptr && !m->is_dict());
+    va.push_back(n.tensor);
+    vb.push_back(m->tensor);
+  }
+}
+
+// The key of the `i`-th leaf (for error messages only).
+NestedKey leaf_key(const TensorDictImpl& impl, size_t i) {
+  std::vector<NestedKey> keys;
+  collect_keys(impl, nullptr, /*include_nested=*/true, /*leaves_only=*/true,
+               keys);
+  return keys.at(i);
+}
+
+// A tree shaped like `src` whose leaves are `vals` (in `gather` order).
+// Checks that each leaf starts with its dict's batch size.
+ImplPtr rebuild(const TensorDictImpl& src, TensorVec& vals, size_t& i,
+                const char* op, const TensorDictImpl& root) {
+  auto out = make_impl(src.batch_size, src.device);
+  out->nodes.reserve(src.nodes.size());
+  for (const auto& n : src.nodes) {
+    if (n.is_dict()) {
+      out->nodes.push_back(
+          Node{n.key, at::Tensor(), rebuild(*n.dict, vals, i, op, root)});
+      continue;
+    }
+    at::Tensor& t = vals[i];
+    TORCH_CHECK(starts_with(t.sizes(), src.batch_size), op, ": key ",
+                leaf_key(root, i).str(), ": the result's shape ",
+                shape_str(t.sizes()), " does not start with the batch_size ",
+                shape_str(src.batch_size));
+    out->nodes.push_back(Node{n.key, std::move(t), nullptr});
+    ++i;
+  }
+  return out;
+}
+
+TensorDict rebuild_dict(const TensorDictImpl& src, TensorVec vals,
+                        const char* op) {
+  size_t i = 0;
+  return TensorDictImpl::wrap(rebuild(src, vals, i, op, src));
+}
+
+// Whether a list may go through a `_foreach_` kernel: LibTorch 1.13 rejects
+// empty lists and has no autograd formula for these kernels.
+bool foreach_ok(const TensorVec& a, const TensorVec* b = nullptr) {
+  if (a.empty()) return false;
+  if (!at::GradMode::is_enabled()) return true;
+  for (const auto& t : a) {
+    if (t.requires_grad()) return false;
+  }
+  if (b != nullptr) {
+    for (const auto& t : *b) {
+      if (t.requires_grad()) return false;
+    }
+  }
+  return true;
+}
+
+// LibTorch 1.13's list-list `_foreach_` kernels require equal shapes.
+bool same_sizes(const TensorVec& a, const TensorVec& b) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].sizes() != b[i].sizes()) return false;
+  }
+  return true;
+}
+
+// Throws unless `t` may be written in place.
+void check_writable(const char* op, const TensorDictImpl& root, size_t i,
+                    const at::Tensor& t) {
+  TORCH_CHECK(!(at::GradMode::is_enabled() && t.requires_grad() && t.is_leaf()),
+              op, ": key ", leaf_key(root, i).str(),
+              ": a leaf tensor that requires grad cannot be modified in place "
+              "(use torch::NoGradGuard, or detach it first)");
+  TORCH_CHECK(!t.is_inference() || c10::InferenceMode::is_enabled(), op,
+              ": key ", leaf_key(root, i).str(),
+              ": cannot modify an inference tensor in place outside "
+              "InferenceMode");
+}
+
+// A running path of key components (pointers into the walked dict, so that
+// walking allocates nothing), for callbacks and error messages.
+struct KeyPath {
+  std::vector<const std::string*> parts;
+  [[nodiscard]] NestedKey key() const {
+    std::vector<std::string> out;
+    out.reserve(parts.size());
+    for (const auto* p : parts) out.push_back(*p);
+    return NestedKey(std::move(out));
+  }
+};
+
+// Whether `b` has exactly `a`'s keys, recursively, with leaves and sub-dicts
+// in the same places. Allocation-free; a false answer is followed by
+// check_same_keys, which builds the error message (empty sub-dicts present on
+// one side only are not a difference there).
+bool same_structure(const TensorDictImpl& a, const TensorDictImpl& b) {
+  if (a.nodes.size() != b.nodes.size()) return false;
+  for (size_t i = 0; i < a.nodes.size(); ++i) {
+    const Node& n = a.nodes[i];
+    // Same order is the common case; fall back to a search.
+    const Node* m = b.nodes[i].key == n.key ? &b.nodes[i] : b.find(n.key);
+    if (m == nullptr || m->is_dict() != n.is_dict()) return false;
+    if (n.is_dict() && !same_structure(*n.dict, *m->dict)) return false;
+  }
+  return true;
+}
+
+void require_same_keys(const TensorDictImpl& a, const TensorDictImpl& b) {
+  if (!same_structure(a, b)) check_same_keys(a, b);
+}
+
+// ===========================================================================
+// Apply
+// ===========================================================================
+
+// Builds the result of an apply over `src` (and the matching sub-trees of
+// `others`, walked in lockstep). `batch` is the batch size of this level of
+// the result. `leaf(path, node, other_nodes)` computes one leaf.
+template <typename LeafFnT>
+ImplPtr apply_tree(const TensorDictImpl& src,
+                   const std::vector<const TensorDictImpl*>& others,
+                   std::vector<int64_t> batch, KeyPath& path,
+                   bool& device_kept, const LeafFnT& leaf) {
+  const int64_t src_bd = src.batch_dims();
+  auto out = make_impl(std::move(batch), src.device);
+  out->nodes.reserve(src.nodes.size());
+  std::vector<const Node*> other_nodes(others.size());
+  for (const auto& n : src.nodes) {
+    path.parts.push_back(&n.key);
+    for (size_t j = 0; j < others.size(); ++j) {
+      other_nodes[j] = others[j]->find(n.key);
+    }
+    if (n.is_dict()) {
+      std::vector<const TensorDictImpl*> sub_others(others.size());
+      for (size_t j = 0; j < others.size(); ++j) {
+        const Node* m = other_nodes[j];
+        // Missing only when the sub-dict has no leaves (keys were checked).
+        sub_others[j] = (m != nullptr && m->is_dict()) ? m->dict.get()
+                                                       : n.dict.get();
+      }
+      auto sub_batch = concat(
+          out->batch_size,
+          c10::IntArrayRef(n.dict->batch_size).slice(static_cast<size_t>(src_bd)));
+      out->nodes.push_back(Node{
+          n.key, at::Tensor(),
+          apply_tree(*n.dict, sub_others, std::move(sub_batch), path,
+                     device_kept, leaf)});
+    } else {
+      at::Tensor r = leaf(path, n, other_nodes);
+      if (r.defined()) {
+        TORCH_CHECK(starts_with(r.sizes(), out->batch_size), "apply: key ",
+                    path.key().str(), ": the result's shape ",
+                    shape_str(r.sizes()),
+                    " does not start with the batch_size ",
+                    shape_str(out->batch_size));
+        if (out->device && r.device() != *out->device) device_kept = false;
+        out->nodes.push_back(Node{n.key, std::move(r), nullptr});
+      }
+    }
+    path.parts.pop_back();
+  }
+  return out;
+}
+
+void clear_device(TensorDictImpl& impl) {
+  impl.device = c10::nullopt;
+  for (auto& n : impl.nodes) {
+    if (n.is_dict()) clear_device(*n.dict);
+  }
+}
+
+template <typename LeafFnT>
+TensorDict run_apply(const TensorDictImpl& src,
+                     const std::vector<const TensorDictImpl*>& others,
+                     const c10::optional<std::vector<int64_t>>& batch_size,
+                     const LeafFnT& leaf) {
+  std::vector<int64_t> batch = batch_size ? *batch_size : src.batch_size;
+  for (int64_t d : batch) {
+    TORCH_CHECK_VALUE(d >= 0, "apply: batch_size ", shape_str(batch),
+                      " has a negative dimension");
+  }
+  KeyPath path;
+  bool device_kept = true;
+  ImplPtr out = apply_tree(src, others, std::move(batch), path, device_kept, leaf);
+  // A result that left the dict's device has no dict-level device.
+  if (!device_kept) clear_device(*out);
+  return TensorDictImpl::wrap(std::move(out));
+}
+
+// ===========================================================================
+// Arithmetic
+// ===========================================================================
+
+enum class Op { kAdd, kSub, kMul, kDiv };
+
+const char* op_name(Op op, bool inplace) {
+  switch (op) {
+    case Op::kAdd: return inplace ? "add_" : "add";
+    case Op::kSub: return inplace ? "sub_" : "sub";
+    case Op::kMul: return inplace ? "mul_" : "mul";
+    case Op::kDiv: return inplace ? "div_" : "div";
+  }
+  return "";
+}
+
+// The dtype of `op`'s result given the promoted operand dtype `rt`.
+at::ScalarType op_result_type(Op op, at::ScalarType rt) {
+  if (op == Op::kDiv && at::isIntegralType(rt, /*includeBool=*/true)) {
+    return at::typeMetaToScalarType(at::get_default_dtype());
+  }
+  return rt;
+}
+
+// The promoted dtype of `leaf` op `other`, skipping the dispatcher call of
+// at::result_type in the common cases.
+at::ScalarType promoted(const at::Tensor& leaf, const at::Tensor& other) {
+  if (leaf.scalar_type() == other.scalar_type()) return leaf.scalar_type();
+  return at::result_type(leaf, other);
+}
+at::ScalarType promoted(const at::Tensor& leaf, const at::Scalar& other) {
+  const at::ScalarType t = leaf.scalar_type();
+  if (at::isComplexType(t) || (at::isFloatingType(t) && !other.isComplex())) {
+    return t;
+  }
+  return at::result_type(leaf, other);
+}
+
+// Validates an in-place op on leaf `i` whose promoted operand dtype is `rt`.
+void check_inplace_dtype(Op op, const TensorDictImpl& root, size_t i,
+                         const at::Tensor& leaf, at::ScalarType rt) {
+  TORCH_CHECK(!(op == Op::kSub && rt == at::kBool), op_name(op, true),
+              ": key ", leaf_key(root, i).str(),
+              ": subtraction of bool tensors is not supported");
+  const at::ScalarType res = op_result_type(op, rt);
+  TORCH_CHECK(at::canCast(res, leaf.scalar_type()), op_name(op, true),
+              ": key ", leaf_key(root, i).str(), ": the result type ",
+              dtype_name(res), " can't be cast to the leaf's dtype ",
+              dtype_name(leaf.scalar_type()));
+}
+
+// `other` aligned to the leading dims of a leaf of `dim` dims: trailing
+// singleton dims appended.
+at::Tensor align_left(const at::Tensor& other, int64_t dim) {
+  if (other.dim() >= dim) return other;
+  std::vector<int64_t> shape(other.sizes().begin(), other.sizes().end());
+  shape.resize(static_cast<size_t>(dim), 1);
+  return other.view(shape);
+}
+
+// Throws unless `t` (a mask, condition or operand) broadcasts to the leading
+// batch dims of `impl`.
+void check_batch_broadcast(const char* op, const char* what,
+                           const TensorDictImpl& impl, const at::Tensor& t) {
+  TORCH_CHECK_VALUE(t.defined(), op, ": the ", what, " is an undefined tensor");
+  bool ok = t.dim() <= impl.batch_dims();
+  for (int64_t d = 0; ok && d < t.dim(); ++d) {
+    const int64_t s = t.size(d);
+    ok = s == 1 || s == impl.batch_size[static_cast<size_t>(d)];
+  }
+  TORCH_CHECK(ok, op, ": the ", what, " of shape ", shape_str(t.sizes()),
+              " does not broadcast to the batch_size ",
+              shape_str(impl.batch_size),
+              " (it is aligned with the leading batch dims)");
+}
+
+at::Tensor leaf_op(Op op, const at::Tensor& a, const at::Tensor& b,
+                   const at::Scalar& alpha) {
+  switch (op) {
+    case Op::kAdd: return at::add(a, b, alpha);
+    case Op::kSub: return at::sub(a, b, alpha);
+    case Op::kMul: return at::mul(a, b);
+    case Op::kDiv: return at::div(a, b);
+  }
+  return {};
+}
+
+at::Tensor leaf_op(Op op, const at::Tensor& a, const at::Scalar& b) {
+  switch (op) {
+    case Op::kAdd: return at::add(a, b);
+    case Op::kSub: return at::sub(a, b);
+    case Op::kMul: return at::mul(a, b);
+    case Op::kDiv: return at::div(a, b);
+  }
+  return {};
+}
+
+void leaf_op_(Op op, const at::Tensor& a, const at::Tensor& b,
+              const at::Scalar& alpha) {
+  switch (op) {
+    case Op::kAdd: a.add_(b, alpha); break;
+    case Op::kSub: a.sub_(b, alpha); break;
+    case Op::kMul: a.mul_(b); break;
+    case Op::kDiv: a.div_(b); break;
+  }
+}
+
+TensorVec foreach_op(Op op, const TensorVec& a, const TensorVec& b,
+                     const at::Scalar& alpha) {
+  switch (op) {
+    case Op::kAdd: return at::_foreach_add(a, b, alpha);
+    case Op::kSub: return at::_foreach_sub(a, b, alpha);
+    case Op::kMul: return at::_foreach_mul(a, b);
+    case Op::kDiv: return at::_foreach_div(a, b);
+  }
+  return {};
+}
+
+TensorVec foreach_op(Op op, const TensorVec& a, const at::Scalar& b) {
+  switch (op) {
+    case Op::kAdd: return at::_foreach_add(a, b);
+    case Op::kSub: return at::_foreach_sub(a, b);
+    case Op::kMul: return at::_foreach_mul(a, b);
+    case Op::kDiv: return at::_foreach_div(a, b);
+  }
+  return {};
+}
+
+void foreach_op_(Op op, const TensorVec& a, const TensorVec& b,
+                 const at::Scalar& alpha) {
+  switch (op) {
+    case Op::kAdd: at::_foreach_add_(a, b, alpha); break;
+    case Op::kSub: at::_foreach_sub_(a, b, alpha); break;
+    case Op::kMul: at::_foreach_mul_(a, b); break;
+    case Op::kDiv: at::_foreach_div_(a, b); break;
+  }
+}
+
+void foreach_op_(Op op, const TensorVec& a, const at::Scalar& b) {
+  switch (op) {
+    case Op::kAdd: at::_foreach_add_(a, b); break;
+    case Op::kSub: at::_foreach_sub_(a, b); break;
+    case Op::kMul: at::_foreach_mul_(a, b); break;
+    case Op::kDiv: at::_foreach_div_(a, b); break;
+  }
+}
+
+// ---- Out of place ---------------------------------------------------------
+
+TensorDict binary(Op op, const TensorDict& a, const TensorDict& b,
+                  const at::Scalar& alpha = 1) {
+  require_same_keys(a.impl(), b.impl());
+  TensorVec va, vb;
+  gather_pair(a.impl(), b.impl(), va, vb);
+  TensorVec out;
+  if (foreach_ok(va, &vb) && same_sizes(va, vb)) {
+    out = foreach_op(op, va, vb, alpha);
+  } else {
+    out.reserve(va.size());
+    for (size_t i = 0; i < va.size(); ++i) {
+      out.push_back(leaf_op(op, va[i], vb[i], alpha));
+    }
+  }
+  return rebuild_dict(a.impl(), std::move(out), op_name(op, false));
+}
+
+TensorDict binary(Op op, const TensorDict& a, const at::Tensor& b) {
+  check_batch_broadcast(op_name(op, false), "tensor operand", a.impl(), b);
+  TensorVec va = leaves_of(a.impl());
+  TensorVec out;
+  out.reserve(va.size());
+  for (const auto& t : va) out.push_back(leaf_op(op, t, align_left(b, t.dim()), 1));
+  return rebuild_dict(a.impl(), std::move(out), op_name(op, false));
+}
+
+TensorDict binary(Op op, const TensorDict& a, const at::Scalar& b) {
+  TensorVec va = leaves_of(a.impl());
+  TensorVec out;
+  if (foreach_ok(va)) {
+    out = foreach_op(op, va, b);
+  } else {
+    out.reserve(va.size());
+    for (const auto& t : va) out.push_back(leaf_op(op, t, b));
+  }
+  return rebuild_dict(a.impl(), std::move(out), op_name(op, false));
+}
+
+// ---- In place -------------------------------------------------------------
+
+const TensorDict& binary_(Op op, const TensorDict& a, const TensorDict& b,
+                          const at::Scalar& alpha = 1) {
+  const char* name = op_name(op, true);
+  require_same_keys(a.impl(), b.impl());
+  TensorVec va, vb;
+  gather_pair(a.impl(), b.impl(), va, vb);
+  for (size_t i = 0; i < va.size(); ++i) {
+    check_writable(name, a.impl(), i, va[i]);
+    check_inplace_dtype(op, a.impl(), i, va[i], promoted(va[i], vb[i]));
+    TORCH_CHECK(at::is_expandable_to(vb[i].sizes(), va[i].sizes()), name,
+                ": key ", leaf_key(a.impl(), i).str(), ": the other leaf's shape ",
+                shape_str(vb[i].sizes()), " does not broadcast to the leaf's shape ",
+                shape_str(va[i].sizes()));
+  }
+  if (foreach_ok(va, &vb) && same_sizes(va, vb)) {
+    foreach_op_(op, va, vb, alpha);
+  } else {
+    for (size_t i = 0; i < va.size(); ++i) leaf_op_(op, va[i], vb[i], alpha);
+  }
+  return a;
+}
+
+const TensorDict& binary_(Op op, const TensorDict& a, const at::Tensor& b) {
+  const char* name = op_name(op, true);
+  check_batch_broadcast(name, "tensor operand", a.impl(), b);
+  TensorVec va = leaves_of(a.impl());
+  for (size_t i = 0; i < va.size(); ++i) {
+    check_writable(name, a.impl(), i, va[i]);
+    check_inplace_dtype(op, a.impl(), i, va[i], promoted(va[i], b));
+  }
+  for (const auto& t : va) leaf_op_(op, t, align_left(b, t.dim()), 1);
+  return a;
+}
+
+const TensorDict& binary_(Op op, const TensorDict& a, const at::Scalar& b) {
+  const char* name = op_name(op, true);
+  TensorVec va = leaves_of(a.impl());
+  for (size_t i = 0; i < va.size(); ++i) {
+    check_writable(name, a.impl(), i, va[i]);
+    check_inplace_dtype(op, a.impl(), i, va[i], promoted(va[i], b));
+  }
+  if (foreach_ok(va)) {
+    foreach_op_(op, va, b);
+  } else {
+    for (const auto& t : va) {
+      switch (op) {
+        case Op::kAdd: t.add_(b); break;
+        case Op::kSub: t.sub_(b); break;
+        case Op::kMul: t.mul_(b); break;
+        case Op::kDiv: t.div_(b); break;
+      }
+    }
+  }
+  return a;
+}
+
+// ===========================================================================
+// Reductions
+// ===========================================================================
+
+enum class Reduce { kSum, kMean, kMin, kMax };
+
+const char* reduce_name(Reduce r) {
+  switch (r) {
+    case Reduce::kSum: return "sum";
+    case Reduce::kMean: return "mean";
+    case Reduce::kMin: return "min";
+    case Reduce::kMax: return "max";
+  }
+  return "";
+}
+
+// Reduces `t` over `dims` (all of them batch dims; empty means no batch dims,
+// for which the reduction runs over a new singleton dim and is the identity
+// up to dtype promotion).
+at::Tensor reduce_leaf(Reduce r, const at::Tensor& t, c10::IntArrayRef dims,
+                       bool keepdim) {
+  if (dims.empty()) {
+    at::Tensor u = t.unsqueeze(0);
+    switch (r) {
+      case Reduce::kSum: return u.sum(0);
+      case Reduce::kMean: return u.mean(0);
+      case Reduce::kMin: return u.amin(0);
+      case Reduce::kMax: return u.amax(0);
+    }
+  }
+  if (dims.size() == 1) {
+    switch (r) {
+      case Reduce::kSum: return t.sum(dims[0], keepdim);
+      case Reduce::kMean: return t.mean(dims[0], keepdim);
+      case Reduce::kMin: return std::get<0>(t.min(dims[0], keepdim));
+      case Reduce::kMax: return std::get<0>(t.max(dims[0], keepdim));
+    }
+  }
+  switch (r) {
+    case Reduce::kSum: return t.sum(dims, keepdim);
+    case Reduce::kMean: return t.mean(dims, keepdim);
+    case Reduce::kMin: return t.amin(dims, keepdim);
+    case Reduce::kMax: return t.amax(dims, keepdim);
+  }
+  return {};
+}
+
+// `dims`: the reduced dims (of the root batch); `keepdim` keeps them as 1.
+ImplPtr reduce_tree(Reduce r, const TensorDictImpl& src,
+                    const std::vector<int64_t>& dims, bool keepdim,
+                    KeyPath& path) {
+  std::vector<int64_t> batch;
+  for (int64_t d = 0; d < src.batch_dims(); ++d) {
+    const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
+    if (!reduced) {
+      batch.push_back(src.batch_size[static_cast<size_t>(d)]);
+    } else if (keepdim) {
+      batch.push_back(1);
+    }
+  }
+  auto out = make_impl(std::move(batch), src.device);
+  out->nodes.reserve(src.nodes.size());
+  for (const auto& n : src.nodes) {
+    path.parts.push_back(&n.key);
+    if (n.is_dict()) {
+      out->nodes.push_back(
+          Node{n.key, at::Tensor(), reduce_tree(r, *n.dict, dims, keepdim, path)});
+    } else {
+      const at::Tensor& t = n.tensor;
+      TORCH_CHECK_TYPE(r != Reduce::kMean || at::isFloatingType(t.scalar_type()) ||
+                           at::isComplexType(t.scalar_type()),
+                       "mean: key ", path.key().str(), " has dtype ",
+                       dtype_name(t.scalar_type()),
+                       "; mean needs floating-point or complex leaves (cast "
+                       "with to_float() first)");
+      at::Tensor v;
+      try {
+        v = reduce_leaf(r, t, dims, keepdim);
+      } catch (const c10::Error& e) {
+        TORCH_CHECK(false, reduce_name(r), ": key ", path.key().str(), ": ",
+                    e.msg());
+      }
+      out->nodes.push_back(Node{n.key, std::move(v), nullptr});
+    }
+    path.parts.pop_back();
+  }
+  return out;
+}
+
+TensorDict reduce_all(Reduce r, const TensorDictImpl& impl) {
+  std::vector<int64_t> dims(static_cast<size_t>(impl.batch_dims()));
+  for (size_t d = 0; d < dims.size(); ++d) dims[d] = static_cast<int64_t>(d);
+  KeyPath path;
+  return TensorDictImpl::wrap(reduce_tree(r, impl, dims, false, path));
+}
+
+TensorDict reduce_dim(Reduce r, const TensorDictImpl& impl, int64_t dim,
+                      bool keepdim) {
+  const int64_t bd = impl.batch_dims();
+  TORCH_CHECK_INDEX(dim >= -bd && dim < bd, reduce_name(r), ": dim ", dim,
+                    " is out of range for TensorDict with batch_size ",
+                    shape_str(impl.batch_size), " (", bd, " batch dims)");
+  if (dim < 0) dim += bd;
+  KeyPath path;
+  return TensorDictImpl::wrap(reduce_tree(r, impl, {dim}, keepdim, path));
+}
+
+// ===========================================================================
+// Key manipulation helpers
+// ===========================================================================
+
+// New dict structure (every level), same tensors.
+ImplPtr shallow_copy(const TensorDictImpl& src) {
+  auto out = make_impl(src.batch_size, src.device);
+  out->nodes.reserve(src.nodes.size());
+  for (const auto& n : src.nodes) {
+    if (n.is_dict()) {
+      out->nodes.push_back(Node{n.key, at::Tensor(), shallow_copy(*n.dict)});
+    } else {
+      out->nodes.push_back(Node{n.key, n.tensor, nullptr});
+    }
+  }
+  return out;
+}
+
+// Snapshot of the node lists of every dict in a tree, to undo a structural
+// change that fails half-way. Restoring keeps every dict's identity.
+class StructureSnapshot {
+ public:
+  explicit StructureSnapshot(TensorDictImpl& root) { take(root); }
+  void restore() {
+    for (auto& s : saved_) s.first->nodes = s.second;
+  }
+
+ private:
+  void take(TensorDictImpl& impl) {
+    saved_.emplace_back(&impl, impl.nodes);
+    for (auto& n : impl.nodes) {
+      if (n.is_dict()) take(*n.dict);
+    }
+  }
+  std::vector<std::pair<TensorDictImpl*, std::vector<Node>>> saved_;
+};
+
+void update_rec(const TensorDict& dst, const TensorDictImpl& src) {
+  const std::vector<Node> nodes = src.nodes;  // src may alias dst
+  for (const auto& n : nodes) {
+    if (n.is_dict()) {
+      Node* d = dst.impl().find(n.key);
+      if (d != nullptr && d->is_dict()) {
+        update_rec(TensorDictImpl::wrap(d->dict), *n.dict);
+      } else {
+        dst.set(n.key, TensorDictImpl::wrap(n.dict));
+      }
+    } else {
+      dst.set(n.key, n.tensor);
+    }
+  }
+}
+
+void collect_entries(const TensorDictImpl& impl, const NestedKey* prefix,
+                     bool include_nested, bool leaves_only,
+                     std::vector<std::pair<NestedKey, Entry>>* items,
+                     std::vector<Entry>* values) {
+  for (const auto& n : impl.nodes) {
+    if (n.is_dict()) {
+      if (!leaves_only) {
+        Entry e(TensorDictImpl::wrap(n.dict));
+        if (items) items->emplace_back(prefixed(prefix, n.key), e);
+        if (values) values->push_back(e);
+      }
+      if (include_nested) {
+        NestedKey k = prefixed(prefix, n.key);
+        collect_entries(*n.dict, &k, include_nested, leaves_only, items,
+                        values);
+      }
+    } else {
+      if (items) items->emplace_back(prefixed(prefix, n.key), Entry(n.tensor));
+      if (values) values->push_back(Entry(n.tensor));
+    }
+  }
+}
+
+std::vector<std::string> split_key(const std::string& key,
+                                   const std::string& sep) {
+  std::vector<std::string> parts;
+  if (sep.empty()) return {key};
+  size_t start = 0;
+  while (true) {
+    const size_t pos = key.find(sep, start);
+    if (pos == std::string::npos) {
+      parts.push_back(key.substr(start));
+      break;
+    }
+    parts.push_back(key.substr(start, pos - start));
+    start = pos + sep.size();
+  }
+  return parts;
+}
+
+// Inserts `node` (named by `parts`, relative to `dst`) for unflatten_keys.
+// `prefix` is `dst`'s own path and `orig` the key being unflattened, both for
+// errors.
+void insert_unflattened(TensorDictImpl& dst, std::vector<std::string> prefix,
+                        const std::vector<std::string>& parts, Node node,
+                        const std::string& orig) {
+  TensorDictImpl* cur = &dst;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    prefix.push_back(parts[i]);
+    Node* c = cur->find(parts[i]);
+    if (c == nullptr) {
+      cur->nodes.push_back(
+          Node{parts[i], at::Tensor(), make_impl(cur->batch_size, cur->device)});
+      c = &cur->nodes.back();
+    }
+    TORCH_CHECK(c->is_dict(), "unflatten_keys: key ", orig,
+                " needs a sub-TensorDict at ", NestedKey(prefix).str(),
+                ", where a tensor lives");
+    cur = c->dict.get();
+  }
+  prefix.push_back(parts.back());
+  Node* e = cur->find(parts.back());
+  if (e == nullptr) {
+    node.key = parts.back();
+    cur->nodes.push_back(std::move(node));
+    return;
+  }
+  TORCH_CHECK(e->is_dict() && node.is_dict(), "unflatten_keys: key ", orig,
+              " collides with another key at ", NestedKey(prefix).str());
+  for (auto& sub : node.dict->nodes) {
+    insert_unflattened(*e->dict, prefix, {sub.key}, sub, orig);
+  }
+}
+
+ImplPtr unflatten_impl(const TensorDictImpl& src, const std::string& sep,
+                       const std::vector<std::string>& prefix) {
+  auto out = make_impl(src.batch_size, src.device);
+  for (const auto& n : src.nodes) {
+    std::vector<std::string> parts = split_key(n.key, sep);
+    for (const auto& p : parts) {
+      TORCH_CHECK_VALUE(!p.empty(), "unflatten_keys: key ", n.key,
+                        " has an empty component when split at '", sep, "'");
+    }
+    Node value = n;
+    if (n.is_dict()) {
+      std::vector<std::string> sub_prefix = prefix;
+      sub_prefix.insert(sub_prefix.end(), parts.begin(), parts.end());
+      value.dict = unflatten_impl(*n.dict, sep, sub_prefix);
+    }
+    insert_unflattened(*out, prefix, parts, std::move(value), n.key);
+  }
+  return out;
+}
+
+void flatten_into(const TensorDictImpl& src, const std::string& prefix,
+                  const std::string& sep, KeyPath& path, TensorDictImpl& out,
+                  std::unordered_map<std::string, NestedKey>& seen) {
+  for (const auto& n : src.nodes) {
+    std::string name = prefix.empty() ? n.key : prefix + sep + n.key;
+    path.parts.push_back(&n.key);
+    if (n.is_dict()) {
+      flatten_into(*n.dict, name, sep, path, out, seen);
+    } else {
+      auto it = seen.find(name);
+      TORCH_CHECK(it == seen.end(), "flatten_keys: keys ",
+                  it == seen.end() ? std::string() : it->second.str(), " and ",
+                  path.key().str(), " both flatten to '", name, "'");
+      seen.emplace(name, path.key());
+      out.nodes.push_back(Node{name, n.tensor, nullptr});
+    }
+    path.parts.pop_back();
+  }
+}
+
+}  // namespace
+
+// ===========================================================================
+// Apply
+// ===========================================================================
+
+TensorDict TensorDict::apply(const LeafFn& fn,
+                             c10::optional<std::vector<int64_t>> batch_size) const {
+  return run_apply(*impl_, {}, batch_size,
+                   [&](const KeyPath&, const Node& n,
+                       const std::vector<const Node*>&) { return fn(n.tensor); });
+}
+
+TensorDict TensorDict::apply(
+    const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& fn,
+    const TensorDict& other,
+    c10::optional<std::vector<int64_t>> batch_size) const {
+  require_same_keys(*impl_, *other.impl_);
+  return run_apply(*impl_, {other.impl_.get()}, batch_size,
+                   [&](const KeyPath&, const Node& n,
+                       const std::vector<const Node*>& o) {
+                     return fn(n.tensor, o[0]->tensor);
+                   });
+}
+
+TensorDict TensorDict::apply(const LeafFnN& fn,
+                             const std::vector<TensorDict>& others,
+                             c10::optional<std::vector<int64_t>> batch_size) const {
+  std::vector<const TensorDictImpl*> impls;
+  impls.reserve(others.size());
+  for (const auto& o : others) {
+    require_same_keys(*impl_, *o.impl_);
+    impls.push_back(o.impl_.get());
+  }
+  std::vector<at::Tensor> args;
+  return run_apply(*impl_, impls, batch_size,
+                   [&](const KeyPath&, const Node& n,
+                       const std::vector<const Node*>& o) {
+                     args.clear();
+                     args.push_back(n.tensor);
+                     for (const Node* m : o) args.push_back(m->tensor);
+                     return fn(args);
+                   });
+}
+
+TensorDict TensorDict::named_apply(
+    const NamedLeafFn& fn, c10::optional<std::vector<int64_t>> batch_size) const {
+  return run_apply(*impl_, {}, batch_size,
+                   [&](const KeyPath& path, const Node& n,
+                       const std::vector<const Node*>&) {
+                     return fn(path.key(), n.tensor);
+                   });
+}
+
+const TensorDict& TensorDict::apply_(const LeafFn& fn) const {
+  TensorVec leaves = leaves_of(*impl_);
+  TensorVec results;
+  results.reserve(leaves.size());
+  for (const auto& t : leaves) results.push_back(fn(t));
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const at::Tensor& r = results[i];
+    if (!r.defined() || r.is_same(leaves[i])) continue;
+    check_writable("apply_", *impl_, i, leaves[i]);
+    TORCH_CHECK(at::is_expandable_to(r.sizes(), leaves[i].sizes()),
+                "apply_: key ", leaf_key(*impl_, i).str(),
+                ": cannot copy a result of shape ", shape_str(r.sizes()),
+                " into the leaf of shape ", shape_str(leaves[i].sizes()));
+  }
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const at::Tensor& r = results[i];
+    if (!r.defined() || r.is_same(leaves[i])) continue;
+    leaves[i].copy_(r);
+  }
+  return *this;
+}
+
+// ===========================================================================
+// Key manipulation
+// ===========================================================================
+
+const TensorDict& TensorDict::update(const TensorDict& other) const {
+  if (other.is_same(*this)) return *this;
+  StructureSnapshot snapshot(*impl_);
+  try {
+    update_rec(*this, *other.impl_);
+  } catch (...) {
+    snapshot.restore();
+    throw;
+  }
+  return *this;
+}
+
+const TensorDict& TensorDict::update_(const TensorDict& other) const {
+  std::vector<NestedKey> keys;
+  collect_keys(*other.impl_, nullptr, /*include_nested=*/true,
+               /*leaves_only=*/true, keys);
+  TensorVec src = leaves_of(*other.impl_);
+  TensorVec dst;
+  dst.reserve(src.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const NestedKey& key = keys[i];
+    const Node& n = lookup_or_throw(*impl_, key);
+    TORCH_CHECK_TYPE(!n.is_dict(), "update_: key ", key.str(),
+                     " holds a TensorDict here but a tensor in the other");
+    const TensorDictImpl* parent = parent_of(*impl_, key);
+    const at::Tensor& v = src[i];
+    TORCH_CHECK(starts_with(v.sizes(), parent->batch_size), "update_: key ",
+                key.str(), ": expected leading dims ",
+                shape_str(parent->batch_size), ", got ",
+                shape_str(v.sizes().slice(
+                    0, std::min(v.sizes().size(), parent->batch_size.size()))));
+    TORCH_CHECK(at::is_expandable_to(v.sizes(), n.tensor.sizes()),
+                "update_: key ", key.str(), ": cannot write a value of shape ",
+                shape_str(v.sizes()), " into the stored tensor of shape ",
+                shape_str(n.tensor.sizes()));
+    TORCH_CHECK(!(at::GradMode::is_enabled() && n.tensor.requires_grad() &&
+                  n.tensor.is_leaf()),
+                "update_: key ", key.str(),
+                ": a leaf tensor that requires grad cannot be modified in "
+                "place (use torch::NoGradGuard, or detach it first)");
+    TORCH_CHECK(!n.tensor.is_inference() || c10::InferenceMode::is_enabled(),
+                "update_: key ", key.str(),
+                ": cannot modify an inference tensor in place outside "
+                "InferenceMode");
+    dst.push_back(n.tensor);
+  }
+  for (size_t i = 0; i < dst.size(); ++i) {
+    if (!dst[i].is_same(src[i])) dst[i].copy_(src[i]);
+  }
+  return *this;
+}
+
+TensorDict TensorDict::select(const std::vector<NestedKey>& keys) const {
+  for (const auto& key : keys) (void)lookup_or_throw(*impl_, key);
+  auto out = make_impl(impl_->batch_size, impl_->device);
+  for (const auto& key : keys) {
+    const auto& parts = key.parts();
+    const TensorDictImpl* src = impl_.get();
+    TensorDictImpl* dst = out.get();
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      const Node* sn = src->find(parts[i]);
+      Node* dn = dst->find(parts[i]);
+      if (dn == nullptr) {
+        dst->nodes.push_back(Node{parts[i], at::Tensor(),
+                                  make_impl(sn->dict->batch_size, sn->dict->device)});
+        dn = &dst->nodes.back();
+      }
+      src = sn->dict.get();
+      dst = dn->dict.get();
+    }
+    const Node* sn = src->find(parts.back());
+    Node value = sn->is_dict() ? Node{sn->key, at::Tensor(), shallow_copy(*sn->dict)}
+                               : Node{sn->key, sn->tensor, nullptr};
+    if (Node* existing = dst->find(parts.back())) {
+      *existing = std::move(value);
+    } else {
+      dst->nodes.push_back(std::move(value));
+    }
+  }
+  return TensorDict(std::move(out));
+}
+
+TensorDict TensorDict::exclude(const std::vector<NestedKey>& keys) const {
+  ImplPtr out = shallow_copy(*impl_);
+  for (const auto& key : keys) {
+    TensorDictImpl* parent = parent_of(*out, key);
+    if (parent == nullptr) continue;
+    auto& nodes = parent->nodes;
+    nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
+                               [&](const Node& n) { return n.key == key.back(); }),
+                nodes.end());
+  }
+  return TensorDict(std::move(out));
+}
+
+TensorDict TensorDict::flatten_keys(const std::string& sep) const {
+  auto out = make_impl(impl_->batch_size, impl_->device);
+  std::unordered_map<std::string, NestedKey> seen;
+  KeyPath path;
+  flatten_into(*impl_, std::string(), sep, path, *out, seen);
+  return TensorDict(std::move(out));
+}
+
+TensorDict TensorDict::unflatten_keys(const std::string& sep) const {
+  TORCH_CHECK_VALUE(!sep.empty(), "unflatten_keys: the separator is empty");
+  return TensorDict(unflatten_impl(*impl_, sep, {}));
+}
+
+std::vector<std::pair<NestedKey, Entry>> TensorDict::items(
+    bool include_nested, bool leaves_only) const {
+  std::vector<std::pair<NestedKey, Entry>> out;
+  out.reserve(impl_->nodes.size());
+  collect_entries(*impl_, nullptr, include_nested, leaves_only, &out, nullptr);
+  return out;
+}
+
+std::vector<Entry> TensorDict::values(bool include_nested,
+                                      bool leaves_only) const {
+  std::vector<Entry> out;
+  out.reserve(impl_->nodes.size());
+  collect_entries(*impl_, nullptr, include_nested, leaves_only, nullptr, &out);
+  return out;
+}
+
+// ===========================================================================
+// In-place arithmetic
+// ===========================================================================
+
+const TensorDict& TensorDict::add_(const TensorDict& other,
+                                   const at::Scalar& alpha) const {
+  return binary_(Op::kAdd, *this, other, alpha);
+}
+const TensorDict& TensorDict::add_(const at::Scalar& other) const {
+  return binary_(Op::kAdd, *this, other);
+}
+const TensorDict& TensorDict::add_(const at::Tensor& other) const {
+  return binary_(Op::kAdd, *this, other);
+}
+const TensorDict& TensorDict::sub_(const TensorDict& other,
+                                   const at::Scalar& alpha) const {
+  return binary_(Op::kSub, *this, other, alpha);
+}
+const TensorDict& TensorDict::sub_(const at::Scalar& other) const {
+  return binary_(Op::kSub, *this, other);
+}
+const TensorDict& TensorDict::sub_(const at::Tensor& other) const {
+  return binary_(Op::kSub, *this, other);
+}
+const TensorDict& TensorDict::mul_(const TensorDict& other) const {
+  return binary_(Op::kMul, *this, other);
+}
+const TensorDict& TensorDict::mul_(const at::Scalar& other) const {
+  return binary_(Op::kMul, *this, other);
+}
+const TensorDict& TensorDict::mul_(const at::Tensor& other) const {
+  return binary_(Op::kMul, *this, other);
+}
+const TensorDict& TensorDict::div_(const TensorDict& other) const {
+  return binary_(Op::kDiv, *this, other);
+}
+const TensorDict& TensorDict::div_(const at::Scalar& other) const {
+  return binary_(Op::kDiv, *this, other);
+}
+const TensorDict& TensorDict::div_(const at::Tensor& other) const {
+  return binary_(Op::kDiv, *this, other);
+}
+
+// ===========================================================================
+// Masking and reductions
+// ===========================================================================
+
+TensorDict TensorDict::where(const at::Tensor& cond,
+                             const TensorDict& other) const {
+  check_batch_broadcast("where", "condition", *impl_, cond);
+  TORCH_CHECK_TYPE(cond.scalar_type() == at::kBool,
+                   "where: the condition must be a bool tensor, got ",
+                   dtype_name(cond.scalar_type()));
+  require_same_keys(*impl_, *other.impl_);
+  TensorVec va, vb;
+  gather_pair(*impl_, *other.impl_, va, vb);
+  TensorVec out;
+  out.reserve(va.size());
+  for (size_t i = 0; i < va.size(); ++i) {
+    out.push_back(at::where(align_left(cond, va[i].dim()), va[i], vb[i]));
+  }
+  return rebuild_dict(*impl_, std::move(out), "where");
+}
+
+TensorDict TensorDict::where(const at::Tensor& cond,
+                             const at::Scalar& other) const {
+  check_batch_broadcast("where", "condition", *impl_, cond);
+  TORCH_CHECK_TYPE(cond.scalar_type() == at::kBool,
+                   "where: the condition must be a bool tensor, got ",
+                   dtype_name(cond.scalar_type()));
+  TensorVec va = leaves_of(*impl_);
+  TensorVec out;
+  out.reserve(va.size());
+  for (const auto& t : va) {
+    out.push_back(at::where(align_left(cond, t.dim()), t, other));
+  }
+  return rebuild_dict(*impl_, std::move(out), "where");
+}
+
+TensorDict TensorDict::masked_fill(const at::Tensor& mask,
+                                   const at::Scalar& value) const {
+  check_batch_broadcast("masked_fill", "mask", *impl_, mask);
+  TORCH_CHECK_TYPE(mask.scalar_type() == at::kBool,
+                   "masked_fill: the mask must be a bool tensor, got ",
+                   dtype_name(mask.scalar_type()));
+  TensorVec va = leaves_of(*impl_);
+  TensorVec out;
+  out.reserve(va.size());
+  for (const auto& t : va) {
+    out.push_back(t.masked_fill(align_left(mask, t.dim()), value));
+  }
+  return rebuild_dict(*impl_, std::move(out), "masked_fill");
+}
+
+const TensorDict& TensorDict::masked_fill_(const at::Tensor& mask,
+                                           const at::Scalar& value) const {
+  check_batch_broadcast("masked_fill_", "mask", *impl_, mask);
+  TORCH_CHECK_TYPE(mask.scalar_type() == at::kBool,
+                   "masked_fill_: the mask must be a bool tensor, got ",
+                   dtype_name(mask.scalar_type()));
+  TensorVec va = leaves_of(*impl_);
+  for (size_t i = 0; i < va.size(); ++i) {
+    check_writable("masked_fill_", *impl_, i, va[i]);
+  }
+  for (const auto& t : va) t.masked_fill_(align_left(mask, t.dim()), value);
+  return *this;
+}
+
+const TensorDict& TensorDict::fill_(const NestedKey& key,
+                                    const at::Scalar& value) const {
+  const Node& n = lookup_or_throw(*impl_, key);
+  if (!n.is_dict()) {
+    TORCH_CHECK(!(at::GradMode::is_enabled() && n.tensor.requires_grad() &&
+                  n.tensor.is_leaf()),
+                "fill_: key ", key.str(),
+                ": a leaf tensor that requires grad cannot be modified in "
+                "place (use torch::NoGradGuard, or detach it first)");
+    n.tensor.fill_(value);
+    return *this;
+  }
+  TensorVec va = leaves_of(*n.dict);
+  for (size_t i = 0; i < va.size(); ++i) {
+    TORCH_CHECK(!(at::GradMode::is_enabled() && va[i].requires_grad() &&
+                  va[i].is_leaf()),
+                "fill_: key ", key.join(leaf_key(*n.dict, i)).str(),
+                ": a leaf tensor that requires grad cannot be modified in "
+                "place (use torch::NoGradGuard, or detach it first)");
+  }
+  for (const auto& t : va) t.fill_(value);
+  return *this;
+}
+
+TensorDict TensorDict::sum() const { return reduce_all(Reduce::kSum, *impl_); }
+TensorDict TensorDict::sum(int64_t dim, bool keepdim) const {
+  return reduce_dim(Reduce::kSum, *impl_, dim, keepdim);
+}
+TensorDict TensorDict::mean() const { return reduce_all(Reduce::kMean, *impl_); }
+TensorDict TensorDict::mean(int64_t dim, bool keepdim) const {
+  return reduce_dim(Reduce::kMean, *impl_, dim, keepdim);
+}
+TensorDict TensorDict::min() const { return reduce_all(Reduce::kMin, *impl_); }
+TensorDict TensorDict::min(int64_t dim, bool keepdim) const {
+  return reduce_dim(Reduce::kMin, *impl_, dim, keepdim);
+}
+TensorDict TensorDict::max() const { return reduce_all(Reduce::kMax, *impl_); }
+TensorDict TensorDict::max(int64_t dim, bool keepdim) const {
+  return reduce_dim(Reduce::kMax, *impl_, dim, keepdim);
+}
+
+// ===========================================================================
+// dtype and autograd
+// ===========================================================================
+
+TensorDict TensorDict::to_float() const { return to(at::kFloat); }
+TensorDict TensorDict::to_double() const { return to(at::kDouble); }
+TensorDict TensorDict::half() const { return to(at::kHalf); }
+TensorDict TensorDict::bfloat16() const { return to(at::kBFloat16); }
+
+const TensorDict& TensorDict::requires_grad_(bool requires_grad) const {
+  for_each_leaf(*impl_, [&](const at::Tensor& t) {
+    if (at::isFloatingType(t.scalar_type()) ||
+        at::isComplexType(t.scalar_type())) {
+      t.requires_grad_(requires_grad);
+    }
+  });
+  return *this;
+}
+
+const TensorDict& TensorDict::detach_() const {
+  for_each_leaf(*impl_, [](const at::Tensor& t) { t.detach_(); });
+  return *this;
+}
+
+TensorDict TensorDict::pin_memory() const {
+  TORCH_CHECK(at::globalContext().hasCUDA(),
+              "pin_memory: no CUDA device is available");
+  return TensorDict(map_leaves(
+      *impl_, [](const at::Tensor& t) { return t.pin_memory(); },
+      impl_->device));
+}
+
+// ===========================================================================
+// Arithmetic operators
+// ===========================================================================
+
+TensorDict operator+(const TensorDict& a, const TensorDict& b) {
+  return binary(Op::kAdd, a, b);
+}
+TensorDict operator-(const TensorDict& a, const TensorDict& b) {
+  return binary(Op::kSub, a, b);
+}
+TensorDict operator*(const TensorDict& a, const TensorDict& b) {
+  return binary(Op::kMul, a, b);
+}
+TensorDict operator/(const TensorDict& a, const TensorDict& b) {
+  return binary(Op::kDiv, a, b);
+}
+TensorDict operator+(const TensorDict& a, const at::Tensor& b) {
+  return binary(Op::kAdd, a, b);
+}
+TensorDict operator-(const TensorDict& a, const at::Tensor& b) {
+  return binary(Op::kSub, a, b);
+}
+TensorDict operator*(const TensorDict& a, const at::Tensor& b) {
+  return binary(Op::kMul, a, b);
+}
+TensorDict operator/(const TensorDict& a, const at::Tensor& b) {
+  return binary(Op::kDiv, a, b);
+}
+TensorDict operator+(const TensorDict& a, const at::Scalar& b) {
+  return binary(Op::kAdd, a, b);
+}
+TensorDict operator-(const TensorDict& a, const at::Scalar& b) {
+  return binary(Op::kSub, a, b);
+}
+TensorDict operator*(const TensorDict& a, const at::Scalar& b) {
+  return binary(Op::kMul, a, b);
+}
+TensorDict operator/(const TensorDict& a, const at::Scalar& b) {
+  return binary(Op::kDiv, a, b);
+}
+TensorDict operator+(const at::Scalar& a, const TensorDict& b) {
+  return binary(Op::kAdd, b, a);
+}
+TensorDict operator*(const at::Scalar& a, const TensorDict& b) {
+  return binary(Op::kMul, b, a);
+}
+TensorDict operator-(const TensorDict& a) {
+  TensorVec va = leaves_of(a.impl());
+  TensorVec out = foreach_ok(va) ? at::_foreach_neg(va) : TensorVec();
+  if (out.empty()) {
+    out.reserve(va.size());
+    for (const auto& t : va) out.push_back(at::neg(t));
+  }
+  return rebuild_dict(a.impl(), std::move(out), "neg");
+}
+
+const TensorDict& operator+=(const TensorDict& a, const TensorDict& b) {
+  return a.add_(b);
+}
+const TensorDict& operator-=(const TensorDict& a, const TensorDict& b) {
+  return a.sub_(b);
+}
+const TensorDict& operator*=(const TensorDict& a, const TensorDict& b) {
+  return a.mul_(b);
+}
+const TensorDict& operator/=(const TensorDict& a, const TensorDict& b) {
+  return a.div_(b);
+}
+const TensorDict& operator+=(const TensorDict& a, const at::Tensor& b) {
+  return a.add_(b);
+}
+const TensorDict& operator-=(const TensorDict& a, const at::Tensor& b) {
+  return a.sub_(b);
+}
+const TensorDict& operator*=(const TensorDict& a, const at::Tensor& b) {
+  return a.mul_(b);
+}
+const TensorDict& operator/=(const TensorDict& a, const at::Tensor& b) {
+  return a.div_(b);
+}
+const TensorDict& operator+=(const TensorDict& a, const at::Scalar& b) {
+  return a.add_(b);
+}
+const TensorDict& operator-=(const TensorDict& a, const at::Scalar& b) {
+  return a.sub_(b);
+}
+const TensorDict& operator*=(const TensorDict& a, const at::Scalar& b) {
+  return a.mul_(b);
+}
+const TensorDict& operator/=(const TensorDict& a, const at::Scalar& b) {
+  return a.div_(b);
+}
+
+}  // namespace tensordict
