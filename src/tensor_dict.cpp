@@ -221,6 +221,26 @@ bool is_mask(const at::Tensor& t) {
   return t.scalar_type() == at::kBool || t.scalar_type() == at::kByte;
 }
 
+// Appends a copy of `idx`, built from its parts. LibTorch's TensorIndex
+// leaves its bool member uninitialized unless it holds a bool, so its
+// implicit copy constructor reads an indeterminate value (UBSan reports it).
+// Callers reserve capacity first, so the vector never moves its elements.
+void append_index(std::vector<TensorIndex>& v, const TensorIndex& idx) {
+  if (idx.is_none()) {
+    v.emplace_back(at::indexing::None);
+  } else if (idx.is_ellipsis()) {
+    v.emplace_back(at::indexing::Ellipsis);
+  } else if (idx.is_integer()) {
+    v.emplace_back(as_int(idx.integer()));
+  } else if (idx.is_boolean()) {
+    v.emplace_back(idx.boolean());
+  } else if (idx.is_slice()) {
+    v.emplace_back(idx.slice());
+  } else {
+    v.emplace_back(idx.tensor());
+  }
+}
+
 NormalizedIndex normalize_index(const TensorDictImpl& impl,
                                 c10::ArrayRef<TensorIndex> indices) {
   const int64_t bd = impl.batch_dims();
@@ -266,7 +286,7 @@ NormalizedIndex normalize_index(const TensorDictImpl& impl,
       dim += bd - consumed;
       out.all_int = false;
     } else {
-      out.indices.push_back(idx);
+      append_index(out.indices, idx);
       out.all_int = false;
       if (idx.is_slice()) {
         ++dim;
@@ -898,7 +918,8 @@ struct IndexedTensorDict::IndexList {
 IndexedTensorDict TensorDict::operator[](const TensorIndex& index) const {
   if (index.is_integer()) return IndexedTensorDict(*this, as_int(index.integer()));
   auto list = std::make_shared<IndexedTensorDict::IndexList>();
-  list->indices.push_back(index);
+  list->indices.reserve(1);
+  append_index(list->indices, index);
   return IndexedTensorDict(*this, std::move(list));
 }
 
