@@ -43,6 +43,25 @@ const TensorDict& cat_out(const TensorDict& out,
 
 // ---- Arithmetic: leaf-wise, with a dict (same keys), a tensor (broadcast
 // ---- per leaf) or a scalar. The result has the left operand's batch size.
+//
+// With a dict, both must have the same leaf keys (the error lists the keys
+// missing from each side); matching leaves broadcast as in LibTorch, and
+// each result must still start with the left operand's batch size.
+//
+// A tensor operand is aligned with the *leading* batch dims, as Python
+// tensordict aligns masks: its shape must broadcast to the first
+// `other.dim()` dims of `batch_size()` (each size equal or 1), and trailing
+// singleton dims are appended to match each leaf. So a tensor of shape
+// `batch_size()` scales each row of every leaf, and a 0-dim tensor acts like
+// a scalar. A tensor with more dims than the batch is rejected.
+//
+// The out-of-place operators allocate one new tensor per leaf. The in-place
+// ones (`+=`, `add_`, ...) write into the existing leaves, which keep their
+// identity; they validate every leaf first (the result dtype must cast to
+// the leaf's dtype, as for `at::Tensor::add_`; shapes must broadcast; a leaf
+// that requires grad cannot be written), so a failed call changes nothing.
+// Both use LibTorch's `_foreach_` kernels over the flat leaf list when no leaf
+// requires grad (and, for two dicts, matching leaves have the same shape).
 
 [[nodiscard]] TensorDict operator+(const TensorDict& a, const TensorDict& b);
 [[nodiscard]] TensorDict operator-(const TensorDict& a, const TensorDict& b);
