@@ -297,7 +297,8 @@ class TensorDict {
   /// insertion order kept). A callback that returns an undefined tensor drops
   /// that key. With `batch_size`, the result has that batch size (and its
   /// sub-dicts that batch size plus their own extra dims); otherwise the
-  /// result keeps this dict's batch size.
+  /// result keeps this dict's batch size. The result keeps `device()` only
+  /// when every result leaf stays on it.
   ///
   /// Example:
   /// ```
@@ -318,7 +319,9 @@ class TensorDict {
       const LeafFnN& fn, const std::vector<TensorDict>& others,
       c10::optional<std::vector<int64_t>> batch_size = c10::nullopt) const;
   /// In place: `fn`'s result is copied into each existing leaf, which keeps
-  /// its identity. Returns `*this`.
+  /// its identity (a result that is the leaf itself is not copied; an
+  /// undefined result leaves the leaf unchanged). Every result is validated
+  /// before any is copied. Returns `*this`.
   const TensorDict& apply_(const LeafFn& fn) const;
   /// Like `apply`, with each leaf's full nested key.
   [[nodiscard]] TensorDict named_apply(
@@ -328,7 +331,8 @@ class TensorDict {
   // ---- Key manipulation --------------------------------------------------
 
   /// Sets every entry of `other` into this dict (`set` semantics: tensors are
-  /// replaced, sub-dicts are merged key by key). Returns `*this`.
+  /// replaced, sub-dicts are merged key by key, and a sub-dict missing here
+  /// is stored by handle). All-or-nothing. Returns `*this`.
   const TensorDict& update(const TensorDict& other) const;
   /// Copies every leaf of `other` into the existing leaf of this dict, in
   /// place (`set_` semantics). All keys must exist; validated before any
@@ -339,6 +343,7 @@ class TensorDict {
   /// A new dict (same tensors) without `keys` (missing keys are ignored).
   [[nodiscard]] TensorDict exclude(const std::vector<NestedKey>& keys) const;
   /// A flat dict whose keys join nested keys with `sep` (same tensors).
+  /// Empty sub-dicts are dropped, as in Python.
   [[nodiscard]] TensorDict flatten_keys(const std::string& sep = ".") const;
   /// The inverse of `flatten_keys`: splits keys at `sep` into nested keys.
   [[nodiscard]] TensorDict unflatten_keys(const std::string& sep = ".") const;
@@ -387,9 +392,12 @@ class TensorDict {
   [[nodiscard]] TensorDict sum() const;
   /// Sum over batch dim `dim`.
   [[nodiscard]] TensorDict sum(int64_t dim, bool keepdim = false) const;
+  /// Mean over every batch dim. Integer and bool leaves throw a TypeError
+  /// naming the key.
   [[nodiscard]] TensorDict mean() const;
   [[nodiscard]] TensorDict mean(int64_t dim, bool keepdim = false) const;
-  /// Min over every batch dim (values only).
+  /// Min over every batch dim (`amin`). A dict with no batch dims is
+  /// returned with its leaves unchanged.
   [[nodiscard]] TensorDict min() const;
   /// Min over batch dim `dim` (values only).
   [[nodiscard]] TensorDict min(int64_t dim, bool keepdim = false) const;
