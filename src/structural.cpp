@@ -2,9 +2,11 @@
 // splitting (unbind / split / chunk) and shape ops over the batch dims.
 //
 // stack / cat / stack_out / cat_out share one write routine:
-//   1. validate the inputs (non-empty, dim, batch sizes, keys, leaf shapes),
-//      gathering every input's leaves into one flat table in the first
-//      input's depth-first leaf order;
+//   1. validate the inputs (non-empty, dim, batch sizes, keys, leaf shapes)
+//      in one pass that gathers every input's leaves into a flat table in
+//      the first input's depth-first leaf order, noting each source's bytes
+//      (the pass is memory-latency bound: it prefetches the dicts, nodes,
+//      TensorImpls and storages of the inputs a few steps ahead);
 //   2. validate `out` (batch size, key conflicts, shapes, castable dtypes);
 //   3. create `out`'s missing keys;
 //   4. write each key: a fused byte copy for contiguous CPU leaves of the
@@ -18,6 +20,7 @@
 #include <c10/util/SmallVector.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -78,6 +81,16 @@ NestedKey path_key(const Path& path) {
 // stack / cat
 // ===========================================================================
 
+// Shape equality without a library call (shapes are short).
+inline bool same_shape(c10::IntArrayRef a, c10::IntArrayRef b) {
+  const size_t n = a.size();
+  if (n != b.size()) return false;
+  for (size_t j = 0; j < n; ++j) {
+    if (a[j] != b[j]) return false;
+  }
+  return true;
+}
+
 struct JoinSpec {
   const char* op;    // "stack", "cat", "stack_out", "cat_out"
   bool is_cat;
@@ -100,7 +113,7 @@ struct JoinSpec {
   // equal outside `dim` for cat.
   bool compatible(c10::IntArrayRef a, c10::IntArrayRef b) const {
     if (a.size() != b.size()) return false;
-    if (!is_cat) return a.equals(b);
+    if (!is_cat) return same_shape(a, b);
     for (size_t j = 0; j < a.size(); ++j) {
       if (static_cast<int64_t>(j) != dim && a[j] != b[j]) return false;
     }
@@ -147,6 +160,7 @@ struct Gathered {
   std::vector<const at::Tensor*> ref_leaves;
   std::vector<c10::IntArrayRef> ref_sizes;
   std::vector<caffe2::TypeMeta> ref_dtype;
+  std::vector<c10::DispatchKeySet> ref_keys;  // when ref's leaf is fusable
   std::vector<char> src_fusable;  // every input is a fusable CPU source
   std::vector<char> needs_grad;   // some input requires grad (grad mode on)
   std::vector<char> same_dtype;   // every input has the first input's dtype
@@ -209,9 +223,14 @@ bool gather(const TensorDictImpl& ref, const TensorDictImpl& in,
 
 // Prefetch hints for the pointer-chasing walks over many small inputs.
 inline void prefetch(const void* p) { __builtin_prefetch(p, 0, 3); }
+// Prefetches every cache line of [p, p + bytes).
 inline void prefetch_lines(const void* p, size_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (size_t off = 0; off < bytes; off += 64) prefetch(c + off);
+  if (bytes == 0) return;
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + bytes - 1) & ~uintptr_t{63};
+  for (uintptr_t a = first; a <= last; a += 64) {
+    prefetch(reinterpret_cast<const void*>(a));
+  }
 }
 inline void prefetch_nodes(const TensorDictImpl& impl) {
   prefetch_lines(impl.nodes.data(), impl.nodes.size() * sizeof(Node));
@@ -446,11 +465,18 @@ ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
   g.num_leaves = num_leaves;
   g.ref_sizes.resize(num_leaves);
   g.ref_dtype.resize(num_leaves);
+  g.ref_keys.resize(num_leaves);
   for (size_t k = 0; k < num_leaves; ++k) {
-    g.ref_sizes[k] = g.ref_leaves[k]->sizes();
-    g.ref_dtype[k] = g.ref_leaves[k]->dtype();
+    const c10::TensorImpl* t = g.ref_leaves[k]->unsafeGetTensorImpl();
+    g.ref_sizes[k] = t->sizes();
+    g.ref_dtype[k] = t->dtype();
+    g.ref_keys[k] = t->key_set();
   }
-  g.src_fusable.assign(num_leaves, spec.dim == 0 ? 1 : 0);
+  g.src_fusable.resize(num_leaves);
+  for (size_t k = 0; k < num_leaves; ++k) {
+    g.src_fusable[k] =
+        spec.dim == 0 && fusable_src(g.ref_leaves[k]->unsafeGetTensorImpl());
+  }
   g.needs_grad.assign(num_leaves, 0);
   g.same_dtype.assign(num_leaves, 1);
   const size_t slots = num_leaves * static_cast<size_t>(n);
@@ -458,8 +484,11 @@ ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
   g.impls.resize(slots);
   g.data.resize(slots);
   std::vector<int64_t> lens(is_cat ? static_cast<size_t>(n) : 0);
+  const bool grad_mode = c10::GradMode::is_enabled();
   int64_t total = 0;
   c10::optional<at::Device> common_device = ref.device;
+  int64_t gathered = 0;  // inputs [0, gathered) are gathered
+  int64_t failed = -1;   // the first input whose gather failed
   for (int64_t i = 0; i < n; ++i) {
     const TensorDictImpl& in = tds[static_cast<size_t>(i)].impl();
     const auto& b = in.batch_size;
@@ -471,60 +500,80 @@ ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
       lens[static_cast<size_t>(i)] = b[d];
       total += b[d];
     } else {
-      TORCH_CHECK(b == ref.batch_size, op, ": input ", i, " has batch_size ",
+      TORCH_CHECK(same_shape(b, ref.batch_size), op, ": input ", i,
+                  " has batch_size ",
                   shape_str(b), ", expected ", shape_str(ref.batch_size),
                   " (the batch_size of input 0)");
     }
     if (in.device != common_device) common_device = c10::nullopt;
-    // The walk chases pointers through many small allocations: prefetch
-    // the dicts and node arrays of the next inputs.
-    if (i + 8 < n) prefetch(&tds[static_cast<size_t>(i + 8)].impl());
-    if (i + 4 < n) prefetch_nodes(tds[static_cast<size_t>(i + 4)].impl());
-    if (i + 2 < n) {
-      for (const auto& nd : tds[static_cast<size_t>(i + 2)].impl().nodes) {
+    // The walk chases pointers through many small allocations; prefetch
+    // each level of the next inputs a few steps before it is needed.
+    auto ahead = [&](int64_t j) -> const TensorDictImpl* {
+      return i + j < n ? &tds[static_cast<size_t>(i + j)].impl() : nullptr;
+    };
+    if (const auto* a = ahead(16)) prefetch(a);
+    if (const auto* a = ahead(13)) prefetch_nodes(*a);
+    if (const auto* a = ahead(10)) {
+      for (const auto& nd : a->nodes) {
         if (nd.dict) prefetch(nd.dict.get());
       }
     }
-    if (i + 1 < n) {
-      for (const auto& nd : tds[static_cast<size_t>(i + 1)].impl().nodes) {
+    if (const auto* a = ahead(7)) {
+      for (const auto& nd : a->nodes) {
         if (nd.dict) prefetch_nodes(*nd.dict);
       }
     }
-    size_t k = 0;
-    if (!gather(ref, in, spec, static_cast<size_t>(i) * num_leaves, k, g) ||
-        k != num_leaves) {
-      diagnose_structure(ref, in, spec, i);
+    // Gather four inputs ahead, so that their leaves can be prefetched; a
+    // structural error is reported when its input's turn comes.
+    while (gathered < n && gathered <= i + 4 && failed < 0) {
+      size_t k = 0;
+      if (gather(ref, tds[static_cast<size_t>(gathered)].impl(), spec,
+                 static_cast<size_t>(gathered) * num_leaves, k, g) &&
+          k == num_leaves) {
+        ++gathered;
+      } else {
+        failed = gathered;
+      }
     }
-  }
-  // Leaf shapes and per-key properties, over the flat table of leaves.
-  {
-    const bool grad_mode = c10::GradMode::is_enabled();
-    constexpr size_t kAhead = 16;
-    size_t slot = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      for (size_t k = 0; k < num_leaves; ++k, ++slot) {
-        if (slot + kAhead < slots) prefetch_lines(g.impls[slot + kAhead], 192);
-        if (slot + kAhead / 2 < slots) {
-          const auto* st =
-              g.impls[slot + kAhead / 2]->unsafe_storage().unsafeGetStorageImpl();
-          if (st) prefetch(st);
+    if (failed == i) diagnose_structure(ref, in, spec, i);
+    if (i + 4 < gathered) {
+      const c10::TensorImpl* const* row =
+          g.impls.data() + static_cast<size_t>(i + 4) * num_leaves;
+      for (size_t k = 0; k < num_leaves; ++k) {
+        prefetch_lines(row[k], sizeof(c10::TensorImpl));
+      }
+    }
+    if (i + 2 < gathered) {
+      const c10::TensorImpl* const* row =
+          g.impls.data() + static_cast<size_t>(i + 2) * num_leaves;
+      for (size_t k = 0; k < num_leaves; ++k) {
+        if (const auto* st = row[k]->unsafe_storage().unsafeGetStorageImpl()) {
+          prefetch(st);
         }
-        const c10::TensorImpl* t = g.impls[slot];
-        const auto sizes = t->sizes();
-        if (!spec.compatible(g.ref_sizes[k], sizes)) {
-          throw_shape_error(spec, ref, k, i, sizes, g.ref_sizes[k]);
-        }
-        if (t->dtype() != g.ref_dtype[k]) g.same_dtype[k] = 0;
-        if (grad_mode && t->requires_grad()) g.needs_grad[k] = 1;
-        if (g.src_fusable[k]) {
-          if (fusable_src(t)) {
-            g.data[slot] =
-                static_cast<const char*>(t->unsafe_storage().data()) +
-                t->storage_offset() *
-                    static_cast<int64_t>(t->dtype().itemsize());
-          } else {
-            g.src_fusable[k] = 0;
-          }
+      }
+    }
+    const size_t base = static_cast<size_t>(i) * num_leaves;
+    // Leaf shapes and per-key properties.
+    for (size_t k = 0; k < num_leaves; ++k) {
+      const size_t slot = base + k;
+      const c10::TensorImpl* t = g.impls[slot];
+      const auto sizes = t->sizes();
+      if (!spec.compatible(g.ref_sizes[k], sizes)) {
+        throw_shape_error(spec, ref, k, i, sizes, g.ref_sizes[k]);
+      }
+      if (t->dtype() != g.ref_dtype[k]) g.same_dtype[k] = 0;
+      if (grad_mode && t->requires_grad()) g.needs_grad[k] = 1;
+      if (g.src_fusable[k]) {
+        // The same dispatch keys as a fusable first leaf imply a dense,
+        // CPU, non-conj, non-neg, non-quantized tensor.
+        if (t->key_set() == g.ref_keys[k]
+                ? (t->is_contiguous() && t->unsafe_storage())
+                : fusable_src(t)) {
+          g.data[slot] = static_cast<const char*>(t->unsafe_storage().data()) +
+                         t->storage_offset() *
+                             static_cast<int64_t>(t->dtype().itemsize());
+        } else {
+          g.src_fusable[k] = 0;
         }
       }
     }
