@@ -622,25 +622,6 @@ ImplPtr shallow_copy(const TensorDictImpl& src) {
   return out;
 }
 
-// Snapshot of the node lists of every dict in a tree, to undo a structural
-// change that fails half-way. Restoring keeps every dict's identity.
-class StructureSnapshot {
- public:
-  explicit StructureSnapshot(TensorDictImpl& root) { take(root); }
-  void restore() {
-    for (auto& s : saved_) s.first->nodes = s.second;
-  }
-
- private:
-  void take(TensorDictImpl& impl) {
-    saved_.emplace_back(&impl, impl.nodes);
-    for (auto& n : impl.nodes) {
-      if (n.is_dict()) take(*n.dict);
-    }
-  }
-  std::vector<std::pair<TensorDictImpl*, std::vector<Node>>> saved_;
-};
-
 void update_rec(const TensorDict& dst, const TensorDictImpl& src) {
   const std::vector<Node> nodes = src.nodes;  // src may alias dst
   for (const auto& n : nodes) {

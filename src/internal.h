@@ -100,6 +100,25 @@ ImplPtr zip_leaves(
     const TensorDictImpl& a, const TensorDictImpl& b,
     const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& fn);
 
+/// Snapshot of the node lists of every dict in a tree, to undo a structural
+/// change that fails half-way. Restoring keeps every dict's identity.
+class StructureSnapshot {
+ public:
+  explicit StructureSnapshot(TensorDictImpl& root) { take(root); }
+  void restore() {
+    for (auto& s : saved_) s.first->nodes = s.second;
+  }
+
+ private:
+  void take(TensorDictImpl& impl) {
+    saved_.emplace_back(&impl, impl.nodes);
+    for (auto& n : impl.nodes) {
+      if (n.is_dict()) take(*n.dict);
+    }
+  }
+  std::vector<std::pair<TensorDictImpl*, std::vector<Node>>> saved_;
+};
+
 /// "[4, 8]".
 std::string shape_str(c10::IntArrayRef shape);
 /// "torch.float32".
