@@ -60,8 +60,10 @@ const TensorDict& cat_out(const TensorDict& out,
 // identity; they validate every leaf first (the result dtype must cast to
 // the leaf's dtype, as for `at::Tensor::add_`; shapes must broadcast; a leaf
 // that requires grad cannot be written), so a failed call changes nothing.
-// Both use LibTorch's `_foreach_` kernels over the flat leaf list when no leaf
-// requires grad (and, for two dicts, matching leaves have the same shape).
+// With a dict or a scalar operand, both use LibTorch's `_foreach_` kernels
+// over the flat leaf list when no leaf requires grad (and, for two dicts,
+// matching leaves have the same shape); a tensor operand, whose view differs
+// per leaf, runs one op per leaf.
 
 [[nodiscard]] TensorDict operator+(const TensorDict& a, const TensorDict& b);
 [[nodiscard]] TensorDict operator-(const TensorDict& a, const TensorDict& b);
