@@ -3,10 +3,14 @@
 #include <gtest/gtest.h>
 #include <tensordict/tensordict.h>
 
+#include "test_util.h"
+
 #include <string>
 #include <vector>
 
 namespace {
+
+using namespace tensordict_test;  // NOLINT(google-build-using-namespace)
 
 using tensordict::Entry;
 using tensordict::NestedKey;
@@ -15,70 +19,6 @@ using tensordict::TensorDict;
 // ---------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------
-
-// Runs `fn`, expects a `c10::Error` of dynamic type `E` whose `msg()` is
-// exactly `expected`.
-template <typename E = c10::Error, typename Fn>
-void ExpectThrowsMsg(Fn&& fn, const std::string& expected,
-                     const char* file = __builtin_FILE(),
-                     int line = __builtin_LINE()) {
-  try {
-    fn();
-  } catch (const c10::Error& e) {
-    EXPECT_EQ(e.msg(), expected) << "  (checked at " << file << ":" << line
-                                 << ")";
-    if (dynamic_cast<const E*>(&e) == nullptr) {
-      ADD_FAILURE_AT(file, line)
-          << "the error has the wrong type; message: " << e.msg();
-    }
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE_AT(file, line) << "expected a c10::Error with message \""
-                               << expected << "\", got std::exception: "
-                               << e.what();
-    return;
-  }
-  ADD_FAILURE_AT(file, line) << "expected a c10::Error with message \""
-                             << expected << "\", but nothing was thrown";
-}
-
-// The stored leaves, their values and versions: to check that a failed call
-// changed nothing.
-struct Snapshot {
-  std::vector<NestedKey> keys;
-  std::vector<at::Tensor> leaves;
-  std::vector<at::Tensor> values;
-  std::vector<int64_t> versions;
-};
-
-Snapshot TakeSnapshot(const TensorDict& td) {
-  Snapshot s;
-  s.keys = td.keys(true);
-  for (const auto& k : td.keys(true, true)) {
-    at::Tensor t = td.get(k);
-    s.leaves.push_back(t);
-    s.values.push_back(t.detach().clone());
-    s.versions.push_back(t._version());
-  }
-  return s;
-}
-
-void ExpectUnchanged(const TensorDict& td, const Snapshot& s,
-                     const char* file = __builtin_FILE(),
-                     int line = __builtin_LINE()) {
-  SCOPED_TRACE(testing::Message() << "dict checked at " << file << ":" << line);
-  ASSERT_EQ(td.keys(true), s.keys);
-  auto leaves = td.keys(true, true);
-  ASSERT_EQ(leaves.size(), s.leaves.size());
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    at::Tensor t = td.get(leaves[i]);
-    EXPECT_TRUE(t.is_same(s.leaves[i])) << leaves[i];
-    EXPECT_TRUE(at::equal(t, s.values[i])) << leaves[i];
-    EXPECT_EQ(t._version(), s.versions[i]) << leaves[i];
-  }
-}
-
-std::vector<NestedKey> Keys(std::initializer_list<NestedKey> ks) { return ks; }
 
 // {"a": [4, 3] f32 (0..11), "next": {"obs": [4, 2] f32 ones}}, batch [4].
 TensorDict MakeDict() {

@@ -4,10 +4,14 @@
 #include <gtest/gtest.h>
 #include <tensordict/tensordict.h>
 
+#include "test_util.h"
+
 #include <string>
 #include <vector>
 
 namespace {
+
+using namespace tensordict_test;  // NOLINT(google-build-using-namespace)
 
 using tensordict::Entry;
 using tensordict::NestedKey;
@@ -17,109 +21,6 @@ using namespace torch::indexing;  // NOLINT(google-build-using-namespace)
 // ---------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------
-
-// Runs `fn`, expects it to throw a `c10::Error` of dynamic type `E` whose
-// `msg()` is exactly `expected`. Failures are reported at the call site.
-template <typename E = c10::Error, typename Fn>
-void ExpectThrowsMsg(Fn&& fn, const std::string& expected,
-                     const char* file = __builtin_FILE(),
-                     int line = __builtin_LINE()) {
-  try {
-    fn();
-  } catch (const c10::Error& e) {
-    EXPECT_EQ(e.msg(), expected) << "  (checked at " << file << ":" << line
-                                 << ")";
-    if (dynamic_cast<const E*>(&e) == nullptr) {
-      ADD_FAILURE_AT(file, line)
-          << "the error has the wrong type; message: " << e.msg();
-    }
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE_AT(file, line) << "expected a c10::Error with message \""
-                               << expected << "\", got std::exception: "
-                               << e.what();
-    return;
-  }
-  ADD_FAILURE_AT(file, line) << "expected a c10::Error with message \""
-                             << expected << "\", but nothing was thrown";
-}
-
-// Like ExpectThrowsMsg, for messages that embed LibTorch's own text: checks
-// only that the message starts with `prefix`.
-template <typename E = c10::Error, typename Fn>
-void ExpectThrowsMsgPrefix(Fn&& fn, const std::string& prefix,
-                           const char* file = __builtin_FILE(),
-                           int line = __builtin_LINE()) {
-  try {
-    fn();
-  } catch (const c10::Error& e) {
-    EXPECT_EQ(e.msg().substr(0, prefix.size()), prefix)
-        << "  full message: " << e.msg() << "  (checked at " << file << ":"
-        << line << ")";
-    if (dynamic_cast<const E*>(&e) == nullptr) {
-      ADD_FAILURE_AT(file, line)
-          << "the error has the wrong type; message: " << e.msg();
-    }
-    return;
-  }
-  ADD_FAILURE_AT(file, line) << "expected a c10::Error starting with \""
-                             << prefix << "\", but nothing was thrown";
-}
-
-// Everything observable about a dict: its keys, each leaf's identity, value
-// and version, and every (sub-)dict's batch size.
-struct Snapshot {
-  std::vector<NestedKey> keys;
-  std::vector<at::Tensor> leaves;
-  std::vector<at::Tensor> values;
-  std::vector<int64_t> versions;
-  std::vector<std::vector<int64_t>> batch_sizes;
-};
-
-Snapshot TakeSnapshot(const TensorDict& td) {
-  Snapshot s;
-  s.keys = td.keys(/*include_nested=*/true);
-  s.batch_sizes.push_back(td.batch_size().vec());
-  for (const auto& k : s.keys) {
-    Entry e = td.get_entry(k);
-    if (e.is_tensor()) {
-      s.leaves.push_back(e.tensor());
-      s.values.push_back(e.tensor().detach().clone());
-      s.versions.push_back(e.tensor()._version());
-    } else {
-      s.batch_sizes.push_back(e.tensordict().batch_size().vec());
-    }
-  }
-  return s;
-}
-
-void ExpectUnchanged(const TensorDict& td, const Snapshot& s,
-                     const char* file = __builtin_FILE(),
-                     int line = __builtin_LINE()) {
-  SCOPED_TRACE(testing::Message() << "dict checked at " << file << ":" << line);
-  ASSERT_EQ(td.keys(true), s.keys);
-  EXPECT_EQ(td.batch_size().vec(), s.batch_sizes[0]);
-  size_t leaf = 0;
-  size_t dict = 1;
-  for (const auto& k : s.keys) {
-    Entry e = td.get_entry(k);
-    if (e.is_tensor()) {
-      EXPECT_TRUE(e.tensor().is_same(s.leaves[leaf])) << k;
-      EXPECT_TRUE(at::equal(e.tensor(), s.values[leaf])) << k;
-      EXPECT_EQ(e.tensor()._version(), s.versions[leaf]) << k;
-      ++leaf;
-    } else {
-      EXPECT_EQ(e.tensordict().batch_size().vec(), s.batch_sizes[dict]) << k;
-      ++dict;
-    }
-  }
-}
-
-std::vector<NestedKey> Keys(std::initializer_list<NestedKey> ks) { return ks; }
-
-bool SharesStorage(const at::Tensor& a, const at::Tensor& b) {
-  return a.storage().data_ptr().get() == b.storage().data_ptr().get();
-}
 
 // The tutorial's row: {"a": [3], "b": [3, 4]}, batch [3].
 TensorDict MakeRow() {

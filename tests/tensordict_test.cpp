@@ -4,11 +4,15 @@
 #include <gtest/gtest.h>
 #include <tensordict/tensordict.h>
 
+#include "test_util.h"
+
 #include <string>
 #include <type_traits>
 #include <vector>
 
 namespace {
+
+using namespace tensordict_test;  // NOLINT(google-build-using-namespace)
 
 using tensordict::Entry;
 using tensordict::Item;
@@ -18,83 +22,6 @@ using tensordict::TensorDict;
 // ---------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------
-
-// Runs `fn`, expects it to throw a `c10::Error` of dynamic type `E` whose
-// `msg()` is exactly `expected`. Failures are reported at the call site.
-template <typename E = c10::Error, typename Fn>
-void ExpectThrowsMsg(Fn&& fn, const std::string& expected,
-                     const char* file = __builtin_FILE(),
-                     int line = __builtin_LINE()) {
-  try {
-    fn();
-  } catch (const c10::Error& e) {
-    EXPECT_EQ(e.msg(), expected) << "  (checked at " << file << ":" << line
-                                 << ")";
-    if (dynamic_cast<const E*>(&e) == nullptr) {
-      ADD_FAILURE_AT(file, line)
-          << "the error has the wrong type; message: " << e.msg();
-    }
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE_AT(file, line) << "expected a c10::Error with message \""
-                               << expected << "\", got std::exception: "
-                               << e.what();
-    return;
-  }
-  ADD_FAILURE_AT(file, line) << "expected a c10::Error with message \""
-                             << expected << "\", but nothing was thrown";
-}
-
-// Everything observable about a dict: its keys, each leaf's identity and
-// value, and every (sub-)dict's batch size and device.
-struct Snapshot {
-  std::vector<NestedKey> keys;
-  std::vector<at::Tensor> leaves;  // the stored tensors (for is_same)
-  std::vector<at::Tensor> values;  // clones of them
-  std::vector<int64_t> versions;
-  std::vector<std::vector<int64_t>> batch_sizes;  // root first, then sub-dicts
-};
-
-Snapshot TakeSnapshot(const TensorDict& td) {
-  Snapshot s;
-  s.keys = td.keys(/*include_nested=*/true);
-  s.batch_sizes.push_back(td.batch_size().vec());
-  for (const auto& k : s.keys) {
-    Entry e = td.get_entry(k);
-    if (e.is_tensor()) {
-      s.leaves.push_back(e.tensor());
-      s.values.push_back(e.tensor().detach().clone());
-      s.versions.push_back(e.tensor()._version());
-    } else {
-      s.batch_sizes.push_back(e.tensordict().batch_size().vec());
-    }
-  }
-  return s;
-}
-
-void ExpectUnchanged(const TensorDict& td, const Snapshot& s,
-                     const char* file = __builtin_FILE(),
-                     int line = __builtin_LINE()) {
-  SCOPED_TRACE(testing::Message() << "dict checked at " << file << ":" << line);
-  ASSERT_EQ(td.keys(true), s.keys);
-  size_t leaf = 0;
-  size_t dict = 1;
-  EXPECT_EQ(td.batch_size().vec(), s.batch_sizes[0]);
-  for (const auto& k : s.keys) {
-    Entry e = td.get_entry(k);
-    if (e.is_tensor()) {
-      EXPECT_TRUE(e.tensor().is_same(s.leaves[leaf])) << k;
-      EXPECT_TRUE(at::equal(e.tensor(), s.values[leaf])) << k;
-      EXPECT_EQ(e.tensor()._version(), s.versions[leaf]) << k;
-      ++leaf;
-    } else {
-      EXPECT_EQ(e.tensordict().batch_size().vec(), s.batch_sizes[dict]) << k;
-      ++dict;
-    }
-  }
-}
-
-std::vector<NestedKey> Keys(std::initializer_list<NestedKey> ks) { return ks; }
 
 // {"a": [4, 3] f32, "next": {"obs": [4, 2] f32}}, batch [4].
 TensorDict MakeDict() {
