@@ -325,27 +325,6 @@ std::vector<int64_t> indexed_shape(const TensorDictImpl& impl,
   }
 }
 
-ImplPtr index_impl(const TensorDictImpl& impl, const NormalizedIndex& norm,
-                   c10::IntArrayRef new_batch, int64_t parent_bd) {
-  std::vector<int64_t> batch =
-      concat(new_batch, c10::IntArrayRef(impl.batch_size).slice(
-                            static_cast<size_t>(parent_bd)));
-  auto out = make_impl(std::move(batch), impl.device);
-  out->nodes.reserve(impl.nodes.size());
-  const bool single_int = norm.all_int && norm.ints.size() == 1;
-  for (const auto& n : impl.nodes) {
-    if (n.is_dict()) {
-      out->nodes.push_back(
-          Node{n.key, at::Tensor(), index_impl(*n.dict, norm, new_batch, parent_bd)});
-    } else if (single_int) {
-      out->nodes.push_back(Node{n.key, n.tensor.select(0, norm.ints[0]), nullptr});
-    } else {
-      out->nodes.push_back(Node{n.key, n.tensor.index(norm.indices), nullptr});
-    }
-  }
-  return out;
-}
-
 // `torch::autograd::as_view` lost its `view_func` std::function parameter
 // in favour of a ViewFunc object plus a reverse function in LibTorch 2.x; call
 // whichever form this LibTorch has.
@@ -393,33 +372,25 @@ at::Tensor row_view(const at::Tensor& t, int64_t i) {
   return as_view_compat(t, view, meta, 0);
 }
 
-// `index({i})` for a single non-negative integer on the first batch dim: the
-// hot path of `td[i]`, without building a TensorIndex list.
-ImplPtr select_impl(const TensorDictImpl& impl, int64_t i) {
-  auto out = std::make_shared<TensorDictImpl>();
-  out->batch_size.assign(impl.batch_size.begin() + 1, impl.batch_size.end());
-  out->device = impl.device;
+ImplPtr index_impl(const TensorDictImpl& impl, const NormalizedIndex& norm,
+                   c10::IntArrayRef new_batch, int64_t parent_bd) {
+  std::vector<int64_t> batch =
+      concat(new_batch, c10::IntArrayRef(impl.batch_size).slice(
+                            static_cast<size_t>(parent_bd)));
+  auto out = make_impl(std::move(batch), impl.device);
   out->nodes.reserve(impl.nodes.size());
+  const bool single_int = norm.all_int && norm.ints.size() == 1;
   for (const auto& n : impl.nodes) {
     if (n.is_dict()) {
-      out->nodes.push_back(Node{n.key, at::Tensor(), select_impl(*n.dict, i)});
+      out->nodes.push_back(
+          Node{n.key, at::Tensor(), index_impl(*n.dict, norm, new_batch, parent_bd)});
+    } else if (single_int) {
+      out->nodes.push_back(Node{n.key, row_view(n.tensor, norm.ints[0]), nullptr});
     } else {
-      out->nodes.push_back(Node{n.key, row_view(n.tensor, i), nullptr});
+      out->nodes.push_back(Node{n.key, n.tensor.index(norm.indices), nullptr});
     }
   }
   return out;
-}
-
-int64_t normalize_int_index(const TensorDictImpl& impl, int64_t i) {
-  TORCH_CHECK_INDEX(!impl.batch_size.empty(),
-                    "cannot index a TensorDict with no batch dimensions "
-                    "(batch_size [])");
-  const int64_t size = impl.batch_size[0];
-  TORCH_CHECK_INDEX(i >= -size && i < size, "index ", i,
-                    " is out of bounds for dim 0 with size ", size,
-                    " of TensorDict with batch_size ",
-                    shape_str(impl.batch_size));
-  return i < 0 ? i + size : i;
 }
 
 // ---------------------------------------------------------------------------
@@ -1081,9 +1052,7 @@ IndexedTensorDict& IndexedTensorDict::operator=(IndexedTensorDict&& value) {
 
 TensorDict IndexedTensorDict::value() const {
   if (list_) return parent_.index(list_->indices);
-  const auto& impl = parent_.impl();
-  return TensorDictImpl::wrap(
-      select_impl(impl, normalize_int_index(impl, int_index_)));
+  return parent_.index({TensorIndex(int_index_)});
 }
 
 at::Tensor IndexedTensorDict::get(const NestedKey& key) const {
