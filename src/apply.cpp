@@ -608,20 +608,6 @@ TensorDict reduce_dim(Reduce r, const TensorDictImpl& impl, int64_t dim,
 // Key manipulation helpers
 // ===========================================================================
 
-// New dict structure (every level), same tensors.
-ImplPtr shallow_copy(const TensorDictImpl& src) {
-  auto out = make_impl(src.batch_size, src.device);
-  out->nodes.reserve(src.nodes.size());
-  for (const auto& n : src.nodes) {
-    if (n.is_dict()) {
-      out->nodes.push_back(Node{n.key, at::Tensor(), shallow_copy(*n.dict)});
-    } else {
-      out->nodes.push_back(Node{n.key, n.tensor, nullptr});
-    }
-  }
-  return out;
-}
-
 void update_rec(const TensorDict& dst, const TensorDictImpl& src) {
   const std::vector<Node> nodes = src.nodes;  // src may alias dst
   for (const auto& n : nodes) {

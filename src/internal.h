@@ -75,6 +75,8 @@ NestedKey prefixed(const NestedKey* prefix, const std::string& key);
 void collect_keys(const TensorDictImpl& impl, const NestedKey* prefix,
                   bool include_nested, bool leaves_only,
                   std::vector<NestedKey>& out);
+/// "[a, ('next', 'obs')]".
+std::string key_vec_str(const std::vector<NestedKey>& keys);
 /// "[a, next, ('next', 'obs')]": every key, nested ones included.
 std::string key_list_str(const TensorDictImpl& impl);
 /// The node at `key`, or null when a component is missing.
@@ -89,6 +91,9 @@ bool reaches(const TensorDictImpl& from, const TensorDictImpl* target);
 ImplPtr map_leaves(const TensorDictImpl& src,
                    const std::function<at::Tensor(const at::Tensor&)>& fn,
                    c10::optional<at::Device> device);
+/// New dict structure (every level, each keeping its batch size and device),
+/// same tensors.
+ImplPtr shallow_copy(const TensorDictImpl& src);
 /// Calls `fn` on every leaf, depth first, in insertion order.
 void for_each_leaf(const TensorDictImpl& impl,
                    const std::function<void(const at::Tensor&)>& fn);

@@ -35,6 +35,7 @@ namespace tensordict {
 using detail::ImplPtr;
 using detail::Node;
 using detail::TensorDictImpl;
+using detail::key_vec_str;
 using detail::make_impl;
 using detail::shape_str;
 
@@ -56,15 +57,6 @@ int64_t wrap_dim(const char* op, int64_t dim, int64_t n,
                     shape_str(batch), " (expected a dim in [", -n, ", ", n - 1,
                     "])");
   return dim < 0 ? dim + n : dim;
-}
-
-std::string key_vec_str(const std::vector<NestedKey>& ks) {
-  std::string out = "[";
-  for (size_t i = 0; i < ks.size(); ++i) {
-    if (i) out += ", ";
-    out += ks[i].str();
-  }
-  return out + "]";
 }
 
 // A path of key components, built only into a NestedKey for error messages.

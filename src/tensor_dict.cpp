@@ -122,18 +122,36 @@ void collect_keys(const TensorDictImpl& impl, const NestedKey* prefix,
   }
 }
 
+std::string key_vec_str(const std::vector<NestedKey>& ks) {
+  std::string out = "[";
+  for (size_t i = 0; i < ks.size(); ++i) {
+    if (i) out += ", ";
+    out += ks[i].str();
+  }
+  return out + "]";
+}
+
 std::string key_list_str(const TensorDictImpl& impl) {
   std::vector<NestedKey> keys;
   collect_keys(impl, nullptr, /*include_nested=*/true, /*leaves_only=*/false,
                keys);
-  std::string out = "[";
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (i) out += ", ";
-    out += keys[i].str();
+  return key_vec_str(keys);
+}
+
+// New dict structure (every level), same tensors.
+ImplPtr shallow_copy(const TensorDictImpl& src) {
+  auto out = make_impl(src.batch_size, src.device);
+  out->nodes.reserve(src.nodes.size());
+  for (const auto& n : src.nodes) {
+    if (n.is_dict()) {
+      out->nodes.push_back(Node{n.key, at::Tensor(), shallow_copy(*n.dict)});
+    } else {
+      out->nodes.push_back(Node{n.key, n.tensor, nullptr});
+    }
   }
-  out += "]";
   return out;
 }
+
 
 // Walks `key` from `root`. Returns the node, or nullptr when some component
 // is missing (or an intermediate component is a tensor).
@@ -900,8 +918,7 @@ TensorDict TensorDict::clone() const {
 }
 
 TensorDict TensorDict::copy() const {
-  return TensorDict(map_leaves(
-      *impl_, [](const at::Tensor& t) { return t; }, impl_->device));
+  return TensorDict(shallow_copy(*impl_));
 }
 
 TensorDict TensorDict::contiguous() const {
@@ -964,16 +981,11 @@ void check_same_keys(const TensorDictImpl& a, const TensorDictImpl& b) {
   for (const auto& k : kb) {
     if (std::find(ka.begin(), ka.end(), k) == ka.end()) missing_a.push_back(k);
   }
-  auto list = [](const std::vector<NestedKey>& ks) {
-    std::string out = "[";
-    for (size_t i = 0; i < ks.size(); ++i) out += (i ? ", " : "") + ks[i].str();
-    return out + "]";
-  };
   TORCH_CHECK(missing_a.empty() && missing_b.empty(),
               "TensorDicts have different keys: missing from the left-hand "
               "side: ",
-              list(missing_a), "; missing from the right-hand side: ",
-              list(missing_b));
+              key_vec_str(missing_a), "; missing from the right-hand side: ",
+              key_vec_str(missing_b));
 }
 
 ImplPtr zip_leaves(
