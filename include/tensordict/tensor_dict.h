@@ -422,6 +422,50 @@ class TensorDict {
   /// device is available.
   [[nodiscard]] TensorDict pin_memory() const;
 
+  // ---- Persistence (Python tensordict's memmap format; see memmap.cpp) ----
+  //
+  // A memmap directory holds one `meta.json` per dict level and one raw
+  // `<key>.memmap` file per leaf, exactly as Python's
+  // `TensorDict.memmap(prefix)` writes them, so
+  // `tensordict.TensorDict.load_memmap(prefix)` opens what these write (and
+  // the reverse). Memory-mapped leaves are ordinary CPU tensors over `mmap`ed
+  // memory: writes into them (`td[i] = row`) go straight to the files, and a
+  // file is unmapped when the last tensor viewing it dies.
+
+  /// Moves every leaf into a memory-mapped file under `prefix` (created if
+  /// needed), in place: each leaf is replaced by a tensor over its file, with
+  /// the same values. Files are written under temporary names and renamed
+  /// into place, `meta.json` last. Returns `*this`.
+  const TensorDict& memmap_(const std::string& prefix) const;
+  /// A memory-mapped copy under `prefix`; this dict is unchanged.
+  [[nodiscard]] TensorDict memmap(const std::string& prefix) const;
+  /// A memory-mapped dict under `prefix` with this dict's structure, shapes
+  /// and dtypes, zero-filled (sparse files; no data is copied).
+  [[nodiscard]] TensorDict memmap_like(const std::string& prefix) const;
+  /// Opens a memmap directory, zero-copy (O(number of keys), whatever the
+  /// data size). Read-write unless `read_only` (then writes into the leaves
+  /// fault). Throws a clear error for a missing or malformed `meta.json`, an
+  /// unknown dtype, a missing or short leaf file, or a shape that does not
+  /// match the batch size.
+  [[nodiscard]] static TensorDict load_memmap(const std::string& prefix,
+                                              bool read_only = false);
+  /// True when every leaf lives in a memory-mapped file of this library.
+  [[nodiscard]] bool is_memmap() const;
+  /// The directory this dict was memory-mapped to or loaded from.
+  [[nodiscard]] c10::optional<std::string> saved_path() const;
+
+  /// A copy whose leaves are views into one contiguous uint8 storage, each
+  /// leaf 8-byte aligned (Python's `consolidate()`). `to(device)` of a
+  /// consolidated dict is a single copy of that storage.
+  [[nodiscard]] TensorDict consolidate() const;
+  /// True when the leaves are views into one consolidated storage.
+  [[nodiscard]] bool is_consolidated() const;
+  /// Writes the consolidated form of this dict as one file:
+  /// `[data][metadata JSON][int64 little-endian JSON length]`.
+  void save(const std::string& path) const;
+  /// Maps a file written by `save` back (zero-copy, consolidated).
+  [[nodiscard]] static TensorDict load(const std::string& path);
+
   /// True when both handles refer to the same dict.
   [[nodiscard]] bool is_same(const TensorDict& other) const noexcept {
     return impl_ == other.impl_;

@@ -1,0 +1,187 @@
+// tensordict/replay_buffer.h — a replay buffer of TensorDict rows.
+//
+// `ReplayBuffer` stores up to `capacity` rows (TensorDicts with batch size
+// []) in one preallocated TensorDict of batch size `[capacity]`, and samples
+// batches of them. It is the C++ counterpart of TorchRL's
+// `TensorDictReplayBuffer(storage=LazyTensorStorage(capacity), sampler=...)`.
+//
+// Storage and allocation. The storage is lazy: nothing is allocated until the
+// first `add()` or `extend()`, which allocates `capacity` rows from that
+// data's structure (keys, leaf shapes, dtypes) — no shapes are declared up
+// front. Every later write goes into that storage in place, round-robin: the
+// write cursor wraps to row 0 after row `capacity - 1`, overwriting the oldest
+// rows. `extend()` with a batch that crosses the end is written in two pieces;
+// a batch larger than `capacity` keeps only its last `capacity` rows. Writes
+// whose keys, shapes or dtypes differ from the storage's throw and leave the
+// buffer unchanged.
+//
+// Sampling. `sample(n)` returns a new dict (a gathered copy, never a view of
+// the storage) plus a `SampleInfo` with the sampled storage indices and, for
+// the prioritized sampler, the importance weights. The sampler is chosen by
+// `ReplayBufferOptions::sampler`:
+//   - `RandomSampler`: uniform with replacement (the default);
+//   - `SamplerWithoutReplacement`: a random permutation per epoch, renewed when
+//     exhausted or when the buffer's size changes;
+//   - `PrioritizedSampler`: proportional prioritized replay (Schaul et al.)
+//     on sum/min segment trees, O(log N) updates and searches;
+//   - `SliceSampler`: contiguous trajectory segments of a fixed length that
+//     never cross a trajectory boundary (found from a `done` key or a
+//     trajectory-id key), including across the circular wrap.
+// Sampling is reproducible: the buffer owns a CPU generator, seeded from
+// `ReplayBufferOptions::seed` or `manual_seed()`.
+//
+// Thread safety. Unlike `TensorDict`, a `ReplayBuffer` is synchronized: any
+// number of threads may call `add`/`extend`/`sample`/`update_priority`
+// concurrently. A sampled row is never torn (half old, half new data).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/util/Optional.h>
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+
+#include "tensordict/nested_key.h"
+#include "tensordict/tensor_dict.h"
+
+namespace tensordict {
+
+/// Uniform sampling with replacement (TorchRL's `RandomSampler`).
+struct RandomSampler {};
+
+/// Sampling without replacement: each epoch draws a fresh random permutation
+/// of `[0, size())` and hands it out in order. The epoch renews when it is
+/// exhausted or when the buffer's size has changed since it started.
+struct SamplerWithoutReplacement {
+  /// Drop the incomplete last batch of an epoch instead of returning it short.
+  /// When false, a request that straddles the epoch end is completed from the
+  /// next epoch.
+  TORCH_ARG(bool, drop_last) = false;
+};
+
+/// Proportional prioritized sampling: row `i` is drawn with probability
+/// `p_i^alpha / sum_j p_j^alpha`, and its importance weight is
+/// `(N * P(i))^-beta` normalized by the largest weight. New rows get the
+/// largest priority seen so far (1 initially).
+///
+/// Example:
+/// ```
+///   ReplayBuffer rb(ReplayBufferOptions(100000).sampler(
+///       PrioritizedSampler().alpha(0.6).beta(0.4)));
+/// ```
+struct PrioritizedSampler {
+  TORCH_ARG(double, alpha) = 0.6;
+  TORCH_ARG(double, beta) = 0.4;
+  /// Added to every priority given to `update_priority`.
+  TORCH_ARG(double, eps) = 1e-8;
+};
+
+/// Contiguous segments of `slice_len` rows from single trajectories.
+/// `sample(n)` returns `n / slice_len` segments (n must be a multiple of
+/// `slice_len`), laid end to end in a dict of batch size `[n]`.
+///
+/// Trajectory boundaries come from `traj_key` when set (rows with different
+/// ids belong to different trajectories), else from `end_key` (a true value
+/// ends a trajectory at that row). The write cursor is always a boundary.
+struct SliceSampler {
+  explicit SliceSampler(int64_t slice_len) : slice_len_(slice_len) {}
+  TORCH_ARG(int64_t, slice_len);
+  TORCH_ARG(NestedKey, end_key) = NestedKey({"next", "done"});
+  TORCH_ARG(c10::optional<NestedKey>, traj_key) = c10::nullopt;
+};
+
+/// One of the samplers above.
+using SamplerConfig = std::variant<RandomSampler, SamplerWithoutReplacement,
+                                   PrioritizedSampler, SliceSampler>;
+
+/// Options for `ReplayBuffer`, in LibTorch's fluent style.
+///
+/// Example:
+/// ```
+///   auto options = ReplayBufferOptions(100000)
+///                      .sampler(PrioritizedSampler().alpha(0.7))
+///                      .seed(0);
+/// ```
+struct ReplayBufferOptions {
+  /* implicit */ ReplayBufferOptions(int64_t capacity)  // NOLINT
+      : capacity_(capacity) {}
+  /// Number of rows the storage holds (> 0).
+  TORCH_ARG(int64_t, capacity);
+  TORCH_ARG(SamplerConfig, sampler) = RandomSampler();
+  /// Seed of the buffer's generator; unseeded buffers draw a random seed.
+  TORCH_ARG(c10::optional<uint64_t>, seed) = c10::nullopt;
+  /// Device of the storage (the first write's device when unset).
+  TORCH_ARG(c10::optional<at::Device>, device) = c10::nullopt;
+  /// When set, the storage is memory-mapped in this directory (Python
+  /// tensordict's memmap format) and can be reopened by a later process.
+  TORCH_ARG(c10::optional<std::string>, storage_dir) = c10::nullopt;
+};
+
+/// What `ReplayBuffer::sample` returns besides the data.
+struct SampleInfo {
+  /// The sampled storage rows, int64 `[n]`.
+  at::Tensor index;
+  /// Importance weights, float32 `[n]` (prioritized sampler only; undefined
+  /// otherwise).
+  at::Tensor weight;
+};
+
+/// A replay buffer: lazy circular TensorDict storage plus a sampler.
+///
+/// Example:
+/// ```
+///   ReplayBuffer rb(ReplayBufferOptions(1000).seed(0));
+///   rb.extend(batch);                       // batch: [64] rows
+///   auto [data, info] = rb.sample(32);      // data: batch size [32]
+/// ```
+class ReplayBuffer {
+ public:
+  explicit ReplayBuffer(ReplayBufferOptions options);
+  ~ReplayBuffer();
+  ReplayBuffer(ReplayBuffer&&) noexcept;
+  ReplayBuffer& operator=(ReplayBuffer&&) noexcept;
+  ReplayBuffer(const ReplayBuffer&) = delete;
+  ReplayBuffer& operator=(const ReplayBuffer&) = delete;
+
+  /// Writes one row (batch size []) at the cursor; returns its index.
+  int64_t add(const TensorDict& row);
+  /// Writes every row of `batch` (batch size `[n]`) from the cursor on,
+  /// wrapping around; returns the indices written, int64 `[min(n, capacity)]`.
+  at::Tensor extend(const TensorDict& batch);
+
+  /// Samples `batch_size` rows with the configured sampler. Throws on an
+  /// empty buffer. The data is a new dict (a copy of the sampled rows).
+  [[nodiscard]] std::pair<TensorDict, SampleInfo> sample(int64_t batch_size);
+
+  /// Sets the priorities of storage rows `index` (prioritized sampler only):
+  /// `index` and `priority` are 1-D of the same length, indices in
+  /// `[0, size())`. All-or-nothing.
+  void update_priority(const at::Tensor& index, const at::Tensor& priority);
+
+  /// Rows currently stored (≤ capacity).
+  [[nodiscard]] int64_t size() const;
+  [[nodiscard]] int64_t capacity() const;
+  [[nodiscard]] bool empty() const { return size() == 0; }
+  /// The next row that will be written.
+  [[nodiscard]] int64_t cursor() const;
+  /// Forgets every row (and the sampler's state); keeps the storage.
+  void clear();
+  /// Reseeds the buffer's generator.
+  void manual_seed(uint64_t seed);
+
+  /// The whole storage, batch size `[capacity]` (views, not a copy); an empty
+  /// dict before the first write. Not synchronized with concurrent writers.
+  [[nodiscard]] TensorDict storage() const;
+  [[nodiscard]] const ReplayBufferOptions& options() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tensordict

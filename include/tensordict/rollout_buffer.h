@@ -1,0 +1,125 @@
+// tensordict/rollout_buffer.h — on-policy rollout storage and GAE.
+//
+// `RolloutBuffer(num_steps, num_envs)` holds one rollout of a vectorized
+// environment as a TensorDict of batch size `[T, E]` (time-major, T =
+// num_steps, E = num_envs). `step(t, data)` writes step `t` for all envs; the
+// storage is allocated lazily on the first write, from that data's
+// structure (see "Lazy preallocation" in tensor_dict.h), and reused in place
+// by every later rollout. `compute_gae()` fills the advantage and value
+// target, and `minibatches()` shuffles the flattened `[T * E]` batch into
+// minibatches for the PPO epochs.
+//
+// Key layout (TorchRL's, configurable with `GaeKeys`): the value of the
+// observation at step t is `"state_value"`, the value of the next observation
+// is `("next", "state_value")`, and the reward and end flags of the
+// transition are `("next", "reward")`, `("next", "done")`,
+// `("next", "terminated")` and optionally `("next", "truncated")`.
+//
+// `tensordict::gae()` is the same computation on plain tensors.
+#pragma once
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/util/Optional.h>
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "tensordict/nested_key.h"
+#include "tensordict/tensor_dict.h"
+
+namespace tensordict {
+
+/// The result of `gae()`.
+struct GaeResult {
+  at::Tensor advantage;
+  /// `advantage + value`: the critic's regression target.
+  at::Tensor value_target;
+};
+
+/// Generalized advantage estimation over time-major tensors `[T, E, ...]`
+/// (any trailing dims, all inputs the same shape):
+///
+///   delta_t = reward_t + gamma * next_value_t * (1 - terminated_t) - value_t
+///   A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1},  A_T = 0
+///
+/// `done` marks the last step of an episode (terminated or truncated): the
+/// recursion does not cross it. `terminated` marks true terminal states: their
+/// next value is not bootstrapped. On truncation (`done` but not
+/// `terminated`) the estimate bootstraps from `next_value`, which must then be
+/// the value of the final observation. `done`/`terminated` may be bool or
+/// numeric. The result is new tensors in `value`'s dtype.
+///
+/// Example:
+/// ```
+///   auto [adv, target] = tensordict::gae(reward, value, next_value, done,
+///                                        terminated, 0.99, 0.95);
+/// ```
+[[nodiscard]] GaeResult gae(const at::Tensor& reward, const at::Tensor& value,
+                            const at::Tensor& next_value,
+                            const at::Tensor& done,
+                            const at::Tensor& terminated, double gamma,
+                            double lambda);
+
+/// The keys `RolloutBuffer::compute_gae` reads and writes.
+struct GaeKeys {
+  TORCH_ARG(NestedKey, value) = NestedKey("state_value");
+  TORCH_ARG(NestedKey, next_value) = NestedKey({"next", "state_value"});
+  TORCH_ARG(NestedKey, reward) = NestedKey({"next", "reward"});
+  TORCH_ARG(NestedKey, done) = NestedKey({"next", "done"});
+  TORCH_ARG(NestedKey, terminated) = NestedKey({"next", "terminated"});
+  /// Read only when present: a truncated step also ends the episode.
+  TORCH_ARG(NestedKey, truncated) = NestedKey({"next", "truncated"});
+  TORCH_ARG(NestedKey, advantage) = NestedKey("advantage");
+  TORCH_ARG(NestedKey, value_target) = NestedKey("value_target");
+};
+
+/// Fixed-size on-policy rollout storage, `[num_steps, num_envs]`.
+///
+/// Example:
+/// ```
+///   RolloutBuffer buf(128, 8);
+///   for (int64_t t = 0; t < 128; ++t) buf.step(t, step_td);  // step_td: [8]
+///   buf.data().set("state_value", critic(buf.data().get("observation")));
+///   buf.data().set({"next", "state_value"}, ...);
+///   buf.compute_gae(0.99, 0.95);
+///   for (const TensorDict& mb : buf.minibatches(4, gen)) { ... }  // [256]
+/// ```
+class RolloutBuffer {
+ public:
+  RolloutBuffer(int64_t num_steps, int64_t num_envs,
+                c10::optional<at::Device> device = c10::nullopt);
+
+  /// Writes step `t` (`data` has batch size `[num_envs]`) in place. The first
+  /// write allocates the `[T, E]` storage; keys missing from the storage are
+  /// allocated on the write that first brings them.
+  void step(int64_t t, const TensorDict& data);
+
+  /// The storage, batch size `[T, E]` (the buffer's own dict: `set` on it
+  /// adds keys, e.g. values computed in one batched forward pass).
+  [[nodiscard]] TensorDict data() const;
+
+  /// Runs `gae()` over the storage's keys (see `GaeKeys`) and stores the
+  /// advantage and value target. Throws, naming the key, when an input is
+  /// missing or not `[T, E]`-shaped like the value.
+  void compute_gae(double gamma, double lambda, const GaeKeys& keys = {});
+
+  /// The flattened `[T * E]` batch in `num_minibatches` shuffled minibatches
+  /// of `T * E / num_minibatches` rows each (copies; any remainder rows are
+  /// dropped). Uses `generator` when given.
+  [[nodiscard]] std::vector<TensorDict> minibatches(
+      int64_t num_minibatches,
+      c10::optional<at::Generator> generator = c10::nullopt) const;
+
+  [[nodiscard]] int64_t num_steps() const noexcept { return num_steps_; }
+  [[nodiscard]] int64_t num_envs() const noexcept { return num_envs_; }
+
+ private:
+  int64_t num_steps_;
+  int64_t num_envs_;
+  TensorDict data_;
+};
+
+}  // namespace tensordict
