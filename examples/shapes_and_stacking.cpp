@@ -101,6 +101,14 @@ void lazy_allocation() {
   TensorDict slice = buffer.index({Slice(0, 3)});
   tensordict::stack_out(slice, {make_step(0), make_step(1), make_step(2)});
   TORCH_CHECK(slice.contains("obs") && !buffer.contains("obs"));
+
+  // The indexed buffer allocates in the buffer: [8, ...] tensors.
+  tensordict::stack_out(buffer[Slice(0, 3)],
+                        {make_step(0), make_step(1), make_step(2)});
+  TORCH_CHECK(buffer.get("obs").size(0) == 8);
+  torch::Tensor buffer_obs = buffer.get("obs");
+  tensordict::stack_out(buffer[Slice(3, 5)], {make_step(3), make_step(4)});
+  TORCH_CHECK(buffer.get("obs").is_same(buffer_obs));  // then in place
 }
 
 void stack_errors() {

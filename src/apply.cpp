@@ -170,8 +170,9 @@ bool same_structure(const TensorDictImpl& a, const TensorDictImpl& b) {
   return true;
 }
 
-void require_same_keys(const TensorDictImpl& a, const TensorDictImpl& b) {
-  if (!same_structure(a, b)) check_same_keys(a, b);
+void require_same_keys(const TensorDictImpl& a, const TensorDictImpl& b,
+                       const char* op) {
+  if (!same_structure(a, b)) check_same_keys(a, b, op);
 }
 
 // ===========================================================================
@@ -403,7 +404,7 @@ void foreach_op_(Op op, const TensorVec& a, const at::Scalar& b) {
 
 TensorDict binary(Op op, const TensorDict& a, const TensorDict& b,
                   const at::Scalar& alpha = 1) {
-  require_same_keys(a.impl(), b.impl());
+  require_same_keys(a.impl(), b.impl(), op_name(op, false));
   TensorVec va, vb;
   gather_pair(a.impl(), b.impl(), va, vb);
   TensorVec out;
@@ -444,7 +445,7 @@ TensorDict binary(Op op, const TensorDict& a, const at::Scalar& b) {
 const TensorDict& binary_(Op op, const TensorDict& a, const TensorDict& b,
                           const at::Scalar& alpha = 1) {
   const char* name = op_name(op, true);
-  require_same_keys(a.impl(), b.impl());
+  require_same_keys(a.impl(), b.impl(), name);
   TensorVec va, vb;
   gather_pair(a.impl(), b.impl(), va, vb);
   for (size_t i = 0; i < va.size(); ++i) {
@@ -755,7 +756,7 @@ TensorDict TensorDict::apply(
     const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& fn,
     const TensorDict& other,
     c10::optional<std::vector<int64_t>> batch_size) const {
-  require_same_keys(*impl_, *other.impl_);
+  require_same_keys(*impl_, *other.impl_, "apply");
   return run_apply(*impl_, {other.impl_.get()}, batch_size,
                    [&](const KeyPath&, const Node& n,
                        const std::vector<const Node*>& o) {
@@ -769,7 +770,7 @@ TensorDict TensorDict::apply(const LeafFnN& fn,
   std::vector<const TensorDictImpl*> impls;
   impls.reserve(others.size());
   for (const auto& o : others) {
-    require_same_keys(*impl_, *o.impl_);
+    require_same_keys(*impl_, *o.impl_, "apply");
     impls.push_back(o.impl_.get());
   }
   std::vector<at::Tensor> args;
@@ -995,7 +996,7 @@ TensorDict TensorDict::where(const at::Tensor& cond,
   TORCH_CHECK_TYPE(cond.scalar_type() == at::kBool,
                    "where: the condition must be a bool tensor, got ",
                    dtype_name(cond.scalar_type()));
-  require_same_keys(*impl_, *other.impl_);
+  require_same_keys(*impl_, *other.impl_, "where");
   TensorVec va, vb;
   gather_pair(*impl_, *other.impl_, va, vb);
   TensorVec out;

@@ -98,7 +98,8 @@ ImplPtr shallow_copy(const TensorDictImpl& src);
 void for_each_leaf(const TensorDictImpl& impl,
                    const std::function<void(const at::Tensor&)>& fn);
 /// Throws, listing the differences, unless both trees have the same leaf keys.
-void check_same_keys(const TensorDictImpl& a, const TensorDictImpl& b);
+void check_same_keys(const TensorDictImpl& a, const TensorDictImpl& b,
+                     const char* op);
 /// A new tree with `fn(a_leaf, b_leaf)`, walked over `a`'s keys (same keys
 /// required); batch size and device are `a`'s.
 ImplPtr zip_leaves(

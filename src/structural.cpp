@@ -747,6 +747,35 @@ ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
   return created;
 }
 
+// Whether `parent` holds every key of `ref` (leaves and sub-dicts alike).
+bool holds_all_keys(const TensorDictImpl& parent, const TensorDictImpl& ref) {
+  for (const auto& n : ref.nodes) {
+    const Node* m = parent.find(n.key);
+    if (m == nullptr || m->is_dict() != n.is_dict()) return false;
+    if (n.is_dict() && !holds_all_keys(*m->dict, *n.dict)) return false;
+  }
+  return true;
+}
+
+// stack_out / cat_out into `parent[index]`.
+const IndexedTensorDict& join_into_indexed(const IndexedTensorDict& out,
+                                           const std::vector<TensorDict>& tds,
+                                           int64_t dim, bool is_cat,
+                                           const char* op) {
+  TORCH_CHECK_VALUE(!tds.empty(), op,
+                    ": expected a non-empty list of TensorDicts");
+  if (out.is_view() && holds_all_keys(out.parent().impl(), tds[0].impl())) {
+    TensorDict view = out.value();
+    join_into(&view.impl(), tds, dim, is_cat, op);
+  } else {
+    // Missing keys (or an advanced index): stack, then an indexed write,
+    // which allocates what the parent lacks.
+    IndexedTensorDict target = out;
+    target = TensorDictImpl::wrap(join_into(nullptr, tds, dim, is_cat, op));
+  }
+  return out;
+}
+
 // ===========================================================================
 // Shape ops and splitting
 // ===========================================================================
@@ -876,6 +905,18 @@ const TensorDict& stack_out(const TensorDict& out,
                             const std::vector<TensorDict>& tds, int64_t dim) {
   join_into(&out.impl(), tds, dim, /*is_cat=*/false, "stack_out");
   return out;
+}
+
+const IndexedTensorDict& stack_out(const IndexedTensorDict& out,
+                                   const std::vector<TensorDict>& tds,
+                                   int64_t dim) {
+  return join_into_indexed(out, tds, dim, /*is_cat=*/false, "stack_out");
+}
+
+const IndexedTensorDict& cat_out(const IndexedTensorDict& out,
+                                 const std::vector<TensorDict>& tds,
+                                 int64_t dim) {
+  return join_into_indexed(out, tds, dim, /*is_cat=*/true, "cat_out");
 }
 
 const TensorDict& cat_out(const TensorDict& out,

@@ -970,7 +970,8 @@ bool TensorDict::is_shared() const {
 
 namespace detail {
 
-void check_same_keys(const TensorDictImpl& a, const TensorDictImpl& b) {
+void check_same_keys(const TensorDictImpl& a, const TensorDictImpl& b,
+                     const char* op) {
   std::vector<NestedKey> ka, kb;
   collect_keys(a, nullptr, true, true, ka);
   collect_keys(b, nullptr, true, true, kb);
@@ -981,8 +982,8 @@ void check_same_keys(const TensorDictImpl& a, const TensorDictImpl& b) {
   for (const auto& k : kb) {
     if (std::find(ka.begin(), ka.end(), k) == ka.end()) missing_a.push_back(k);
   }
-  TORCH_CHECK(missing_a.empty() && missing_b.empty(),
-              "TensorDicts have different keys: missing from the left-hand "
+  TORCH_CHECK(missing_a.empty() && missing_b.empty(), op,
+              ": TensorDicts have different keys: missing from the left-hand "
               "side: ",
               key_vec_str(missing_a), "; missing from the right-hand side: ",
               key_vec_str(missing_b));
@@ -1009,14 +1010,14 @@ ImplPtr zip_leaves(
 }  // namespace detail
 
 TensorDict operator==(const TensorDict& a, const TensorDict& b) {
-  check_same_keys(a.impl(), b.impl());
+  check_same_keys(a.impl(), b.impl(), "operator==");
   return TensorDictImpl::wrap(zip_leaves(
       a.impl(), b.impl(),
       [](const at::Tensor& x, const at::Tensor& y) { return x.eq(y); }));
 }
 
 TensorDict operator!=(const TensorDict& a, const TensorDict& b) {
-  check_same_keys(a.impl(), b.impl());
+  check_same_keys(a.impl(), b.impl(), "operator!=");
   return TensorDictImpl::wrap(zip_leaves(
       a.impl(), b.impl(),
       [](const at::Tensor& x, const at::Tensor& y) { return x.ne(y); }));
@@ -1060,6 +1061,17 @@ IndexedTensorDict& IndexedTensorDict::operator=(const IndexedTensorDict& value) 
 
 IndexedTensorDict& IndexedTensorDict::operator=(IndexedTensorDict&& value) {
   return *this = value.value();
+}
+
+bool IndexedTensorDict::is_view() const {
+  if (!list_) return true;
+  for (const auto& idx : list_->indices) {
+    if (!(idx.is_integer() || idx.is_slice() || idx.is_none() ||
+          idx.is_ellipsis())) {
+      return false;
+    }
+  }
+  return true;
 }
 
 TensorDict IndexedTensorDict::value() const {

@@ -145,14 +145,14 @@ TEST(ApplyTest, LockstepApplyWithDifferentKeysListsTheDifferences) {
       [&] {
         (void)a.apply([](const at::Tensor& x, const at::Tensor&) { return x; }, b);
       },
-      "TensorDicts have different keys: missing from the left-hand side: [c]; "
+      "apply: TensorDicts have different keys: missing from the left-hand side: [c]; "
       "missing from the right-hand side: [('next', 'obs')]");
   ExpectThrowsMsg(
       [&] {
         (void)a.apply([](const std::vector<at::Tensor>& ts) { return ts[0]; },
                       {a.clone(), b});
       },
-      "TensorDicts have different keys: missing from the left-hand side: [c]; "
+      "apply: TensorDicts have different keys: missing from the left-hand side: [c]; "
       "missing from the right-hand side: [('next', 'obs')]");
 }
 
@@ -409,14 +409,17 @@ TEST(ArithmeticTest, TensorNotBroadcastingToTheBatchIsAnError) {
 TEST(ArithmeticTest, DictsWithDifferentKeysListTheDifferences) {
   TensorDict a = MakeDict();
   TensorDict b({{"a", torch::ones({4, 3})}}, {4});
-  ExpectThrowsMsg([&] { (void)(a + b); },
-                  "TensorDicts have different keys: missing from the left-hand "
-                  "side: []; missing from the right-hand side: [('next', 'obs')]");
+  const std::string diff =
+      ": TensorDicts have different keys: missing from the left-hand side: []; "
+      "missing from the right-hand side: [('next', 'obs')]";
+  ExpectThrowsMsg([&] { (void)(a + b); }, "add" + diff);
+  ExpectThrowsMsg([&] { (void)(a / b); }, "div" + diff);
   Snapshot s = TakeSnapshot(a);
-  ExpectThrowsMsg([&] { a += b; },
-                  "TensorDicts have different keys: missing from the left-hand "
-                  "side: []; missing from the right-hand side: [('next', 'obs')]");
+  ExpectThrowsMsg([&] { a += b; }, "add_" + diff);
+  ExpectThrowsMsg([&] { a.mul_(b); }, "mul_" + diff);
   ExpectUnchanged(a, s);
+  ExpectThrowsMsg(
+      [&] { (void)a.where(torch::ones({4}, torch::kBool), b); }, "where" + diff);
 }
 
 TEST(ArithmeticTest, InPlaceOpsKeepLeafIdentityAndReturnTheLeftDict) {

@@ -16,6 +16,7 @@ using namespace tensordict_test;  // NOLINT(google-build-using-namespace)
 
 using at::indexing::Slice;
 using tensordict::Entry;
+using tensordict::IndexedTensorDict;
 using tensordict::NestedKey;
 using tensordict::TensorDict;
 
@@ -334,6 +335,68 @@ TEST(StructuralStackOut, AllocatesMissingKeysLazily) {
   tensordict::stack_out(out, rows2);
   EXPECT_TRUE(out.get("obs").is_same(obs));
   EXPECT_TRUE(at::equal(obs, StackKey(rows2, "obs")));
+}
+
+TEST(StructuralStackOut, IndexedOutAllocatesMissingKeysInTheParentBuffer) {
+  // A [T=5, E=3] rollout buffer with no keys yet: stack_out into steps 1..2
+  // allocates full [5, 3] buffers in the buffer itself, zero elsewhere.
+  TensorDict buffer({}, {5, 3});
+  std::vector<TensorDict> steps = {tensordict::stack(MakeRows(3)),
+                                   tensordict::stack(MakeRows(3))};
+  const IndexedTensorDict& ret =
+      tensordict::stack_out(buffer[Slice(1, 3)], steps);
+  EXPECT_TRUE(ret.parent().is_same(buffer));
+  EXPECT_EQ(buffer.keys(true), steps[0].keys(true));
+  EXPECT_EQ(buffer.get_tensordict("next").batch_size().vec(),
+            std::vector<int64_t>({5, 3}));
+  for (const auto& k : steps[0].keys(true, true)) {
+    at::Tensor leaf = buffer.get(k);
+    EXPECT_EQ(leaf.size(0), 5) << k;
+    EXPECT_TRUE(at::equal(leaf.slice(0, 1, 3), StackKey(steps, k))) << k;
+    EXPECT_FALSE(leaf.select(0, 0).any().item<bool>()) << k;
+    EXPECT_FALSE(leaf.slice(0, 3).any().item<bool>()) << k;
+  }
+  // Later writes go into the same buffers, in place.
+  at::Tensor obs = buffer.get("obs");
+  const int64_t version = obs._version();
+  tensordict::stack_out(buffer[Slice(3, 5)], steps);
+  EXPECT_TRUE(buffer.get("obs").is_same(obs));
+  EXPECT_GT(obs._version(), version);
+  EXPECT_TRUE(at::equal(obs.slice(0, 3, 5), StackKey(steps, "obs")));
+  // cat_out into a slice, and an advanced index (a copy) still writes through.
+  tensordict::cat_out(buffer[Slice(0, 2)],
+                      {steps[0].unsqueeze(0), steps[1].unsqueeze(0)}, 0);
+  EXPECT_TRUE(at::equal(obs.slice(0, 0, 2), StackKey(steps, "obs")));
+  const at::Tensor rows_4_0 = torch::tensor({4, 0}, torch::kLong);
+  EXPECT_FALSE(buffer[rows_4_0].is_view());
+  EXPECT_TRUE(buffer[Slice(0, 2)].is_view());
+  tensordict::stack_out(buffer[rows_4_0],
+                        {buffer[1].value().clone(), buffer[2].value().clone()});
+  EXPECT_TRUE(at::equal(obs[4], obs[1]));
+  EXPECT_TRUE(at::equal(obs[0], obs[2]));
+}
+
+TEST(StructuralStackOut, IndexedOutErrorsNameStackOutAndLeaveTheBufferUnchanged) {
+  TensorDict buffer({}, {4, 3});
+  buffer.index_put_({0}, tensordict::stack(MakeRows(3)));
+  Snapshot before = TakeSnapshot(buffer);
+  ExpectThrowsMsg(
+      [&] {
+        tensordict::stack_out(buffer[Slice(0, 2)],
+                              {tensordict::stack(MakeRows(3)),
+                               tensordict::stack(MakeRows(2))});
+      },
+      "stack_out: input 1 has batch_size [2], expected [3] (the batch_size of "
+      "input 0)");
+  ExpectThrowsMsg(
+      [&] {
+        tensordict::stack_out(buffer[Slice(0, 3)],
+                              {tensordict::stack(MakeRows(3)),
+                               tensordict::stack(MakeRows(3))});
+      },
+      "stack_out: out has batch_size [3, 3], expected [2, 3] (the stacked "
+      "batch_size)");
+  ExpectUnchanged(buffer, before);
 }
 
 TEST(StructuralStackOut, AllocatesOnlyTheMissingKeysOfAPartialOut) {

@@ -757,10 +757,10 @@ TEST(TensorDictCompare, ComparingDictsWithDifferentKeysThrows) {
   TensorDict a({{"x", torch::zeros({2})}, {"b", torch::zeros({2})}}, {2});
   TensorDict b({{"x", torch::zeros({2})}, {{"n", "c"}, torch::zeros({2})}}, {2});
   const std::string msg =
-      "TensorDicts have different keys: missing from the left-hand side: "
+      ": TensorDicts have different keys: missing from the left-hand side: "
       "[('n', 'c')]; missing from the right-hand side: [b]";
-  ExpectThrowsMsg([&] { (void)(a == b); }, msg);
-  ExpectThrowsMsg([&] { (void)(a != b); }, msg);
+  ExpectThrowsMsg([&] { (void)(a == b); }, "operator==" + msg);
+  ExpectThrowsMsg([&] { (void)(a != b); }, "operator!=" + msg);
 }
 
 TEST(TensorDictCompare, AllAndAnyReduceOverEveryLeafIncludingNestedOnes) {

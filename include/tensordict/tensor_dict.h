@@ -511,6 +511,13 @@ class IndexedTensorDict {
   [[nodiscard]] TensorDict value() const;
   operator TensorDict() const { return value(); }  // NOLINT
 
+  /// True when the index selects a view of the parent (integers, slices,
+  /// `None`, `Ellipsis`); false for advanced indices (bool masks, index
+  /// tensors), whose `value()` is a copy.
+  [[nodiscard]] bool is_view() const;
+  /// The dict being indexed.
+  [[nodiscard]] const TensorDict& parent() const noexcept { return parent_; }
+
   /// Shorthands for `value().f(...)`.
   [[nodiscard]] at::Tensor get(const NestedKey& key) const;
   [[nodiscard]] TensorDict get_tensordict(const NestedKey& key) const;
