@@ -554,7 +554,11 @@ ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
         throw_shape_error(spec, ref, k, i, sizes, g.ref_sizes[k]);
       }
       if (t->dtype() != g.ref_dtype[k]) g.same_dtype[k] = 0;
-      if (grad_mode && t->requires_grad()) g.needs_grad[k] = 1;
+      // requires_grad() is an out-of-line call; most leaves have no
+      // autograd metadata at all.
+      if (grad_mode && t->autograd_meta() != nullptr && t->requires_grad()) {
+        g.needs_grad[k] = 1;
+      }
       if (g.src_fusable[k]) {
         // The same dispatch keys as a fusable first leaf imply a dense,
         // CPU, non-conj, non-neg, non-quantized tensor.
