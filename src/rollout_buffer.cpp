@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -143,15 +144,15 @@ void RolloutBuffer::compute_gae(double gamma, double lambda,
   const std::vector<int64_t> batch{num_steps_, num_envs_};
   auto fetch = [&](const NestedKey& key, const char* role) -> at::Tensor {
     const detail::Node* node = detail::lookup(data_.impl(), key);
-    TORCH_CHECK(node != nullptr, "RolloutBuffer::compute_gae: the ", role,
-                " key ", key, " is missing from the buffer",
-                role == std::string("value") ||
-                        role == std::string("next value")
-                    ? " (compute the values, e.g. with one batched critic "
-                      "forward, and set them before compute_gae)"
-                    : "");
-    TORCH_CHECK(!node->is_dict(), "RolloutBuffer::compute_gae: the ", role,
-                " key ", key, " holds a TensorDict, expected a tensor");
+    const bool is_value = std::strcmp(role, "value") == 0 ||
+                          std::strcmp(role, "next value") == 0;
+    TORCH_CHECK(node != nullptr, "RolloutBuffer::compute_gae: missing key ",
+                key, " (", role, ")",
+                is_value ? ": set the critic's values, e.g. from one batched "
+                           "forward pass, before compute_gae"
+                         : "");
+    TORCH_CHECK(!node->is_dict(), "RolloutBuffer::compute_gae: key ", key,
+                " (", role, ") holds a TensorDict, expected a tensor");
     return node->tensor;
   };
   const at::Tensor value = fetch(keys.value(), "value");
@@ -161,8 +162,9 @@ void RolloutBuffer::compute_gae(double gamma, double lambda,
   const at::Tensor terminated = fetch(keys.terminated(), "terminated");
   at::Tensor truncated;
   if (const detail::Node* n = detail::lookup(data_.impl(), keys.truncated())) {
-    TORCH_CHECK(!n->is_dict(), "RolloutBuffer::compute_gae: the truncated key ",
-                keys.truncated(), " holds a TensorDict, expected a tensor");
+    TORCH_CHECK(!n->is_dict(), "RolloutBuffer::compute_gae: key ",
+                keys.truncated(), " (truncated) holds a TensorDict, expected a "
+                "tensor");
     truncated = n->tensor;
   }
   TORCH_CHECK_TYPE(at::isFloatingType(value.scalar_type()),
