@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -141,7 +142,6 @@ TensorDict RolloutBuffer::data() const { return data_; }
 
 void RolloutBuffer::compute_gae(double gamma, double lambda,
                                 const GaeKeys& keys) {
-  const std::vector<int64_t> batch{num_steps_, num_envs_};
   auto fetch = [&](const NestedKey& key, const char* role) -> at::Tensor {
     const detail::Node* node = detail::lookup(data_.impl(), key);
     const bool is_value = std::strcmp(role, "value") == 0 ||
@@ -184,6 +184,25 @@ void RolloutBuffer::compute_gae(double gamma, double lambda,
                 ": expected shape ", shape_str(value.sizes()), " (like ",
                 keys.value(), "), got ", shape_str(o.second->sizes()));
   }
+  // The outputs must be storable: no sub-dict at the key and no tensor on
+  // the way to it (checked now, so that a failure writes nothing).
+  auto check_output = [&](const NestedKey& key, const char* role) {
+    const std::vector<std::string>& parts = key.parts();
+    for (size_t i = 1; i <= parts.size(); ++i) {
+      const NestedKey prefix(std::vector<std::string>(
+          parts.begin(), parts.begin() + static_cast<std::ptrdiff_t>(i)));
+      const detail::Node* n = detail::lookup(data_.impl(), prefix);
+      if (n == nullptr) return;
+      TORCH_CHECK(i == parts.size() || n->is_dict(),
+                  "RolloutBuffer::compute_gae: cannot store the ", role,
+                  " at ", key, ": ", prefix, " holds a tensor");
+      TORCH_CHECK(i < parts.size() || !n->is_dict(),
+                  "RolloutBuffer::compute_gae: cannot store the ", role,
+                  " at ", key, ": it holds a TensorDict");
+    }
+  };
+  check_output(keys.advantage(), "advantage");
+  check_output(keys.value_target(), "value target");
   if (truncated.defined()) done = done.to(at::kBool).logical_or(truncated);
 
   GaeResult res = gae(reward, value, next_value, done, terminated, gamma,

@@ -338,6 +338,25 @@ TEST(RolloutBufferTest, ComputeGaeNamesOtherMissingOrMisshapenKeys) {
   EXPECT_FALSE(buf.data().contains("advantage"));
 }
 
+TEST(RolloutBufferTest, ComputeGaeRejectsOutputKeysItCannotStoreAndWritesNothing) {
+  RolloutBuffer buf = FilledBuffer(3, 2);
+  ExpectThrowsMsg(
+      [&] {
+        buf.compute_gae(0.99, 0.95, GaeKeys().value_target("next"));
+      },
+      "RolloutBuffer::compute_gae: cannot store the value target at next: it "
+      "holds a TensorDict");
+  EXPECT_FALSE(buf.data().contains("advantage"));
+  ExpectThrowsMsg(
+      [&] {
+        buf.compute_gae(0.99, 0.95,
+                        GaeKeys().value_target({"action", "target"}));
+      },
+      "RolloutBuffer::compute_gae: cannot store the value target at "
+      "('action', 'target'): action holds a tensor");
+  EXPECT_FALSE(buf.data().contains("advantage"));
+}
+
 TEST(RolloutBufferTest, ComputeGaeUsesConfiguredKeys) {
   RolloutBuffer buf = FilledBuffer(4, 2);
   const TensorDict d = buf.data();
