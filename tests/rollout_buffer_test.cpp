@@ -117,6 +117,30 @@ TEST(GaeTest, TrailingDimsAndNumericFlagsGiveTheSameResult) {
   EXPECT_TRUE(trailing.value_target.squeeze(-1).equal(flat.value_target));
 }
 
+TEST(GaeTest, NonContiguousAndHalfInputsAreConvertedOnce) {
+  const RandomRollout r = MakeRandomRollout({32, 6}, at::kFloat, 4);
+  const GaeResult want = tensordict::gae(r.reward, r.value, r.next_value,
+                                         r.done, r.terminated, 0.99, 0.95);
+  // The same data, stored env-major and viewed time-major.
+  auto strided = [](const at::Tensor& t) { return t.t().contiguous().t(); };
+  ASSERT_FALSE(strided(r.value).is_contiguous());
+  const GaeResult got = tensordict::gae(
+      strided(r.reward), strided(r.value), strided(r.next_value),
+      strided(r.done), strided(r.terminated), 0.99, 0.95);
+  EXPECT_TRUE(got.advantage.equal(want.advantage));
+  EXPECT_TRUE(got.value_target.equal(want.value_target));
+  const GaeResult half = tensordict::gae(
+      r.reward.to(at::kHalf), r.value.to(at::kHalf),
+      r.next_value.to(at::kHalf), r.done, r.terminated, 0.99, 0.95);
+  EXPECT_EQ(half.advantage.scalar_type(), at::kHalf);
+  const GaeResult half_ref = NaiveGae(
+      r.reward.to(at::kHalf), r.value.to(at::kHalf), r.next_value.to(at::kHalf),
+      r.done, r.terminated, 0.99, 0.95);
+  EXPECT_TRUE(half.advantage.to(at::kDouble).allclose(half_ref.advantage,
+                                                      /*rtol=*/1e-3,
+                                                      /*atol=*/1e-2));
+}
+
 TEST(GaeTest, TruncationBootstrapsFromTheNextValueAndTerminationDoesNot) {
   // One env, three steps; step 1 ends the episode. gamma = 0.5, lambda = 0.5.
   const at::Tensor reward = torch::tensor({1.0, 1.0, 1.0}, torch::kDouble);
@@ -247,6 +271,14 @@ TEST(RolloutBufferTest, StepRejectsAnOutOfRangeStepAndAWrongBatchSize) {
       "RolloutBuffer::step: expected a dict of batch size [2] (one row per "
       "env), got [1, 2]");
   EXPECT_TRUE(buf.data().empty());
+}
+
+TEST(RolloutBufferTest, ConstructorWithADeviceGivesStorageOnIt) {
+  RolloutBuffer buf(2, 3, at::Device(at::kCPU));
+  ASSERT_TRUE(buf.data().device().has_value());
+  EXPECT_EQ(*buf.data().device(), at::Device(at::kCPU));
+  buf.step(1, MakeStep(3, 1));
+  EXPECT_TRUE(buf.data().get("observation").device().is_cpu());
 }
 
 TEST(RolloutBufferTest, ConstructorRejectsNonPositiveSizes) {
