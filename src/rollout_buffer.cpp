@@ -241,7 +241,12 @@ std::vector<TensorDict> RolloutBuffer::minibatches(
   std::vector<TensorDict> out;
   out.reserve(static_cast<size_t>(num_minibatches));
   for (int64_t i = 0; i < num_minibatches; ++i) {
-    out.push_back(flat.index({perm.narrow(0, i * size, size)}));
+    const at::Tensor idx = perm.narrow(0, i * size, size);
+    // index_select: the same rows as flat[idx], without advanced indexing's
+    // per-leaf setup.
+    out.push_back(flat.apply(
+        [&](const at::Tensor& t) { return t.index_select(0, idx); },
+        std::vector<int64_t>{size}));
   }
   return out;
 }
