@@ -16,6 +16,12 @@
 // `("next", "terminated")` and optionally `("next", "truncated")`.
 //
 // `tensordict::gae()` is the same computation on plain tensors.
+//
+// Thread safety: like TensorDict, a RolloutBuffer is not synchronized; use
+// one from one thread at a time.
+//
+// Tutorial: docs/tutorials/rollout_buffer.md; a complete PPO agent:
+// examples/ppo_cartpole.cpp.
 #pragma once
 
 #include <ATen/core/Generator.h>
@@ -49,8 +55,16 @@ struct GaeResult {
 /// recursion does not cross it. `terminated` marks true terminal states: their
 /// next value is not bootstrapped. On truncation (`done` but not
 /// `terminated`) the estimate bootstraps from `next_value`, which must then be
-/// the value of the final observation. `done`/`terminated` may be bool or
-/// numeric. The result is new tensors in `value`'s dtype.
+/// the value of the final observation. There is no `truncated` input: pass
+/// `done = terminated | truncated`. `done`/`terminated` may be bool or
+/// numeric (non-zero is true).
+///
+/// The result is new tensors in `value`'s dtype and device, without autograd
+/// history. The recurrence runs as a plain loop over contiguous CPU memory in
+/// double precision (inputs are converted once: a copy only for
+/// non-contiguous, non-CPU or other-dtype inputs). Throws when an input is
+/// undefined or not shaped like `value`, when `value` has no dims, and (a
+/// TypeError) when `value` is not floating point.
 ///
 /// Example:
 /// ```
@@ -89,31 +103,47 @@ struct GaeKeys {
 /// ```
 class RolloutBuffer {
  public:
+  /// An empty buffer (nothing is allocated until the first `step`). With
+  /// `device`, the storage lives there. Throws a ValueError unless both sizes
+  /// are positive.
   RolloutBuffer(int64_t num_steps, int64_t num_envs,
                 c10::optional<at::Device> device = c10::nullopt);
 
-  /// Writes step `t` (`data` has batch size `[num_envs]`) in place. The first
-  /// write allocates the `[T, E]` storage; keys missing from the storage are
-  /// allocated on the write that first brings them.
+  /// Writes step `t` (`data` has batch size `[num_envs]`) in place: it is
+  /// `data()[t] = data`. The first write allocates the `[T, E]` storage
+  /// (zero-filled); keys missing from the storage are allocated on the write
+  /// that first brings them. Throws an IndexError for `t` outside `[0, T)`
+  /// and an error for another batch size; a failed write changes nothing.
   void step(int64_t t, const TensorDict& data);
 
   /// The storage, batch size `[T, E]` (the buffer's own dict: `set` on it
   /// adds keys, e.g. values computed in one batched forward pass).
   [[nodiscard]] TensorDict data() const;
 
-  /// Runs `gae()` over the storage's keys (see `GaeKeys`) and stores the
-  /// advantage and value target. Throws, naming the key, when an input is
-  /// missing or not `[T, E]`-shaped like the value.
+  /// Runs `gae()` over the storage's keys (see `GaeKeys`; the truncated key,
+  /// when present, is OR-ed into done) and stores the advantage and value
+  /// target, shaped and typed like the value. When those keys already hold
+  /// tensors of that shape and dtype (a previous rollout), the results are
+  /// copied into them; otherwise they are `set`. Throws, naming the key, when
+  /// an input is missing, holds a sub-dict, or is not shaped like the value
+  /// (and a TypeError when the value is not floating point); nothing is
+  /// written then.
   void compute_gae(double gamma, double lambda, const GaeKeys& keys = {});
 
   /// The flattened `[T * E]` batch in `num_minibatches` shuffled minibatches
-  /// of `T * E / num_minibatches` rows each (copies; any remainder rows are
-  /// dropped). Uses `generator` when given.
+  /// of `T * E / num_minibatches` rows each: one random permutation, cut into
+  /// consecutive pieces. Each minibatch has every key (a row is a whole
+  /// transition) and is a copy. Any remainder rows are dropped. Uses
+  /// `generator` when given, LibTorch's default generator otherwise. Throws a
+  /// ValueError unless `1 <= num_minibatches <= T * E`, and an error when
+  /// nothing was written yet.
   [[nodiscard]] std::vector<TensorDict> minibatches(
       int64_t num_minibatches,
       c10::optional<at::Generator> generator = c10::nullopt) const;
 
+  /// T, the number of steps per rollout.
   [[nodiscard]] int64_t num_steps() const noexcept { return num_steps_; }
+  /// E, the number of environments.
   [[nodiscard]] int64_t num_envs() const noexcept { return num_envs_; }
 
  private:
