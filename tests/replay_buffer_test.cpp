@@ -435,12 +435,12 @@ TEST(ReplayBufferTest, SliceSamplerErrorsNameTheProblem) {
 
 TEST(ReplayBufferTest, ConcurrentWritersNeverTearASampledRow) {
   constexpr int kWriters = 4;
-  constexpr int kBatches = 300;
+  constexpr int kBatches = 1500;
   ReplayBuffer rb(ReplayBufferOptions(64)
                       .sampler(PrioritizedSampler())
                       .seed(0));
   // Every element of every leaf of a row carries the same stamp:
-  // writer * 100000 + batch * 10 + row.
+  // writer * 100000 + batch * 10 + row (exact in float32).
   auto batch_of = [](int writer, int b) {
     at::Tensor v = torch::arange(8, torch::kDouble) +
                    static_cast<double>(writer * 100000 + b * 10);
@@ -465,7 +465,7 @@ TEST(ReplayBufferTest, ConcurrentWritersNeverTearASampledRow) {
   }
   int64_t checked = 0;
   int64_t torn = 0;
-  while (finished.load() < kWriters || checked < 2000) {
+  while (finished.load() < kWriters || checked < 20000) {
     auto [data, info] = rb.sample(32);
     at::Tensor stamp = data.get("stamp").to(torch::kFloat);  // [32, 1]
     for (const auto& key : {tensordict::NestedKey("obs"),
@@ -478,10 +478,10 @@ TEST(ReplayBufferTest, ConcurrentWritersNeverTearASampledRow) {
   }
   for (auto& t : writers) t.join();
   EXPECT_EQ(torn, 0);
-  EXPECT_GE(checked, 2000);
+  EXPECT_GE(checked, 20000);
   EXPECT_EQ(rb.size(), 64);
-  // Every write was counted: 8 + 4 * (300 * 8 + 100) rows went in.
-  EXPECT_EQ(rb.cursor(), (8 + kWriters * (kBatches * 8 + 100)) % 64);
+  // Every write was counted: 8 + 4 * (1500 * 8 + 500) rows went in.
+  EXPECT_EQ(rb.cursor(), (8 + kWriters * (kBatches * 8 + kBatches / 3)) % 64);
 }
 
 // ---- Errors: clear messages, buffer unchanged ----------------------------------------
