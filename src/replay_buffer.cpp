@@ -156,6 +156,10 @@ void gather_rows(char* dst, const char* src, size_t row_bytes,
       return gather_rows_typed<uint64_t>(dst, src, idx, n);
     default:
       for (int64_t q = 0; q < n; ++q) {
+        if (q + 4 < n) {  // rows are scattered: fetch a few ahead
+          const char* ahead = src + static_cast<size_t>(idx[q + 4]) * row_bytes;
+          for (size_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(ahead + b);
+        }
         std::memcpy(dst + static_cast<size_t>(q) * row_bytes,
                     src + static_cast<size_t>(idx[q]) * row_bytes, row_bytes);
       }
