@@ -13,8 +13,8 @@
 // gathers (plus the buffer's lock and dict construction). A second baseline
 // uses `at::randint` for the indices instead (informational), and a third
 // gathers with one memcpy per row and key (the floor, informational).
-#include <benchmark/benchmark.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <benchmark/benchmark.h>
 #include <malloc.h>
 #include <tensordict/tensordict.h>
 
@@ -70,7 +70,8 @@ inline int64_t uniform_int(std::mt19937_64& rng, uint64_t n) {
 at::Tensor draw_indices(std::mt19937_64& rng, int64_t n, int64_t high) {
   at::Tensor idx = at::empty({n}, at::kLong);
   int64_t* p = idx.data_ptr<int64_t>();
-  for (int64_t q = 0; q < n; ++q) p[q] = uniform_int(rng, static_cast<uint64_t>(high));
+  for (int64_t q = 0; q < n; ++q)
+    p[q] = uniform_int(rng, static_cast<uint64_t>(high));
   return idx;
 }
 
@@ -89,7 +90,8 @@ Filled& filled() {
   return f;
 }
 
-// ---- sample(256), uniform -----------------------------------------------------
+// ---- sample(256), uniform
+// -----------------------------------------------------
 
 void BM_RawIndexSelect256(benchmark::State& state) {
   auto& raw = filled().raw;
@@ -139,7 +141,8 @@ void BM_RbSample256(benchmark::State& state) {
 }
 BENCHMARK(BM_RbSample256);
 
-// ---- extend(64) -------------------------------------------------------------------
+// ---- extend(64)
+// -------------------------------------------------------------------
 
 void BM_RawNarrowCopy64(benchmark::State& state) {
   auto bufs = make_leaves(kCapacity);
@@ -162,7 +165,8 @@ void BM_RbExtend64(benchmark::State& state) {
 }
 BENCHMARK(BM_RbExtend64);
 
-// ---- add(row) -----------------------------------------------------------------------
+// ---- add(row)
+// -----------------------------------------------------------------------
 
 void BM_RawRowCopyLoop(benchmark::State& state) {
   auto bufs = make_leaves(kCapacity);
@@ -183,14 +187,14 @@ void BM_RbAdd(benchmark::State& state) {
 }
 BENCHMARK(BM_RbAdd);
 
-// ---- Prioritized sample(256) at capacity 1e6 ---------------------------------------
+// ---- Prioritized sample(256) at capacity 1e6
+// ---------------------------------------
 
 void BM_RbPrioritizedSample256Cap1M(benchmark::State& state) {
   constexpr int64_t kBig = 1000000;
   static ReplayBuffer* rb = [] {
-    auto* b = new ReplayBuffer(ReplayBufferOptions(kBig)
-                                   .sampler(PrioritizedSampler())
-                                   .seed(0));
+    auto* b = new ReplayBuffer(
+        ReplayBufferOptions(kBig).sampler(PrioritizedSampler()).seed(0));
     for (int64_t k = 0; k < kBig / 100000; ++k) {
       b->extend(make_batch(make_leaves(100000), 100000));
     }
@@ -220,7 +224,8 @@ void BM_RbUniformSample256Cap1M(benchmark::State& state) {
 }
 BENCHMARK(BM_RbUniformSample256Cap1M);
 
-// ---- Memory while filling ---------------------------------------------------------------
+// ---- Memory while filling
+// ---------------------------------------------------------------
 
 size_t heap_in_use() {
   struct mallinfo2 mi = mallinfo2();
@@ -266,7 +271,8 @@ void report_memory() {
         static_cast<double>(peak) / storage_bytes,
         peak <= 1.1 * storage_bytes ? "met" : "NOT met",
         (hwm > hwm0 ? hwm - hwm0 : 0) * 1024 / 1e6,
-        static_cast<double>((hwm > hwm0 ? hwm - hwm0 : 0) * 1024) / storage_bytes,
+        static_cast<double>((hwm > hwm0 ? hwm - hwm0 : 0) * 1024) /
+            storage_bytes,
         rss0 / 1024.0);
   }
 }
@@ -295,8 +301,8 @@ int main(int argc, char** argv) {
   std::printf("\nRatios (measured / raw-LibTorch baseline, same run):\n");
   ratio("sample(256) / (same RNG + index_select per key)", "BM_RbSample256",
         "BM_RawIndexSelect256", 1.0);
-  ratio("sample(256) / (at::randint + index_select per key)",
-        "BM_RbSample256", "BM_RawRandintIndexSelect256", 0);
+  ratio("sample(256) / (at::randint + index_select per key)", "BM_RbSample256",
+        "BM_RawRandintIndexSelect256", 0);
   ratio("sample(256) / (same RNG + memcpy gather per key)", "BM_RbSample256",
         "BM_RawMemcpyGather256", 0);
   ratio("extend(64) / narrow().copy_() per key", "BM_RbExtend64",

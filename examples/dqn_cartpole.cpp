@@ -34,20 +34,20 @@ namespace {
 constexpr uint64_t kDefaultSeed = 0;
 constexpr int64_t kEnvs = 4;
 constexpr int64_t kMaxEnvSteps = 200000;
-constexpr int64_t kLearningStarts = 1000;   // env steps before training
-constexpr int64_t kEpsilonSteps = 12000;    // env steps of epsilon decay
+constexpr int64_t kLearningStarts = 1000;  // env steps before training
+constexpr int64_t kEpsilonSteps = 12000;   // env steps of epsilon decay
 constexpr double kEpsilonEnd = 0.03;
 constexpr int64_t kBatch = 128;
 constexpr double kGamma = 0.99;
 constexpr double kTau = 0.01;  // target network Polyak factor per update
 constexpr double kLr = 1e-3;
-constexpr int64_t kWindow = 20;      // episodes in the success criterion
+constexpr int64_t kWindow = 20;  // episodes in the success criterion
 constexpr double kTarget = 195.0;
 
 torch::nn::Sequential make_qnet() {
   return torch::nn::Sequential(
-      torch::nn::Linear(cartpole::CartPoleVec::kObsDim, 64),
-      torch::nn::ReLU(), torch::nn::Linear(64, 64), torch::nn::ReLU(),
+      torch::nn::Linear(cartpole::CartPoleVec::kObsDim, 64), torch::nn::ReLU(),
+      torch::nn::Linear(64, 64), torch::nn::ReLU(),
       torch::nn::Linear(64, cartpole::CartPoleVec::kNumActions));
 }
 
@@ -61,7 +61,8 @@ double mean_last(const std::vector<double>& v, size_t n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const uint64_t seed = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : kDefaultSeed;
+  const uint64_t seed =
+      argc > 1 ? std::strtoull(argv[1], nullptr, 10) : kDefaultSeed;
   const bool quick = std::getenv("TENSORDICT_EXAMPLE_QUICK") != nullptr;
   const int64_t max_env_steps = quick ? 2 * kLearningStarts : kMaxEnvSteps;
   at::set_num_threads(1);  // tiny networks: threads cost more than they give
@@ -75,7 +76,8 @@ int main(int argc, char** argv) {
                       .seed(seed));
 
   torch::nn::Sequential qnet = make_qnet();
-  auto target = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(qnet->clone());
+  auto target =
+      std::dynamic_pointer_cast<torch::nn::SequentialImpl>(qnet->clone());
   for (auto& p : target->parameters()) p.requires_grad_(false);
   torch::optim::Adam opt(qnet->parameters(), torch::optim::AdamOptions(kLr));
 
@@ -88,7 +90,8 @@ int main(int argc, char** argv) {
 
   while (env_steps < max_env_steps) {
     // ---- Act (epsilon-greedy) and store the transitions -------------------
-    const double frac = std::min(1.0, static_cast<double>(env_steps) / kEpsilonSteps);
+    const double frac =
+        std::min(1.0, static_cast<double>(env_steps) / kEpsilonSteps);
     const double epsilon = 1.0 + frac * (kEpsilonEnd - 1.0);
     at::Tensor obs = env.observation();
     at::Tensor greedy;
@@ -118,16 +121,20 @@ int main(int argc, char** argv) {
       {
         torch::NoGradGuard no_grad;
         at::Tensor next_obs = batch.get({"next", "observation"});
-        at::Tensor next_a = qnet->forward(next_obs).argmax(1, true);  // double DQN
-        at::Tensor next_q = target->forward(next_obs).gather(1, next_a).squeeze(1);
-        at::Tensor not_term =
-            batch.get({"next", "terminated"}).squeeze(1).logical_not().to(torch::kFloat);
-        y = batch.get({"next", "reward"}).squeeze(1) + kGamma * not_term * next_q;
+        at::Tensor next_a =
+            qnet->forward(next_obs).argmax(1, true);  // double DQN
+        at::Tensor next_q =
+            target->forward(next_obs).gather(1, next_a).squeeze(1);
+        at::Tensor not_term = batch.get({"next", "terminated"})
+                                  .squeeze(1)
+                                  .logical_not()
+                                  .to(torch::kFloat);
+        y = batch.get({"next", "reward"}).squeeze(1) +
+            kGamma * not_term * next_q;
       }
       at::Tensor td_error = q - y;
       at::Tensor loss =
-          (info.weight *
-           torch::smooth_l1_loss(q, y, at::Reduction::None))
+          (info.weight * torch::smooth_l1_loss(q, y, at::Reduction::None))
               .mean();
       opt.zero_grad();
       loss.backward();
@@ -151,9 +158,9 @@ int main(int argc, char** argv) {
     const double mean = mean_last(returns, kWindow);
     if (env_steps >= next_report) {
       next_report += 5000;
-      const double secs = std::chrono::duration<double>(
-                              std::chrono::steady_clock::now() - t0)
-                              .count();
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+              .count();
       std::printf(
           "env steps %6lld  episodes %4zu  mean return (last %lld) %6.1f  "
           "epsilon %.2f  loss %.4f  buffer %lld  %.1fs\n",
@@ -169,7 +176,8 @@ int main(int argc, char** argv) {
   }
 
   const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   const auto& returns = env.finished_returns();
   std::printf(
       "\n%s after %lld env steps, %lld gradient steps, %zu episodes, %.1fs: "

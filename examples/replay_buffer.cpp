@@ -51,10 +51,11 @@ int main() {
   TORCH_CHECK(i == 8 && (rb.storage()[8] == row).all());
   TORCH_CHECK(rb.storage().get("obs").is_same(storage.get("obs")));
 
-  // ---- Circular writes ----------------------------------------------------------
+  // ---- Circular writes ------------------------------------------------------
   ReplayBuffer small(ReplayBufferOptions(4));
-  small.extend(TensorDict({{"x", torch::arange(3)}}, {3}));     // rows 0, 1, 2
-  at::Tensor where = small.extend(TensorDict({{"x", torch::arange(3, 6)}}, {3}));
+  small.extend(TensorDict({{"x", torch::arange(3)}}, {3}));  // rows 0, 1, 2
+  at::Tensor where =
+      small.extend(TensorDict({{"x", torch::arange(3, 6)}}, {3}));
   std::cout << str(where) << " " << str(small.storage().get("x")) << "\n";
   TORCH_CHECK(at::equal(where, torch::tensor({3, 0, 1})));
   TORCH_CHECK(at::equal(small.storage().get("x"), torch::tensor({4, 5, 2, 3})));
@@ -64,22 +65,22 @@ int main() {
   TORCH_CHECK(at::equal(std::get<0>(small.storage().get("x").sort()),
                         torch::tensor({16, 17, 18, 19})));
 
-  // ---- Sampling -------------------------------------------------------------------
+  // ---- Sampling -------------------------------------------------------------
   auto [batch, info] = rb.sample(32);
   TORCH_CHECK(batch.batch_size() == at::IntArrayRef({32}));
   TORCH_CHECK((batch == rb.storage()[info.index].value()).all());
   TORCH_CHECK(!info.weight.defined());  // only the prioritized sampler weighs
 
-  // ---- Without replacement ---------------------------------------------------------
+  // ---- Without replacement --------------------------------------------------
   ReplayBuffer epochs(
       ReplayBufferOptions(100).sampler(SamplerWithoutReplacement()).seed(0));
   epochs.extend(TensorDict({{"x", torch::arange(10)}}, {10}));
-  at::Tensor seen = torch::cat({epochs.sample(5).second.index,
-                                epochs.sample(5).second.index});
+  at::Tensor seen = torch::cat(
+      {epochs.sample(5).second.index, epochs.sample(5).second.index});
   std::cout << str(seen) << "\n";
   TORCH_CHECK(at::equal(std::get<0>(seen.sort()), torch::arange(10)));
 
-  // ---- Prioritized -------------------------------------------------------------------
+  // ---- Prioritized ----------------------------------------------------------
   ReplayBuffer per(ReplayBufferOptions(1000)
                        .sampler(PrioritizedSampler().alpha(0.6).beta(0.4))
                        .seed(0));
@@ -96,7 +97,7 @@ int main() {
   std::cout << "share of row 0: " << share << "\n";
   TORCH_CHECK(share > 0.5);
 
-  // ---- Slices of trajectories ----------------------------------------------------------
+  // ---- Slices of trajectories -----------------------------------------------
   ReplayBuffer traj(ReplayBufferOptions(100).sampler(SliceSampler(4)).seed(0));
   // Two episodes of 6 and 10 steps; ("next", "done") ends each.
   at::Tensor done = torch::zeros({16, 1}, torch::kBool);
@@ -112,11 +113,11 @@ int main() {
   for (int64_t s = 0; s < 8; s += 4) {
     at::Tensor ep = slices.get("episode").narrow(0, s, 4);
     at::Tensor t = slices.get("t").narrow(0, s, 4);
-    TORCH_CHECK((ep == ep[0]).all().item<bool>());        // one episode
+    TORCH_CHECK((ep == ep[0]).all().item<bool>());       // one episode
     TORCH_CHECK(at::equal(t - t[0], torch::arange(4)));  // consecutive steps
   }
 
-  // ---- Threads: producers extend while a learner samples ------------------------------
+  // ---- Threads: producers extend while a learner samples --------------------
   ReplayBuffer shared(ReplayBufferOptions(10000).seed(0));
   std::vector<std::thread> producers;
   for (int p = 0; p < 2; ++p) {
@@ -133,7 +134,7 @@ int main() {
   for (auto& t : producers) t.join();
   TORCH_CHECK(shared.size() == 2 * 100 * 16);
 
-  // ---- Errors leave the buffer unchanged --------------------------------------------------
+  // ---- Errors leave the buffer unchanged ------------------------------------
   try {
     rb.add(TensorDict({{"obs", torch::rand({64})}}, {}));
     TORCH_CHECK(false, "expected an error");

@@ -158,7 +158,8 @@ void gather_rows(char* dst, const char* src, size_t row_bytes,
       for (int64_t q = 0; q < n; ++q) {
         if (q + 4 < n) {  // rows are scattered: fetch a few ahead
           const char* ahead = src + static_cast<size_t>(idx[q + 4]) * row_bytes;
-          for (size_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(ahead + b);
+          for (size_t b = 0; b < row_bytes; b += 64)
+            __builtin_prefetch(ahead + b);
         }
         std::memcpy(dst + static_cast<size_t>(q) * row_bytes,
                     src + static_cast<size_t>(idx[q]) * row_bytes, row_bytes);
@@ -235,8 +236,8 @@ struct ReplayBuffer::Impl {
       const auto& p = std::get<PrioritizedSampler>(options.sampler());
       TORCH_CHECK_VALUE(p.alpha() >= 0 && p.beta() >= 0 && p.eps() >= 0,
                         "PrioritizedSampler: alpha, beta and eps must be >= 0, "
-                        "got alpha=", p.alpha(), ", beta=", p.beta(),
-                        ", eps=", p.eps());
+                        "got alpha=",
+                        p.alpha(), ", beta=", p.beta(), ", eps=", p.eps());
       alpha = p.alpha();
       beta = p.beta();
       eps = p.eps();
@@ -283,18 +284,21 @@ struct ReplayBuffer::Impl {
   size_t perm_pos = 0;
   int64_t perm_size = -1;
 
-  // ---- PrioritizedSampler -----------------------------------------------------
+  // ---- PrioritizedSampler
+  // -----------------------------------------------------
   double alpha = 0.6, beta = 0.4, eps = 1e-8;
   double max_priority = 1.0;  // largest raw priority seen (before eps, alpha)
   std::unique_ptr<detail::SumSegmentTree> sum_tree;
   std::unique_ptr<detail::MinSegmentTree> min_tree;
   std::vector<double> mass;
 
-  // ---- SliceSampler -------------------------------------------------------------
+  // ---- SliceSampler
+  // -------------------------------------------------------------
   std::vector<std::pair<int64_t, int64_t>> trajs;  // (timeline start, length)
   uint64_t trajs_writes = ~uint64_t{0};
 
-  // ---- Writes -----------------------------------------------------------------
+  // ---- Writes
+  // -----------------------------------------------------------------
 
   // Allocates a zero-filled storage of `capacity` rows with `value`'s
   // structure (`value_bd` batch dims are replaced by [capacity]).
@@ -313,8 +317,8 @@ struct ReplayBuffer::Impl {
         auto shape = detail::concat(
             {capacity}, n.tensor.sizes().slice(static_cast<size_t>(value_bd)));
         at::Tensor t = at::zeros(
-            shape, n.tensor.options().device(device ? *device
-                                                    : n.tensor.device()));
+            shape,
+            n.tensor.options().device(device ? *device : n.tensor.device()));
         out->nodes.push_back(Node{n.key, std::move(t), nullptr});
       }
     }
@@ -335,8 +339,9 @@ struct ReplayBuffer::Impl {
         slot.tensor = n.tensor;
         slot.row_shape = n.tensor.sizes().slice(1).vec();
         slot.dtype = n.tensor.scalar_type();
-        slot.row_bytes = static_cast<size_t>(n.tensor.numel() / n.tensor.size(0)) *
-                         n.tensor.element_size();
+        slot.row_bytes =
+            static_cast<size_t>(n.tensor.numel() / n.tensor.size(0)) *
+            n.tensor.element_size();
         slot.base = byte_copyable(n.tensor)
                         ? static_cast<char*>(n.tensor.data_ptr())
                         : nullptr;
@@ -369,8 +374,8 @@ struct ReplayBuffer::Impl {
                   detail::shape_str(p.slot->row_shape), ", got ",
                   detail::shape_str(row_shape), " (leaf shape ",
                   detail::shape_str(src.sizes()), ")");
-      TORCH_CHECK_TYPE(src.scalar_type() == p.slot->dtype, "ReplayBuffer::",
-                       fn, ": key ", p.slot->key.str(), ": expected dtype ",
+      TORCH_CHECK_TYPE(src.scalar_type() == p.slot->dtype, "ReplayBuffer::", fn,
+                       ": key ", p.slot->key.str(), ": expected dtype ",
                        detail::dtype_name(p.slot->dtype), ", got ",
                        detail::dtype_name(src.scalar_type()));
     }
@@ -396,7 +401,8 @@ struct ReplayBuffer::Impl {
     if (src_bd == 0) {
       slot.tensor.select(0, dst_row).copy_(src);
     } else {
-      slot.tensor.narrow(0, dst_row, count).copy_(src.narrow(0, src_row, count));
+      slot.tensor.narrow(0, dst_row, count)
+          .copy_(src.narrow(0, src_row, count));
     }
   }
 
@@ -536,13 +542,15 @@ struct ReplayBuffer::Impl {
     for (const auto& tr : trajs) {
       if (tr.second >= len) eligible.push_back(&tr);
     }
-    TORCH_CHECK(!eligible.empty(), "ReplayBuffer::sample: no stored "
-                "trajectory has slice_len ", len, " rows (", trajs.size(),
-                " trajectories in ", size, " rows)");
+    TORCH_CHECK(!eligible.empty(),
+                "ReplayBuffer::sample: no stored "
+                "trajectory has slice_len ",
+                len, " rows (", trajs.size(), " trajectories in ", size,
+                " rows)");
     const int64_t origin = size == capacity ? cursor : 0;
     for (int64_t k = 0; k < n / len; ++k) {
-      const auto& tr = *eligible[static_cast<size_t>(
-          uniform_int(rng, eligible.size()))];
+      const auto& tr =
+          *eligible[static_cast<size_t>(uniform_int(rng, eligible.size()))];
       const int64_t offset =
           uniform_int(rng, static_cast<uint64_t>(tr.second - len + 1));
       for (int64_t j = 0; j < len; ++j) {
@@ -566,7 +574,8 @@ int64_t ReplayBuffer::add(const TensorDict& row) {
   TORCH_CHECK(row.batch_dims() == 0,
               "ReplayBuffer::add: expected a row with batch_size [], got "
               "batch_size ",
-              detail::shape_str(row.batch_size()), " (use extend() for batches)");
+              detail::shape_str(row.batch_size()),
+              " (use extend() for batches)");
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
   PendingList pending;
@@ -589,8 +598,9 @@ at::Tensor ReplayBuffer::extend(const TensorDict& batch) {
   std::lock_guard<std::mutex> lock(m.mu);
   PendingList pending;
   if (n == 0) {
-    if (m.allocated) m.validate("extend", "batch", batch.impl(), 1, m.schema,
-                                m.slots, pending);
+    if (m.allocated)
+      m.validate("extend", "batch", batch.impl(), 1, m.schema, m.slots,
+                 pending);
     return at::empty({0}, at::kLong);
   }
   m.prepare("extend", "batch", batch.impl(), 1, pending);
@@ -637,8 +647,8 @@ std::pair<TensorDict, SampleInfo> ReplayBuffer::sample(int64_t batch_size) {
       m.sample_slices(batch_size, ip);
       break;
   }
-  TensorDict data =
-      TensorDictImpl::wrap(gather(m.storage.impl(), ip, batch_size, info.index));
+  TensorDict data = TensorDictImpl::wrap(
+      gather(m.storage.impl(), ip, batch_size, info.index));
   return {std::move(data), std::move(info)};
 }
 
@@ -648,18 +658,16 @@ void ReplayBuffer::update_priority(const at::Tensor& index,
   TORCH_CHECK(m.kind == Impl::Kind::kPrioritized,
               "ReplayBuffer::update_priority: the buffer's sampler is ",
               sampler_name(m.options.sampler()), ", not PrioritizedSampler");
-  TORCH_CHECK_VALUE(index.defined() && priority.defined() && index.dim() == 1 &&
-                        priority.dim() == 1,
-                    "ReplayBuffer::update_priority: index and priority must "
-                    "be 1-D tensors, got shapes ",
-                    index.defined() ? detail::shape_str(index.sizes()) : "None",
-                    " and ",
-                    priority.defined() ? detail::shape_str(priority.sizes())
-                                       : "None");
+  TORCH_CHECK_VALUE(
+      index.defined() && priority.defined() && index.dim() == 1 &&
+          priority.dim() == 1,
+      "ReplayBuffer::update_priority: index and priority must "
+      "be 1-D tensors, got shapes ",
+      index.defined() ? detail::shape_str(index.sizes()) : "None", " and ",
+      priority.defined() ? detail::shape_str(priority.sizes()) : "None");
   TORCH_CHECK_VALUE(index.size(0) == priority.size(0),
-                    "ReplayBuffer::update_priority: index has ",
-                    index.size(0), " elements but priority has ",
-                    priority.size(0));
+                    "ReplayBuffer::update_priority: index has ", index.size(0),
+                    " elements but priority has ", priority.size(0));
   TORCH_CHECK_TYPE(!at::isFloatingType(index.scalar_type()) &&
                        !at::isComplexType(index.scalar_type()) &&
                        index.scalar_type() != at::kBool,

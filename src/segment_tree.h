@@ -64,17 +64,20 @@ class SumSegmentTree {
     // levels_[0] is the root; the last level holds the leaves. Each level is
     // padded to a whole number of child groups (the padding stays 0).
     std::vector<int64_t> counts;
-    for (int64_t n = std::max<int64_t>(capacity, 1);; n = (n + kFanout - 1) / kFanout) {
+    for (int64_t n = std::max<int64_t>(capacity, 1);;
+         n = (n + kFanout - 1) / kFanout) {
       counts.push_back(n);
       if (n == 1) break;
     }
     std::reverse(counts.begin(), counts.end());
     if (counts.size() == 1) counts.push_back(1);  // a root above one leaf
     levels_.resize(counts.size());
+    last_.resize(counts.size());
     for (size_t d = 0; d < counts.size(); ++d) {
       const int64_t padded =
           d == 0 ? 1 : (counts[d] + kFanout - 1) / kFanout * kFanout;
       levels_[d].assign(static_cast<size_t>(padded), 0.0);
+      last_[d] = counts[d] - 1;
     }
   }
 
@@ -105,8 +108,8 @@ class SumSegmentTree {
   /// For each `mass[q]` in `[0, root())`, the smallest leaf `i` whose
   /// inclusive prefix sum exceeds it, written to `out[q]`. Leaves of
   /// priority 0 are never returned, except for a mass at or past the total
-  /// (rounding), which can give an index past the last leaf with a positive
-  /// priority: the caller clamps. The queries walk down level by level
+  /// (rounding), which gives the last leaf (index capacity - 1), whatever
+  /// its priority: the caller clamps it to its last written row. The queries walk down level by level
   /// together, so that their cache misses overlap. O(log N) per query.
   void find_prefix(double* mass, int64_t n, int64_t* out) const {
     for (int64_t q = 0; q < n; ++q) out[q] = 0;
@@ -126,7 +129,9 @@ class SumSegmentTree {
           before = skip ? acc : before;
         }
         mass[q] = m - before;
-        out[q] = out[q] * kFanout + k;
+        // A mass at or past the total (rounding) must not walk into the
+        // padding, whose children lie past the next level's end.
+        out[q] = std::min(out[q] * kFanout + k, last_[d]);
         if (d + 1 < levels_.size()) {
           __builtin_prefetch(levels_[d + 1].data() + out[q] * kFanout);
         }
@@ -136,6 +141,7 @@ class SumSegmentTree {
 
  private:
   std::vector<std::vector<double>> levels_;
+  std::vector<int64_t> last_;  // per level: the last node that is not padding
 };
 
 using MinSegmentTree = SegmentTree<MinOp>;

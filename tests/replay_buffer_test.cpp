@@ -28,10 +28,11 @@ using tensordict_test::TakeSnapshot;
 // A batch of `n` rows whose every element of row k is `first + k`.
 TensorDict Rows(int64_t n, float first) {
   at::Tensor v = torch::arange(n, torch::kFloat) + first;
-  return TensorDict({{"obs", v.unsqueeze(1).expand({n, 3}).contiguous()},
-                     {"done", torch::zeros({n, 1}, torch::kBool)},
-                     {{"next", "obs"}, v.unsqueeze(1).expand({n, 3}).contiguous()}},
-                    {n});
+  return TensorDict(
+      {{"obs", v.unsqueeze(1).expand({n, 3}).contiguous()},
+       {"done", torch::zeros({n, 1}, torch::kBool)},
+       {{"next", "obs"}, v.unsqueeze(1).expand({n, 3}).contiguous()}},
+      {n});
 }
 
 TensorDict Row(float value) { return Rows(1, value)[0]; }
@@ -76,7 +77,8 @@ TEST(ReplayBufferTest, AddWritesInPlaceAndWrapsAroundOverwritingTheOldest) {
   rb.add(Row(0));
   at::Tensor obs = rb.storage().get("obs");
   std::vector<int64_t> where;
-  for (int k = 1; k < 5; ++k) where.push_back(rb.add(Row(static_cast<float>(k))));
+  for (int k = 1; k < 5; ++k)
+    where.push_back(rb.add(Row(static_cast<float>(k))));
   EXPECT_EQ(where, std::vector<int64_t>({1, 2, 0, 1}));
   EXPECT_TRUE(rb.storage().get("obs").is_same(obs));
   EXPECT_EQ(ObsValues(rb.storage()), std::vector<float>({3, 4, 2}));
@@ -89,8 +91,8 @@ TEST(ReplayBufferTest, ExtendAcrossTheEndIsWrittenInTwoPieces) {
   EXPECT_EQ(Vec(rb.extend(Rows(3, 0))), std::vector<int64_t>({0, 1, 2}));
   EXPECT_EQ(Vec(rb.extend(Rows(4, 3))), std::vector<int64_t>({3, 4, 0, 1}));
   EXPECT_EQ(ObsValues(rb.storage()), std::vector<float>({5, 6, 2, 3, 4}));
-  EXPECT_TRUE(at::equal(rb.storage().get({"next", "obs"}),
-                        rb.storage().get("obs")));
+  EXPECT_TRUE(
+      at::equal(rb.storage().get({"next", "obs"}), rb.storage().get("obs")));
   EXPECT_EQ(rb.size(), 5);
   EXPECT_EQ(rb.cursor(), 2);
 }
@@ -116,8 +118,8 @@ TEST(ReplayBufferTest, NonContiguousRowsAreCopiedThroughTheGeneralPath) {
   batch.set("obs", strided);
   rb.extend(batch);
   EXPECT_EQ(ObsValues(rb.storage()), std::vector<float>({0, 1, 5, 6}));
-  EXPECT_TRUE(at::equal(rb.storage().get("obs"),
-                        rb.storage().get({"next", "obs"})));
+  EXPECT_TRUE(
+      at::equal(rb.storage().get("obs"), rb.storage().get({"next", "obs"})));
 }
 
 TEST(ReplayBufferTest, ClearForgetsTheRowsButKeepsTheStorage) {
@@ -136,7 +138,8 @@ TEST(ReplayBufferTest, ClearForgetsTheRowsButKeepsTheStorage) {
   EXPECT_EQ(ObsValues(data), std::vector<float>({9, 9, 9, 9}));
 }
 
-// ---- Sampling -----------------------------------------------------------------
+// ---- Sampling
+// -----------------------------------------------------------------
 
 TEST(ReplayBufferTest, SampleReturnsACopyOfTheIndexedRows) {
   ReplayBuffer rb(ReplayBufferOptions(10).seed(3));
@@ -244,7 +247,8 @@ TEST(ReplayBufferTest, WithoutReplacementRenewsTheEpochWhenTheSizeChanges) {
   EXPECT_EQ(v, all);
 }
 
-// ---- Prioritized ----------------------------------------------------------------
+// ---- Prioritized
+// ----------------------------------------------------------------
 
 TEST(ReplayBufferTest, PrioritizedFrequenciesMatchThePriorities) {
   ReplayBuffer rb(ReplayBufferOptions(8)
@@ -316,7 +320,8 @@ TEST(ReplayBufferTest, PrioritizedNeverSamplesAZeroPriorityRow) {
   EXPECT_EQ(seen, std::set<int64_t>({2, 7}));
 }
 
-// ---- Slices ---------------------------------------------------------------------
+// ---- Slices
+// ---------------------------------------------------------------------
 
 // Trajectories of the given lengths, with "traj" ids from `first_id` and
 // ("next", "done") set on each trajectory's last row; "t" counts rows.
@@ -343,8 +348,8 @@ TensorDict Trajectories(const std::vector<int64_t>& lengths, int64_t first_id,
 
 // Checks that every slice of `len` rows is one trajectory, consecutive in
 // time; returns whether some slice crosses the end of the storage.
-bool CheckSlices(const TensorDict& data, const at::Tensor& index,
-                 int64_t len, int64_t capacity) {
+bool CheckSlices(const TensorDict& data, const at::Tensor& index, int64_t len,
+                 int64_t capacity) {
   auto traj = Vec(data.get("traj"));
   auto t = Vec(data.get("t"));
   auto idx = Vec(index);
@@ -377,8 +382,8 @@ TEST(ReplayBufferTest, SlicesNeverCrossADoneBoundaryEvenAcrossTheWrap) {
 
   // Now a trajectory that does cross the end: id 2 is rows 8, 9, 0, 1, 2.
   ReplayBuffer wrap(ReplayBufferOptions(10).sampler(SliceSampler(3)).seed(9));
-  wrap.extend(Trajectories({4, 4}, 0, 0));       // rows 0..7
-  wrap.extend(Trajectories({5, 3}, 2, 8));       // rows 8,9,0,1,2 + 3,4,5
+  wrap.extend(Trajectories({4, 4}, 0, 0));  // rows 0..7
+  wrap.extend(Trajectories({5, 3}, 2, 8));  // rows 8,9,0,1,2 + 3,4,5
   bool wrapped = false;
   for (int k = 0; k < 50; ++k) {
     auto [data, info] = wrap.sample(9);
@@ -388,9 +393,10 @@ TEST(ReplayBufferTest, SlicesNeverCrossADoneBoundaryEvenAcrossTheWrap) {
 }
 
 TEST(ReplayBufferTest, SlicesFollowTheTrajectoryKeyAcrossTheWrap) {
-  auto options = ReplayBufferOptions(10)
-                     .sampler(SliceSampler(3).traj_key(tensordict::NestedKey("traj")))
-                     .seed(13);
+  auto options =
+      ReplayBufferOptions(10)
+          .sampler(SliceSampler(3).traj_key(tensordict::NestedKey("traj")))
+          .seed(13);
   ReplayBuffer rb(options);
   TensorDict a = Trajectories({4, 4}, 0, 0);
   TensorDict b = Trajectories({5, 3}, 2, 8);
@@ -431,25 +437,25 @@ TEST(ReplayBufferTest, SliceSamplerErrorsNameTheProblem) {
       "'obs')])");
 }
 
-// ---- Thread safety ----------------------------------------------------------------
+// ---- Thread safety
+// ----------------------------------------------------------------
 
 TEST(ReplayBufferTest, ConcurrentWritersNeverTearASampledRow) {
   constexpr int kWriters = 4;
   constexpr int kBatches = 1500;
-  ReplayBuffer rb(ReplayBufferOptions(64)
-                      .sampler(PrioritizedSampler())
-                      .seed(0));
+  ReplayBuffer rb(
+      ReplayBufferOptions(64).sampler(PrioritizedSampler()).seed(0));
   // Every element of every leaf of a row carries the same stamp:
   // writer * 100000 + batch * 10 + row (exact in float32).
   auto batch_of = [](int writer, int b) {
     at::Tensor v = torch::arange(8, torch::kDouble) +
                    static_cast<double>(writer * 100000 + b * 10);
-    return TensorDict({{"obs", v.unsqueeze(1).expand({8, 64}).to(torch::kFloat)},
-                       {"action", v.unsqueeze(1).expand({8, 4}).to(torch::kFloat)},
-                       {"stamp", v.to(torch::kLong).unsqueeze(1)},
-                       {{"next", "obs"},
-                        v.unsqueeze(1).expand({8, 64}).to(torch::kFloat)}},
-                      {8});
+    return TensorDict(
+        {{"obs", v.unsqueeze(1).expand({8, 64}).to(torch::kFloat)},
+         {"action", v.unsqueeze(1).expand({8, 4}).to(torch::kFloat)},
+         {"stamp", v.to(torch::kLong).unsqueeze(1)},
+         {{"next", "obs"}, v.unsqueeze(1).expand({8, 64}).to(torch::kFloat)}},
+        {8});
   };
   rb.extend(batch_of(9, 0));
   std::atomic<int> finished{0};
@@ -468,9 +474,9 @@ TEST(ReplayBufferTest, ConcurrentWritersNeverTearASampledRow) {
   while (finished.load() < kWriters || checked < 20000) {
     auto [data, info] = rb.sample(32);
     at::Tensor stamp = data.get("stamp").to(torch::kFloat);  // [32, 1]
-    for (const auto& key : {tensordict::NestedKey("obs"),
-                            tensordict::NestedKey("action"),
-                            tensordict::NestedKey({"next", "obs"})}) {
+    for (const auto& key :
+         {tensordict::NestedKey("obs"), tensordict::NestedKey("action"),
+          tensordict::NestedKey({"next", "obs"})}) {
       torn += data.get(key).ne(stamp).any(1).sum().item<int64_t>();
     }
     rb.update_priority(info.index, torch::rand({32}));
@@ -484,7 +490,8 @@ TEST(ReplayBufferTest, ConcurrentWritersNeverTearASampledRow) {
   EXPECT_EQ(rb.cursor(), (8 + kWriters * (kBatches * 8 + kBatches / 3)) % 64);
 }
 
-// ---- Errors: clear messages, buffer unchanged ----------------------------------------
+// ---- Errors: clear messages, buffer unchanged
+// ----------------------------------------
 
 struct State {
   int64_t size;
