@@ -11,8 +11,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
+#include <new>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace tensordict {
 namespace detail {
@@ -53,6 +59,40 @@ struct MinOp {
   static double combine(double a, double b) { return a < b ? a : b; }
 };
 
+/// Zero-initialized doubles; a large array is 2 MiB-aligned and backed by
+/// transparent huge pages where Linux allows it (random descents through a
+/// tree of 1e6 leaves otherwise miss the TLB at nearly every level).
+class NodeArray {
+ public:
+  NodeArray() = default;
+  NodeArray(const NodeArray&) = delete;
+  NodeArray& operator=(const NodeArray&) = delete;
+  ~NodeArray() { std::free(data_); }
+
+  void allocate(size_t n) {
+    constexpr size_t kHuge = size_t{2} << 20;
+    size_t bytes = std::max<size_t>(n, 1) * sizeof(double);
+    const size_t align = bytes >= 2 * kHuge ? kHuge : 64;
+    bytes = (bytes + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, bytes);
+    if (p == nullptr) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (align == kHuge) (void)madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    std::free(data_);
+    data_ = static_cast<double*>(p);
+    n_ = n;
+    zero();
+  }
+  void zero() { std::fill(data_, data_ + n_, 0.0); }
+  [[nodiscard]] double* data() { return data_; }
+  [[nodiscard]] const double* data() const { return data_; }
+
+ private:
+  double* data_ = nullptr;
+  size_t n_ = 0;
+};
+
 /// The sum tree is 8-ary: a node's 8 children are one 64-byte cache line, so
 /// a prefix-sum search at capacity 1e6 touches 7 lines per query instead of
 /// the 20 nodes of a binary tree.
@@ -71,52 +111,53 @@ class SumSegmentTree {
     }
     std::reverse(counts.begin(), counts.end());
     if (counts.size() == 1) counts.push_back(1);  // a root above one leaf
-    levels_.resize(counts.size());
+    offsets_.resize(counts.size() + 1);
     last_.resize(counts.size());
+    offsets_[0] = 0;
     for (size_t d = 0; d < counts.size(); ++d) {
-      const int64_t padded =
-          d == 0 ? 1 : (counts[d] + kFanout - 1) / kFanout * kFanout;
-      levels_[d].assign(static_cast<size_t>(padded), 0.0);
+      // Level d starts on a cache line (the root level is padded to 8 too).
+      const int64_t padded = (counts[d] + kFanout - 1) / kFanout * kFanout;
+      offsets_[d + 1] = offsets_[d] + static_cast<size_t>(padded);
       last_[d] = counts[d] - 1;
     }
+    nodes_.allocate(offsets_.back());
   }
 
   /// Leaf `i` := `v`, then every ancestor recomputed from its children (no
   /// accumulated rounding drift). O(log N).
   void set(int64_t i, double v) {
-    size_t d = levels_.size() - 1;
+    size_t d = last_.size() - 1;
     auto j = static_cast<size_t>(i);
-    levels_[d][j] = v;
+    level(d)[j] = v;
     while (d > 0) {
-      const size_t base = j / kFanout * kFanout;
-      const double* c = &levels_[d][base];
+      const double* c = level(d) + j / kFanout * kFanout;
       double s = 0;
       for (int64_t k = 0; k < kFanout; ++k) s += c[k];
       --d;
       j /= kFanout;
-      levels_[d][j] = s;
+      level(d)[j] = s;
     }
   }
   [[nodiscard]] double get(int64_t i) const {
-    return levels_.back()[static_cast<size_t>(i)];
+    return level(last_.size() - 1)[static_cast<size_t>(i)];
   }
-  [[nodiscard]] double root() const { return levels_[0][0]; }
-  void reset() {
-    for (auto& l : levels_) std::fill(l.begin(), l.end(), 0.0);
-  }
+  [[nodiscard]] double root() const { return nodes_.data()[0]; }
+  void reset() { nodes_.zero(); }
 
   /// For each `mass[q]` in `[0, root())`, the smallest leaf `i` whose
   /// inclusive prefix sum exceeds it, written to `out[q]`. Leaves of
   /// priority 0 are never returned, except for a mass at or past the total
   /// (rounding), which gives the last leaf (index capacity - 1), whatever
-  /// its priority: the caller clamps it to its last written row. The queries walk down level by level
-  /// together, so that their cache misses overlap. O(log N) per query.
+  /// its priority: the caller clamps it to its last written row. The
+  /// queries walk down level by level together, so that their cache misses
+  /// overlap. O(log N) per query.
   void find_prefix(double* mass, int64_t n, int64_t* out) const {
     for (int64_t q = 0; q < n; ++q) out[q] = 0;
-    for (size_t d = 1; d < levels_.size(); ++d) {
-      const double* level = levels_[d].data();
+    const size_t depth = last_.size();
+    for (size_t d = 1; d < depth; ++d) {
+      const double* nodes = level(d);
       for (int64_t q = 0; q < n; ++q) {
-        const double* c = level + out[q] * kFanout;
+        const double* c = nodes + out[q] * kFanout;
         const double m = mass[q];
         // Children before the chosen one: those whose running sum is <= m
         // (the running sums only grow). Branch-free.
@@ -132,16 +173,20 @@ class SumSegmentTree {
         // A mass at or past the total (rounding) must not walk into the
         // padding, whose children lie past the next level's end.
         out[q] = std::min(out[q] * kFanout + k, last_[d]);
-        if (d + 1 < levels_.size()) {
-          __builtin_prefetch(levels_[d + 1].data() + out[q] * kFanout);
-        }
+        if (d + 1 < depth) __builtin_prefetch(level(d + 1) + out[q] * kFanout);
       }
     }
   }
 
  private:
-  std::vector<std::vector<double>> levels_;
-  std::vector<int64_t> last_;  // per level: the last node that is not padding
+  [[nodiscard]] double* level(size_t d) { return nodes_.data() + offsets_[d]; }
+  [[nodiscard]] const double* level(size_t d) const {
+    return nodes_.data() + offsets_[d];
+  }
+
+  NodeArray nodes_;              // every level, root first
+  std::vector<size_t> offsets_;  // level d is nodes_[offsets_[d]...]
+  std::vector<int64_t> last_;    // per level: the last node that is not padding
 };
 
 using MinSegmentTree = SegmentTree<MinOp>;
