@@ -150,6 +150,8 @@ void gather_rows_typed(char* dst, const char* src, const int64_t* idx,
 void gather_rows(char* dst, const char* src, size_t row_bytes,
                  const int64_t* idx, int64_t n) {
   switch (row_bytes) {
+    case 0:
+      return;  // empty leaves: the pointers may be null
     case 1:
       return gather_rows_typed<uint8_t>(dst, src, idx, n);
     case 2:
@@ -412,6 +414,7 @@ struct ReplayBuffer::Impl {
                          int64_t count, int64_t src_bd) {
     const Slot& slot = *p.slot;
     const at::Tensor& src = *p.src;
+    if (slot.row_bytes == 0) return;  // empty leaves: nothing to copy
     if (slot.base != nullptr && byte_copyable(src)) {
       std::memcpy(slot.base + static_cast<size_t>(dst_row) * slot.row_bytes,
                   static_cast<const char*>(src.data_ptr()) +

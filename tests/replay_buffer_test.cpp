@@ -122,6 +122,17 @@ TEST(ReplayBufferTest, NonContiguousRowsAreCopiedThroughTheGeneralPath) {
       at::equal(rb.storage().get("obs"), rb.storage().get({"next", "obs"})));
 }
 
+TEST(ReplayBufferTest, LeavesWithoutElementsAreStoredAndSampled) {
+  ReplayBuffer rb(ReplayBufferOptions(4).seed(0));
+  rb.extend(TensorDict(
+      {{"x", torch::arange(3)}, {"none", torch::zeros({3, 0})}}, {3}));
+  rb.add(TensorDict({{"x", torch::tensor(3)}, {"none", torch::zeros({0})}},
+                    {}));
+  auto [data, info] = rb.sample(5);
+  EXPECT_EQ(data.get("none").sizes().vec(), std::vector<int64_t>({5, 0}));
+  EXPECT_TRUE(at::equal(data.get("x"), info.index));
+}
+
 TEST(ReplayBufferTest, ClearForgetsTheRowsButKeepsTheStorage) {
   ReplayBuffer rb(ReplayBufferOptions(4).seed(1));
   rb.extend(Rows(3, 0));

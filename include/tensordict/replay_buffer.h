@@ -8,8 +8,10 @@
 // Storage and allocation. The storage is lazy: nothing is allocated until the
 // first `add()` or `extend()`, which allocates `capacity` rows from that
 // data's structure (keys, leaf shapes, dtypes) — no shapes are declared up
-// front. Every later write goes into that storage in place, round-robin: the
-// write cursor wraps to row 0 after row `capacity - 1`, overwriting the oldest
+// front. The rows are zero-filled, and on Linux large CPU leaves are advised
+// to use transparent huge pages (random row reads then miss the TLB less).
+// Every later write goes into that storage in place, round-robin: the write
+// cursor wraps to row 0 after row `capacity - 1`, overwriting the oldest
 // rows. `extend()` with a batch that crosses the end is written in two pieces;
 // a batch larger than `capacity` keeps only its last `capacity` rows. Writes
 // whose keys, shapes or dtypes differ from the storage's throw and leave the
@@ -34,8 +36,9 @@
 // leaves; `index_select` otherwise).
 //
 // Cost. `add` and `extend` copy one `memcpy` per leaf (two for a batch that
-// wraps), after checking the keys, shapes and dtypes; they allocate nothing
-// but the returned index. The prioritized sampler adds O(log N) tree updates
+// wraps; `copy_` when a side is not a contiguous CPU tensor), after checking
+// the keys, shapes and dtypes; `add` allocates nothing and `extend` only the
+// returned index. The prioritized sampler adds O(log N) tree updates
 // per written row and per drawn sample.
 //
 // Thread safety. Unlike `TensorDict`, a `ReplayBuffer` is synchronized: any
@@ -203,8 +206,10 @@ class ReplayBuffer {
   /// current epoch of `SamplerWithoutReplacement`, is kept).
   void manual_seed(uint64_t seed);
 
-  /// The whole storage, batch size `[capacity]` (views, not a copy); an empty
-  /// dict before the first write. Not synchronized with concurrent writers.
+  /// The storage dict itself (a handle, not a copy), batch size
+  /// `[capacity]`; an empty dict before the first write. Rows at or past
+  /// `size()` hold zeros or stale data. Reading it is not synchronized with
+  /// concurrent writers.
   [[nodiscard]] TensorDict storage() const;
   [[nodiscard]] const ReplayBufferOptions& options() const;
 
