@@ -8,8 +8,10 @@
 // Storage and allocation. The storage is lazy: nothing is allocated until the
 // first `add()` or `extend()`, which allocates `capacity` rows from that
 // data's structure (keys, leaf shapes, dtypes) — no shapes are declared up
-// front. Every later write goes into that storage in place, round-robin: the
-// write cursor wraps to row 0 after row `capacity - 1`, overwriting the oldest
+// front. The rows are zero-filled, and on Linux large CPU leaves are advised
+// to use transparent huge pages (random row reads then miss the TLB less).
+// Every later write goes into that storage in place, round-robin: the write
+// cursor wraps to row 0 after row `capacity - 1`, overwriting the oldest
 // rows. `extend()` with a batch that crosses the end is written in two pieces;
 // a batch larger than `capacity` keeps only its last `capacity` rows. Writes
 // whose keys, shapes or dtypes differ from the storage's throw and leave the
@@ -27,12 +29,23 @@
 //   - `SliceSampler`: contiguous trajectory segments of a fixed length that
 //     never cross a trajectory boundary (found from a `done` key or a
 //     trajectory-id key), including across the circular wrap.
-// Sampling is reproducible: the buffer owns a CPU generator, seeded from
-// `ReplayBufferOptions::seed` or `manual_seed()`.
+// Sampling is reproducible: the buffer owns its random generator (a
+// `std::mt19937_64`, independent of LibTorch's global one), seeded from
+// `ReplayBufferOptions::seed` or `manual_seed()`. The gather allocates each
+// output leaf once and copies one row at a time with `memcpy` (contiguous CPU
+// leaves; `index_select` otherwise).
+//
+// Cost. `add` and `extend` copy one `memcpy` per leaf (two for a batch that
+// wraps; `copy_` when a side is not a contiguous CPU tensor), after checking
+// the keys, shapes and dtypes; `add` allocates nothing and `extend` only the
+// returned index. The prioritized sampler adds O(log N) tree updates
+// per written row and per drawn sample.
 //
 // Thread safety. Unlike `TensorDict`, a `ReplayBuffer` is synchronized: any
 // number of threads may call `add`/`extend`/`sample`/`update_priority`
-// concurrently. A sampled row is never torn (half old, half new data).
+// concurrently (one internal lock covers a whole write and a whole gather). A
+// sampled row is never torn (half old, half new data). `storage()` is the
+// exception: reading the returned dict is not synchronized with writers.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -56,7 +69,9 @@ struct RandomSampler {};
 
 /// Sampling without replacement: each epoch draws a fresh random permutation
 /// of `[0, size())` and hands it out in order. The epoch renews when it is
-/// exhausted or when the buffer's size has changed since it started.
+/// exhausted or when the buffer's size has changed since it started. A
+/// request larger than `size()` spans several epochs (with `drop_last`, it
+/// throws).
 struct SamplerWithoutReplacement {
   /// Drop the incomplete last batch of an epoch instead of returning it short.
   /// When false, a request that straddles the epoch end is completed from the
@@ -64,10 +79,13 @@ struct SamplerWithoutReplacement {
   TORCH_ARG(bool, drop_last) = false;
 };
 
-/// Proportional prioritized sampling: row `i` is drawn with probability
-/// `p_i^alpha / sum_j p_j^alpha`, and its importance weight is
-/// `(N * P(i))^-beta` normalized by the largest weight. New rows get the
-/// largest priority seen so far (1 initially).
+/// Proportional prioritized sampling (TorchRL's `PrioritizedSampler`): row
+/// `i` is drawn with probability `p_i^alpha / sum_j p_j^alpha`, and its
+/// importance weight is `(N * P(i))^-beta` normalized by the largest weight
+/// (the one of the smallest priority, from a min segment tree), so weights
+/// are in (0, 1]. New rows get the largest priority seen so far (1
+/// initially). Backed by a sum tree (8-ary) and a min tree: O(log N) per
+/// update and per draw.
 ///
 /// Example:
 /// ```
@@ -88,6 +106,10 @@ struct PrioritizedSampler {
 /// Trajectory boundaries come from `traj_key` when set (rows with different
 /// ids belong to different trajectories), else from `end_key` (a true value
 /// ends a trajectory at that row). The write cursor is always a boundary.
+/// As in TorchRL, a slice is drawn by picking a trajectory uniformly among
+/// those with at least `slice_len` rows, then a start uniformly within it.
+/// Throws when no stored trajectory is long enough, or when the key is not
+/// in the storage.
 struct SliceSampler {
   explicit SliceSampler(int64_t slice_len) : slice_len_(slice_len) {}
   TORCH_ARG(int64_t, slice_len);
@@ -119,6 +141,7 @@ struct ReplayBufferOptions {
   TORCH_ARG(c10::optional<at::Device>, device) = c10::nullopt;
   /// When set, the storage is memory-mapped in this directory (Python
   /// tensordict's memmap format) and can be reopened by a later process.
+  /// Not supported yet: the constructor throws when it is set.
   TORCH_ARG(c10::optional<std::string>, storage_dir) = c10::nullopt;
 };
 
@@ -148,19 +171,27 @@ class ReplayBuffer {
   ReplayBuffer(const ReplayBuffer&) = delete;
   ReplayBuffer& operator=(const ReplayBuffer&) = delete;
 
-  /// Writes one row (batch size []) at the cursor; returns its index.
+  /// Writes one row (batch size []) at the cursor; returns its index. The
+  /// first write allocates the storage from the row's structure; later rows
+  /// must have exactly the same keys, row shapes and dtypes (no casting), or
+  /// the call throws and the buffer is unchanged.
   int64_t add(const TensorDict& row);
   /// Writes every row of `batch` (batch size `[n]`) from the cursor on,
-  /// wrapping around; returns the indices written, int64 `[min(n, capacity)]`.
+  /// wrapping around; returns the indices written, int64 `[min(n, capacity)]`
+  /// (for n > capacity, the last capacity rows, each where a row-by-row write
+  /// would put it). Same checks as `add`.
   at::Tensor extend(const TensorDict& batch);
 
-  /// Samples `batch_size` rows with the configured sampler. Throws on an
-  /// empty buffer. The data is a new dict (a copy of the sampled rows).
+  /// Samples `batch_size` (> 0) rows with the configured sampler. Throws on
+  /// an empty buffer. The data is a new dict (a copy of the sampled rows)
+  /// with batch size `[batch_size]`.
   [[nodiscard]] std::pair<TensorDict, SampleInfo> sample(int64_t batch_size);
 
   /// Sets the priorities of storage rows `index` (prioritized sampler only):
   /// `index` and `priority` are 1-D of the same length, indices in
-  /// `[0, size())`. All-or-nothing.
+  /// `[0, size())`, priorities finite and >= 0 (`eps` is added, then the
+  /// power `alpha`). All-or-nothing: every entry is checked before any
+  /// priority changes. With duplicate indices, the last one wins.
   void update_priority(const at::Tensor& index, const at::Tensor& priority);
 
   /// Rows currently stored (≤ capacity).
@@ -171,11 +202,14 @@ class ReplayBuffer {
   [[nodiscard]] int64_t cursor() const;
   /// Forgets every row (and the sampler's state); keeps the storage.
   void clear();
-  /// Reseeds the buffer's generator.
+  /// Reseeds the buffer's generator (the sampler's state, such as the
+  /// current epoch of `SamplerWithoutReplacement`, is kept).
   void manual_seed(uint64_t seed);
 
-  /// The whole storage, batch size `[capacity]` (views, not a copy); an empty
-  /// dict before the first write. Not synchronized with concurrent writers.
+  /// The storage dict itself (a handle, not a copy), batch size
+  /// `[capacity]`; an empty dict before the first write. Rows at or past
+  /// `size()` hold zeros or stale data. Reading it is not synchronized with
+  /// concurrent writers.
   [[nodiscard]] TensorDict storage() const;
   [[nodiscard]] const ReplayBufferOptions& options() const;
 

@@ -1,0 +1,321 @@
+// Benchmarks for ReplayBuffer (issue 4), as ratios against raw LibTorch in
+// the same run, plus two absolute numbers (prioritized sampling at capacity
+// 1e6, and peak memory while filling).
+//
+// The case: capacity 100000, rows of the 5-leaf rollout step obs[64] f32,
+// action[4] f32, reward[1] f32, done[1] bool, ("next", "obs")[64] f32
+// (536 bytes a row), the buffer full of random data.
+//
+// Index generation. `sample(256)` draws its indices with the buffer's own
+// generator (std::mt19937_64). The main baseline draws the same kind of
+// indices with the same generator code and then runs one `index_select` per
+// key, so both sides include index generation and the ratio compares the
+// gathers (plus the buffer's lock and dict construction). A second baseline
+// uses `at::randint` for the indices instead (informational), and a third
+// gathers with one memcpy per row and key (the floor, informational).
+#include <ATen/CPUGeneratorImpl.h>
+#include <benchmark/benchmark.h>
+#include <malloc.h>
+#include <tensordict/tensordict.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "ratio_main.h"
+
+namespace {
+
+using tensordict::PrioritizedSampler;
+using tensordict::ReplayBuffer;
+using tensordict::ReplayBufferOptions;
+using tensordict::TensorDict;
+
+constexpr int64_t kCapacity = 100000;
+constexpr int64_t kSample = 256;
+constexpr int64_t kExtend = 64;
+
+std::vector<at::Tensor> make_leaves(int64_t n) {
+  return {torch::rand({n, 64}), torch::rand({n, 4}), torch::rand({n, 1}),
+          torch::rand({n, 1}) > 0.5, torch::rand({n, 64})};
+}
+
+TensorDict make_batch(const std::vector<at::Tensor>& l, int64_t n) {
+  return TensorDict({{"obs", l[0]},
+                     {"action", l[1]},
+                     {"reward", l[2]},
+                     {"done", l[3]},
+                     {{"next", "obs"}, l[4]}},
+                    {n});
+}
+
+// The buffer's index generation, reproduced for the baselines.
+inline int64_t uniform_int(std::mt19937_64& rng, uint64_t n) {
+  uint64_t x = rng();
+  __uint128_t m = static_cast<__uint128_t>(x) * n;
+  auto low = static_cast<uint64_t>(m);
+  if (low < n) {
+    const uint64_t threshold = (0 - n) % n;
+    while (low < threshold) {
+      x = rng();
+      m = static_cast<__uint128_t>(x) * n;
+      low = static_cast<uint64_t>(m);
+    }
+  }
+  return static_cast<int64_t>(m >> 64);
+}
+
+at::Tensor draw_indices(std::mt19937_64& rng, int64_t n, int64_t high) {
+  at::Tensor idx = at::empty({n}, at::kLong);
+  int64_t* p = idx.data_ptr<int64_t>();
+  for (int64_t q = 0; q < n; ++q)
+    p[q] = uniform_int(rng, static_cast<uint64_t>(high));
+  return idx;
+}
+
+// A full buffer and the same data as raw per-key tensors.
+struct Filled {
+  ReplayBuffer rb{ReplayBufferOptions(kCapacity).seed(0)};
+  std::vector<at::Tensor> raw;
+  Filled() {
+    raw = make_leaves(kCapacity);
+    rb.extend(make_batch(raw, kCapacity));
+  }
+};
+
+Filled& filled() {
+  static Filled f;
+  return f;
+}
+
+// ---- sample(256), uniform
+// -----------------------------------------------------
+
+void BM_RawIndexSelect256(benchmark::State& state) {
+  auto& raw = filled().raw;
+  std::mt19937_64 rng(0);
+  for (auto _ : state) {
+    at::Tensor idx = draw_indices(rng, kSample, kCapacity);
+    for (const auto& t : raw) benchmark::DoNotOptimize(t.index_select(0, idx));
+  }
+}
+BENCHMARK(BM_RawIndexSelect256);
+
+void BM_RawRandintIndexSelect256(benchmark::State& state) {
+  auto& raw = filled().raw;
+  at::Generator gen = at::detail::createCPUGenerator(0);
+  for (auto _ : state) {
+    at::Tensor idx = at::randint(kCapacity, {kSample}, gen, at::kLong);
+    for (const auto& t : raw) benchmark::DoNotOptimize(t.index_select(0, idx));
+  }
+}
+BENCHMARK(BM_RawRandintIndexSelect256);
+
+void BM_RawMemcpyGather256(benchmark::State& state) {
+  auto& raw = filled().raw;
+  std::mt19937_64 rng(0);
+  for (auto _ : state) {
+    at::Tensor idx = draw_indices(rng, kSample, kCapacity);
+    const int64_t* ip = idx.data_ptr<int64_t>();
+    for (const auto& t : raw) {
+      auto shape = t.sizes().vec();
+      shape[0] = kSample;
+      at::Tensor out = at::empty(shape, t.options());
+      const size_t row = static_cast<size_t>(t.stride(0)) * t.element_size();
+      char* d = static_cast<char*>(out.data_ptr());
+      const char* s = static_cast<const char*>(t.data_ptr());
+      for (int64_t q = 0; q < kSample; ++q) {
+        std::memcpy(d + q * row, s + ip[q] * row, row);
+      }
+      benchmark::DoNotOptimize(out);
+    }
+  }
+}
+BENCHMARK(BM_RawMemcpyGather256);
+
+void BM_RbSample256(benchmark::State& state) {
+  auto& rb = filled().rb;
+  for (auto _ : state) benchmark::DoNotOptimize(rb.sample(kSample));
+}
+BENCHMARK(BM_RbSample256);
+
+// ---- extend(64)
+// -------------------------------------------------------------------
+
+void BM_RawNarrowCopy64(benchmark::State& state) {
+  auto bufs = make_leaves(kCapacity);
+  auto batch = make_leaves(kExtend);
+  int64_t c = 0;
+  for (auto _ : state) {
+    if (c + kExtend > kCapacity) c = 0;
+    for (size_t k = 0; k < bufs.size(); ++k) {
+      bufs[k].narrow(0, c, kExtend).copy_(batch[k]);
+    }
+    c += kExtend;
+  }
+}
+BENCHMARK(BM_RawNarrowCopy64);
+
+void BM_RbExtend64(benchmark::State& state) {
+  ReplayBuffer rb(ReplayBufferOptions(kCapacity).seed(0));
+  TensorDict batch = make_batch(make_leaves(kExtend), kExtend);
+  for (auto _ : state) benchmark::DoNotOptimize(rb.extend(batch));
+}
+BENCHMARK(BM_RbExtend64);
+
+// ---- add(row)
+// -----------------------------------------------------------------------
+
+void BM_RawRowCopyLoop(benchmark::State& state) {
+  auto bufs = make_leaves(kCapacity);
+  auto row = make_leaves(1);
+  for (auto& r : row) r = r[0];
+  int64_t i = 0;
+  for (auto _ : state) {
+    for (size_t k = 0; k < bufs.size(); ++k) bufs[k][i].copy_(row[k]);
+    i = (i + 1) % kCapacity;
+  }
+}
+BENCHMARK(BM_RawRowCopyLoop);
+
+void BM_RbAdd(benchmark::State& state) {
+  ReplayBuffer rb(ReplayBufferOptions(kCapacity).seed(0));
+  TensorDict row = make_batch(make_leaves(1), 1)[0];
+  for (auto _ : state) benchmark::DoNotOptimize(rb.add(row));
+}
+BENCHMARK(BM_RbAdd);
+
+// ---- Prioritized sample(256) at capacity 1e6
+// ---------------------------------------
+
+void BM_RbPrioritizedSample256Cap1M(benchmark::State& state) {
+  constexpr int64_t kBig = 1000000;
+  static ReplayBuffer* rb = [] {
+    auto* b = new ReplayBuffer(
+        ReplayBufferOptions(kBig).sampler(PrioritizedSampler()).seed(0));
+    for (int64_t k = 0; k < kBig / 100000; ++k) {
+      b->extend(make_batch(make_leaves(100000), 100000));
+    }
+    // Distinct priorities, as after training (not a flat tree).
+    for (int64_t k = 0; k < kBig; k += 100000) {
+      b->update_priority(torch::arange(k, k + 100000),
+                         torch::rand({100000}, at::kDouble) * 10);
+    }
+    return b;
+  }();
+  for (auto _ : state) benchmark::DoNotOptimize(rb->sample(kSample));
+}
+BENCHMARK(BM_RbPrioritizedSample256Cap1M);
+
+// Same storage size and batch, uniform sampler: what the gather alone costs
+// at this size (informational).
+void BM_RbUniformSample256Cap1M(benchmark::State& state) {
+  constexpr int64_t kBig = 1000000;
+  static ReplayBuffer* rb = [] {
+    auto* b = new ReplayBuffer(ReplayBufferOptions(kBig).seed(0));
+    for (int64_t k = 0; k < kBig / 100000; ++k) {
+      b->extend(make_batch(make_leaves(100000), 100000));
+    }
+    return b;
+  }();
+  for (auto _ : state) benchmark::DoNotOptimize(rb->sample(kSample));
+}
+BENCHMARK(BM_RbUniformSample256Cap1M);
+
+// ---- Memory while filling
+// ---------------------------------------------------------------
+
+size_t heap_in_use() {
+  struct mallinfo2 mi = mallinfo2();
+  return mi.uordblks + mi.hblkhd;
+}
+
+size_t status_kb(const char* field) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  const size_t n = std::strlen(field);
+  while (std::getline(f, line)) {
+    if (line.compare(0, n, field) == 0) return std::stoul(line.substr(n + 1));
+  }
+  return 0;
+}
+
+void report_memory() {
+  const int64_t batches = kCapacity / kExtend + 10;  // fill, then wrap a bit
+  auto leaves = make_leaves(kExtend);
+  TensorDict batch = make_batch(leaves, kExtend);
+  const size_t heap0 = heap_in_use();
+  const size_t hwm0 = status_kb("VmHWM:");
+  const size_t rss0 = status_kb("VmRSS:");
+  size_t peak = 0;
+  size_t storage_bytes = 0;
+  {
+    ReplayBuffer rb(ReplayBufferOptions(kCapacity).seed(0));
+    for (int64_t b = 0; b < batches; ++b) {
+      rb.extend(batch);
+      peak = std::max(peak, heap_in_use() - heap0);
+    }
+    for (const auto& k : rb.storage().keys(true, true)) {
+      storage_bytes += rb.storage().get(k).nbytes();
+    }
+    const size_t hwm = status_kb("VmHWM:");
+    std::printf(
+        "Memory while filling a capacity-%lld buffer with %lld extends of %lld "
+        "rows:\n  storage %.2f MB; peak heap in use (mallinfo2, after each "
+        "extend) +%.2f MB = %.3fx storage (target <= 1.10x: %s)\n  peak RSS "
+        "(VmHWM) grew by %.2f MB = %.3fx storage (RSS before: %.1f MB)\n\n",
+        static_cast<long long>(kCapacity), static_cast<long long>(batches),
+        static_cast<long long>(kExtend), storage_bytes / 1e6, peak / 1e6,
+        static_cast<double>(peak) / storage_bytes,
+        peak <= 1.1 * storage_bytes ? "met" : "NOT met",
+        (hwm > hwm0 ? hwm - hwm0 : 0) * 1024 / 1e6,
+        static_cast<double>((hwm > hwm0 ? hwm - hwm0 : 0) * 1024) /
+            storage_bytes,
+        rss0 / 1024.0);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  report_memory();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  tensordict_bench::CapturingReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  const auto& t = reporter.times();
+  auto ratio = [&](const char* what, const char* m, const char* b,
+                   double target) {
+    auto mi = t.find(m), bi = t.find(b);
+    if (mi == t.end() || bi == t.end()) return;
+    const double r = mi->second / bi->second;
+    if (target > 0) {
+      std::printf("  %-52s %8.3fx  (target <= %.2fx: %s)\n", what, r, target,
+                  r <= target ? "met" : "NOT met");
+    } else {
+      std::printf("  %-52s %8.3fx\n", what, r);
+    }
+  };
+  std::printf("\nRatios (measured / raw-LibTorch baseline, same run):\n");
+  ratio("sample(256) / (same RNG + index_select per key)", "BM_RbSample256",
+        "BM_RawIndexSelect256", 1.0);
+  ratio("sample(256) / (at::randint + index_select per key)", "BM_RbSample256",
+        "BM_RawRandintIndexSelect256", 0);
+  ratio("sample(256) / (same RNG + memcpy gather per key)", "BM_RbSample256",
+        "BM_RawMemcpyGather256", 0);
+  ratio("extend(64) / narrow().copy_() per key", "BM_RbExtend64",
+        "BM_RawNarrowCopy64", 1.2);
+  ratio("add(row) / buf[key][i].copy_(row[key]) per key", "BM_RbAdd",
+        "BM_RawRowCopyLoop", 0.25);
+  auto p = t.find("BM_RbPrioritizedSample256Cap1M");
+  if (p != t.end()) {
+    // Times are in the benchmark's default unit (ns).
+    std::printf("\nAbsolute:\n  %-52s %8.1f us  (target <= 100 us: %s)\n",
+                "prioritized sample(256) at capacity 1e6", p->second / 1e3,
+                p->second / 1e3 <= 100 ? "met" : "NOT met");
+  }
+  benchmark::Shutdown();
+  return 0;
+}

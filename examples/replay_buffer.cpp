@@ -1,0 +1,146 @@
+// The code of docs/tutorials/replay_buffer.md. Every claim the tutorial makes
+// is checked here with TORCH_CHECK, so CI fails if one stops being true.
+#include <tensordict/tensordict.h>
+
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using tensordict::PrioritizedSampler;
+using tensordict::ReplayBuffer;
+using tensordict::ReplayBufferOptions;
+using tensordict::SamplerWithoutReplacement;
+using tensordict::SliceSampler;
+using tensordict::TensorDict;
+
+// One environment step of `n` parallel environments.
+TensorDict make_step(int64_t n) {
+  return TensorDict({{"obs", torch::rand({n, 64})},
+                     {"action", torch::rand({n, 4})},
+                     {"reward", torch::rand({n, 1})},
+                     {"done", torch::zeros({n, 1}, torch::kBool)},
+                     {{"next", "obs"}, torch::rand({n, 64})}},
+                    {n});
+}
+
+// "[3, 0, 1]": an integer tensor's values on one line.
+std::string str(const at::Tensor& t) {
+  at::Tensor c = t.to(torch::kLong).contiguous();
+  std::string out = "[";
+  for (int64_t k = 0; k < c.numel(); ++k) {
+    out += (k ? ", " : "") + std::to_string(c.data_ptr<int64_t>()[k]);
+  }
+  return out + "]";
+}
+
+int main() {
+  torch::manual_seed(0);  // the data; the buffers have their own seeds
+  // ---- A buffer and its lazy storage ----------------------------------------
+  ReplayBuffer rb(ReplayBufferOptions(1000).seed(0));
+  TORCH_CHECK(rb.storage().empty() && rb.size() == 0);
+
+  rb.extend(make_step(8));  // allocates 1000 rows, writes rows 0..7
+  TensorDict storage = rb.storage();
+  std::cout << storage << "\n";
+  TORCH_CHECK(storage.get("obs").sizes() == at::IntArrayRef({1000, 64}));
+  TORCH_CHECK(rb.size() == 8 && rb.cursor() == 8);
+
+  TensorDict row = make_step(1)[0];  // batch size []
+  int64_t i = rb.add(row);
+  TORCH_CHECK(i == 8 && (rb.storage()[8] == row).all());
+  TORCH_CHECK(rb.storage().get("obs").is_same(storage.get("obs")));
+
+  // ---- Circular writes ------------------------------------------------------
+  ReplayBuffer small(ReplayBufferOptions(4));
+  small.extend(TensorDict({{"x", torch::arange(3)}}, {3}));  // rows 0, 1, 2
+  at::Tensor where =
+      small.extend(TensorDict({{"x", torch::arange(3, 6)}}, {3}));
+  std::cout << str(where) << " " << str(small.storage().get("x")) << "\n";
+  TORCH_CHECK(at::equal(where, torch::tensor({3, 0, 1})));
+  TORCH_CHECK(at::equal(small.storage().get("x"), torch::tensor({4, 5, 2, 3})));
+  TORCH_CHECK(small.size() == 4 && small.cursor() == 2);
+
+  small.extend(TensorDict({{"x", torch::arange(10, 20)}}, {10}));  // > capacity
+  TORCH_CHECK(at::equal(std::get<0>(small.storage().get("x").sort()),
+                        torch::tensor({16, 17, 18, 19})));
+
+  // ---- Sampling -------------------------------------------------------------
+  auto [batch, info] = rb.sample(32);
+  TORCH_CHECK(batch.batch_size() == at::IntArrayRef({32}));
+  TORCH_CHECK((batch == rb.storage()[info.index].value()).all());
+  TORCH_CHECK(!info.weight.defined());  // only the prioritized sampler weighs
+
+  // ---- Without replacement --------------------------------------------------
+  ReplayBuffer epochs(
+      ReplayBufferOptions(100).sampler(SamplerWithoutReplacement()).seed(0));
+  epochs.extend(TensorDict({{"x", torch::arange(10)}}, {10}));
+  at::Tensor seen = torch::cat(
+      {epochs.sample(5).second.index, epochs.sample(5).second.index});
+  std::cout << str(seen) << "\n";
+  TORCH_CHECK(at::equal(std::get<0>(seen.sort()), torch::arange(10)));
+
+  // ---- Prioritized ----------------------------------------------------------
+  ReplayBuffer per(ReplayBufferOptions(1000)
+                       .sampler(PrioritizedSampler().alpha(0.6).beta(0.4))
+                       .seed(0));
+  per.extend(make_step(100));
+  auto [b, pinfo] = per.sample(64);
+  at::Tensor td_error = torch::rand({64});  // stands for |Q - target|
+  per.update_priority(pinfo.index, td_error);
+  at::Tensor loss_weight = pinfo.weight;  // [64], max 1
+  TORCH_CHECK(loss_weight.max().item<float>() <= 1.0f);
+  // Row 0 gets a huge priority: it now dominates the samples.
+  per.update_priority(torch::tensor({0}), torch::tensor({10000.0}));
+  at::Tensor idx = per.sample(1000).second.index;
+  const double share = idx.eq(0).sum().item<double>() / 1000;
+  std::cout << "share of row 0: " << share << "\n";
+  TORCH_CHECK(share > 0.5);
+
+  // ---- Slices of trajectories -----------------------------------------------
+  ReplayBuffer traj(ReplayBufferOptions(100).sampler(SliceSampler(4)).seed(0));
+  // Two episodes of 6 and 10 steps; ("next", "done") ends each.
+  at::Tensor done = torch::zeros({16, 1}, torch::kBool);
+  done[5] = true;
+  done[15] = true;
+  at::Tensor episode = torch::cat({torch::zeros({6}), torch::ones({10})});
+  traj.extend(TensorDict({{"episode", episode},
+                          {"t", torch::arange(16)},
+                          {{"next", "done"}, done}},
+                         {16}));
+  auto [slices, sinfo] = traj.sample(8);  // 2 slices of 4 steps
+  std::cout << str(slices.get("t")) << "\n";
+  for (int64_t s = 0; s < 8; s += 4) {
+    at::Tensor ep = slices.get("episode").narrow(0, s, 4);
+    at::Tensor t = slices.get("t").narrow(0, s, 4);
+    TORCH_CHECK((ep == ep[0]).all().item<bool>());       // one episode
+    TORCH_CHECK(at::equal(t - t[0], torch::arange(4)));  // consecutive steps
+  }
+
+  // ---- Threads: producers extend while a learner samples --------------------
+  ReplayBuffer shared(ReplayBufferOptions(10000).seed(0));
+  std::vector<std::thread> producers;
+  for (int p = 0; p < 2; ++p) {
+    producers.emplace_back([&shared] {
+      for (int k = 0; k < 100; ++k) shared.extend(make_step(16));
+    });
+  }
+  int64_t sampled = 0;
+  while (sampled < 50) {
+    if (shared.empty()) continue;
+    auto [data, unused] = shared.sample(64);
+    sampled += 1;
+  }
+  for (auto& t : producers) t.join();
+  TORCH_CHECK(shared.size() == 2 * 100 * 16);
+
+  // ---- Errors leave the buffer unchanged ------------------------------------
+  try {
+    rb.add(TensorDict({{"obs", torch::rand({64})}}, {}));
+    TORCH_CHECK(false, "expected an error");
+  } catch (const c10::Error& e) {
+    std::cout << e.msg() << "\n";
+  }
+  TORCH_CHECK(rb.size() == 9 && rb.cursor() == 9);
+  return 0;
+}

@@ -1,0 +1,195 @@
+// Internal: the sum and min segment trees behind PrioritizedSampler.
+//
+// The min tree is a complete binary tree stored in one array (node 1 is the
+// root, node k has children 2k and 2k+1, leaf i is node `leaves + i`), with a
+// power-of-two number of leaves >= capacity. The sum tree is 8-ary (see
+// below). `set` is O(log N) in both; the sum tree's prefix-sum search is
+// O(log N) per query and walks a whole batch of queries level by level, so
+// that the memory loads of different queries overlap (at capacity 1e6 the
+// lower levels do not fit in cache).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <new>
+#include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+namespace tensordict {
+namespace detail {
+
+template <typename Op>
+class SegmentTree {
+ public:
+  explicit SegmentTree(int64_t capacity) {
+    leaves_ = 1;
+    while (leaves_ < capacity) leaves_ *= 2;
+    tree_.assign(static_cast<size_t>(2 * leaves_), Op::identity());
+  }
+
+  /// Leaf `i` := `v`, then every ancestor recomputed from its children (no
+  /// accumulated rounding drift).
+  void set(int64_t i, double v) {
+    size_t k = static_cast<size_t>(leaves_ + i);
+    tree_[k] = v;
+    for (k /= 2; k >= 1; k /= 2) {
+      tree_[k] = Op::combine(tree_[2 * k], tree_[2 * k + 1]);
+    }
+  }
+  [[nodiscard]] double get(int64_t i) const {
+    return tree_[static_cast<size_t>(leaves_ + i)];
+  }
+  /// The reduction over every leaf.
+  [[nodiscard]] double root() const { return tree_[1]; }
+  /// Every leaf back to the identity.
+  void reset() { std::fill(tree_.begin(), tree_.end(), Op::identity()); }
+
+ protected:
+  int64_t leaves_ = 1;
+  std::vector<double> tree_;
+};
+
+struct MinOp {
+  static double identity() { return std::numeric_limits<double>::infinity(); }
+  static double combine(double a, double b) { return a < b ? a : b; }
+};
+
+/// Zero-initialized doubles; a large array is 2 MiB-aligned and backed by
+/// transparent huge pages where Linux allows it (random descents through a
+/// tree of 1e6 leaves otherwise miss the TLB at nearly every level).
+class NodeArray {
+ public:
+  NodeArray() = default;
+  NodeArray(const NodeArray&) = delete;
+  NodeArray& operator=(const NodeArray&) = delete;
+  ~NodeArray() { std::free(data_); }
+
+  void allocate(size_t n) {
+    constexpr size_t kHuge = size_t{2} << 20;
+    size_t bytes = std::max<size_t>(n, 1) * sizeof(double);
+    const size_t align = bytes >= 2 * kHuge ? kHuge : 64;
+    bytes = (bytes + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, bytes);
+    if (p == nullptr) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (align == kHuge) (void)madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    std::free(data_);
+    data_ = static_cast<double*>(p);
+    n_ = n;
+    zero();
+  }
+  void zero() { std::fill(data_, data_ + n_, 0.0); }
+  [[nodiscard]] double* data() { return data_; }
+  [[nodiscard]] const double* data() const { return data_; }
+
+ private:
+  double* data_ = nullptr;
+  size_t n_ = 0;
+};
+
+/// The sum tree is 8-ary: a node's 8 children are one 64-byte cache line, so
+/// a prefix-sum search at capacity 1e6 touches 7 lines per query instead of
+/// the 20 nodes of a binary tree.
+class SumSegmentTree {
+ public:
+  static constexpr int64_t kFanout = 8;
+
+  explicit SumSegmentTree(int64_t capacity) {
+    // levels_[0] is the root; the last level holds the leaves. Each level is
+    // padded to a whole number of child groups (the padding stays 0).
+    std::vector<int64_t> counts;
+    for (int64_t n = std::max<int64_t>(capacity, 1);;
+         n = (n + kFanout - 1) / kFanout) {
+      counts.push_back(n);
+      if (n == 1) break;
+    }
+    std::reverse(counts.begin(), counts.end());
+    if (counts.size() == 1) counts.push_back(1);  // a root above one leaf
+    offsets_.resize(counts.size() + 1);
+    last_.resize(counts.size());
+    offsets_[0] = 0;
+    for (size_t d = 0; d < counts.size(); ++d) {
+      // Level d starts on a cache line (the root level is padded to 8 too).
+      const int64_t padded = (counts[d] + kFanout - 1) / kFanout * kFanout;
+      offsets_[d + 1] = offsets_[d] + static_cast<size_t>(padded);
+      last_[d] = counts[d] - 1;
+    }
+    nodes_.allocate(offsets_.back());
+  }
+
+  /// Leaf `i` := `v`, then every ancestor recomputed from its children (no
+  /// accumulated rounding drift). O(log N).
+  void set(int64_t i, double v) {
+    size_t d = last_.size() - 1;
+    auto j = static_cast<size_t>(i);
+    level(d)[j] = v;
+    while (d > 0) {
+      const double* c = level(d) + j / kFanout * kFanout;
+      double s = 0;
+      for (int64_t k = 0; k < kFanout; ++k) s += c[k];
+      --d;
+      j /= kFanout;
+      level(d)[j] = s;
+    }
+  }
+  [[nodiscard]] double get(int64_t i) const {
+    return level(last_.size() - 1)[static_cast<size_t>(i)];
+  }
+  [[nodiscard]] double root() const { return nodes_.data()[0]; }
+  void reset() { nodes_.zero(); }
+
+  /// For each `mass[q]` in `[0, root())`, the smallest leaf `i` whose
+  /// inclusive prefix sum exceeds it, written to `out[q]`. Leaves of
+  /// priority 0 are never returned, except for a mass at or past the total
+  /// (rounding), which gives the last leaf (index capacity - 1), whatever
+  /// its priority: the caller clamps it to its last written row. The
+  /// queries walk down level by level together, so that their cache misses
+  /// overlap. O(log N) per query.
+  void find_prefix(double* mass, int64_t n, int64_t* out) const {
+    for (int64_t q = 0; q < n; ++q) out[q] = 0;
+    const size_t depth = last_.size();
+    for (size_t d = 1; d < depth; ++d) {
+      const double* nodes = level(d);
+      for (int64_t q = 0; q < n; ++q) {
+        const double* c = nodes + out[q] * kFanout;
+        const double m = mass[q];
+        // Children before the chosen one: those whose running sum is <= m
+        // (the running sums only grow). Branch-free.
+        double acc = 0, before = 0;
+        int64_t k = 0;
+        for (int64_t j = 0; j + 1 < kFanout; ++j) {
+          acc += c[j];
+          const bool skip = acc <= m;
+          k += skip ? 1 : 0;
+          before = skip ? acc : before;
+        }
+        mass[q] = m - before;
+        // A mass at or past the total (rounding) must not walk into the
+        // padding, whose children lie past the next level's end.
+        out[q] = std::min(out[q] * kFanout + k, last_[d]);
+        if (d + 1 < depth) __builtin_prefetch(level(d + 1) + out[q] * kFanout);
+      }
+    }
+  }
+
+ private:
+  [[nodiscard]] double* level(size_t d) { return nodes_.data() + offsets_[d]; }
+  [[nodiscard]] const double* level(size_t d) const {
+    return nodes_.data() + offsets_[d];
+  }
+
+  NodeArray nodes_;              // every level, root first
+  std::vector<size_t> offsets_;  // level d is nodes_[offsets_[d]...]
+  std::vector<int64_t> last_;    // per level: the last node that is not padding
+};
+
+using MinSegmentTree = SegmentTree<MinOp>;
+
+}  // namespace detail
+}  // namespace tensordict

@@ -1,0 +1,675 @@
+// Tests of ReplayBuffer: lazy circular storage, the four samplers, thread
+// safety and the all-or-nothing errors.
+#include <gtest/gtest.h>
+#include <tensordict/tensordict.h>
+
+#include <atomic>
+#include <map>
+#include <numeric>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+namespace {
+
+using tensordict::PrioritizedSampler;
+using tensordict::RandomSampler;
+using tensordict::ReplayBuffer;
+using tensordict::ReplayBufferOptions;
+using tensordict::SamplerWithoutReplacement;
+using tensordict::SliceSampler;
+using tensordict::TensorDict;
+using tensordict_test::ExpectThrowsMsg;
+using tensordict_test::ExpectUnchanged;
+using tensordict_test::TakeSnapshot;
+
+// A batch of `n` rows whose every element of row k is `first + k`.
+TensorDict Rows(int64_t n, float first) {
+  at::Tensor v = torch::arange(n, torch::kFloat) + first;
+  return TensorDict(
+      {{"obs", v.unsqueeze(1).expand({n, 3}).contiguous()},
+       {"done", torch::zeros({n, 1}, torch::kBool)},
+       {{"next", "obs"}, v.unsqueeze(1).expand({n, 3}).contiguous()}},
+      {n});
+}
+
+TensorDict Row(float value) { return Rows(1, value)[0]; }
+
+// Column 0 of "obs", as a vector (one value per row).
+std::vector<float> ObsValues(const TensorDict& td) {
+  at::Tensor c = td.get("obs").select(1, 0).contiguous();
+  return {c.data_ptr<float>(), c.data_ptr<float>() + c.numel()};
+}
+
+std::vector<int64_t> Vec(const at::Tensor& t) {
+  at::Tensor c = t.to(at::kLong).contiguous();
+  return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
+}
+
+// ---- Storage ----------------------------------------------------------------
+
+TEST(ReplayBufferTest, StorageIsAllocatedLazilyFromTheFirstRow) {
+  ReplayBuffer rb(ReplayBufferOptions(5).seed(0));
+  EXPECT_TRUE(rb.storage().empty());
+  EXPECT_EQ(rb.storage().batch_size().vec(), std::vector<int64_t>({5}));
+  EXPECT_EQ(rb.size(), 0);
+  EXPECT_TRUE(rb.empty());
+  EXPECT_EQ(rb.capacity(), 5);
+
+  EXPECT_EQ(rb.add(Row(7)), 0);
+  TensorDict st = rb.storage();
+  EXPECT_EQ(st.keys(true, true),
+            tensordict_test::Keys({"obs", "done", {"next", "obs"}}));
+  EXPECT_EQ(st.get("obs").sizes().vec(), std::vector<int64_t>({5, 3}));
+  EXPECT_EQ(st.get("done").sizes().vec(), std::vector<int64_t>({5, 1}));
+  EXPECT_EQ(st.get("done").scalar_type(), at::kBool);
+  EXPECT_EQ(st.get_tensordict("next").batch_size().vec(),
+            std::vector<int64_t>({5}));
+  EXPECT_EQ(ObsValues(st), std::vector<float>({7, 0, 0, 0, 0}));
+  EXPECT_EQ(rb.size(), 1);
+  EXPECT_EQ(rb.cursor(), 1);
+}
+
+TEST(ReplayBufferTest, AddWritesInPlaceAndWrapsAroundOverwritingTheOldest) {
+  ReplayBuffer rb(ReplayBufferOptions(3));
+  rb.add(Row(0));
+  at::Tensor obs = rb.storage().get("obs");
+  std::vector<int64_t> where;
+  for (int k = 1; k < 5; ++k)
+    where.push_back(rb.add(Row(static_cast<float>(k))));
+  EXPECT_EQ(where, std::vector<int64_t>({1, 2, 0, 1}));
+  EXPECT_TRUE(rb.storage().get("obs").is_same(obs));
+  EXPECT_EQ(ObsValues(rb.storage()), std::vector<float>({3, 4, 2}));
+  EXPECT_EQ(rb.size(), 3);
+  EXPECT_EQ(rb.cursor(), 2);
+}
+
+TEST(ReplayBufferTest, ExtendAcrossTheEndIsWrittenInTwoPieces) {
+  ReplayBuffer rb(ReplayBufferOptions(5));
+  EXPECT_EQ(Vec(rb.extend(Rows(3, 0))), std::vector<int64_t>({0, 1, 2}));
+  EXPECT_EQ(Vec(rb.extend(Rows(4, 3))), std::vector<int64_t>({3, 4, 0, 1}));
+  EXPECT_EQ(ObsValues(rb.storage()), std::vector<float>({5, 6, 2, 3, 4}));
+  EXPECT_TRUE(
+      at::equal(rb.storage().get({"next", "obs"}), rb.storage().get("obs")));
+  EXPECT_EQ(rb.size(), 5);
+  EXPECT_EQ(rb.cursor(), 2);
+}
+
+TEST(ReplayBufferTest, ExtendLargerThanCapacityKeepsItsLastCapacityRows) {
+  ReplayBuffer rb(ReplayBufferOptions(4));
+  rb.add(Row(-1));
+  at::Tensor written = rb.extend(Rows(10, 10));
+  // Row j of the batch lands where a one-by-one write would put it:
+  // (1 + j) % 4; the last 4 rows (16..19) survive.
+  EXPECT_EQ(Vec(written), std::vector<int64_t>({3, 0, 1, 2}));
+  EXPECT_EQ(ObsValues(rb.storage()), std::vector<float>({17, 18, 19, 16}));
+  EXPECT_EQ(rb.size(), 4);
+  EXPECT_EQ(rb.cursor(), 3);
+}
+
+TEST(ReplayBufferTest, NonContiguousRowsAreCopiedThroughTheGeneralPath) {
+  ReplayBuffer rb(ReplayBufferOptions(4));
+  rb.extend(Rows(2, 0));
+  TensorDict batch = Rows(2, 5);
+  at::Tensor strided = torch::tensor({{5.f, 6.f}, {5.f, 6.f}, {5.f, 6.f}}).t();
+  ASSERT_FALSE(strided.is_contiguous());
+  batch.set("obs", strided);
+  rb.extend(batch);
+  EXPECT_EQ(ObsValues(rb.storage()), std::vector<float>({0, 1, 5, 6}));
+  EXPECT_TRUE(
+      at::equal(rb.storage().get("obs"), rb.storage().get({"next", "obs"})));
+}
+
+TEST(ReplayBufferTest, LeavesWithoutElementsAreStoredAndSampled) {
+  ReplayBuffer rb(ReplayBufferOptions(4).seed(0));
+  rb.extend(TensorDict(
+      {{"x", torch::arange(3)}, {"none", torch::zeros({3, 0})}}, {3}));
+  rb.add(TensorDict({{"x", torch::tensor(3)}, {"none", torch::zeros({0})}},
+                    {}));
+  auto [data, info] = rb.sample(5);
+  EXPECT_EQ(data.get("none").sizes().vec(), std::vector<int64_t>({5, 0}));
+  EXPECT_TRUE(at::equal(data.get("x"), info.index));
+}
+
+TEST(ReplayBufferTest, ClearForgetsTheRowsButKeepsTheStorage) {
+  ReplayBuffer rb(ReplayBufferOptions(4).seed(1));
+  rb.extend(Rows(3, 0));
+  at::Tensor obs = rb.storage().get("obs");
+  rb.clear();
+  EXPECT_EQ(rb.size(), 0);
+  EXPECT_EQ(rb.cursor(), 0);
+  EXPECT_TRUE(rb.storage().get("obs").is_same(obs));
+  ExpectThrowsMsg([&] { (void)rb.sample(2); },
+                  "ReplayBuffer::sample: the buffer is empty");
+  rb.add(Row(9));
+  auto [data, info] = rb.sample(4);
+  EXPECT_EQ(Vec(info.index), std::vector<int64_t>({0, 0, 0, 0}));
+  EXPECT_EQ(ObsValues(data), std::vector<float>({9, 9, 9, 9}));
+}
+
+// ---- Sampling
+// -----------------------------------------------------------------
+
+TEST(ReplayBufferTest, SampleReturnsACopyOfTheIndexedRows) {
+  ReplayBuffer rb(ReplayBufferOptions(10).seed(3));
+  rb.extend(Rows(6, 100));
+  auto [data, info] = rb.sample(32);
+  EXPECT_EQ(data.batch_size().vec(), std::vector<int64_t>({32}));
+  EXPECT_EQ(data.get_tensordict("next").batch_size().vec(),
+            std::vector<int64_t>({32}));
+  EXPECT_EQ(info.index.scalar_type(), at::kLong);
+  EXPECT_FALSE(info.weight.defined());
+  auto idx = Vec(info.index);
+  auto obs = ObsValues(data);
+  for (size_t k = 0; k < idx.size(); ++k) {
+    ASSERT_GE(idx[k], 0);
+    ASSERT_LT(idx[k], 6);
+    EXPECT_EQ(obs[k], 100.f + static_cast<float>(idx[k]));
+  }
+  EXPECT_TRUE((data == rb.storage()[info.index].value()).all());
+  data.get("obs").fill_(-1);
+  EXPECT_EQ(ObsValues(rb.storage())[0], 100.f);
+}
+
+TEST(ReplayBufferTest, UniformSamplingDrawsEveryRowAboutEquallyOften) {
+  ReplayBuffer rb(ReplayBufferOptions(8).seed(11));
+  rb.extend(Rows(8, 0));
+  std::vector<int64_t> counts(8, 0);
+  const int64_t draws = 40000;
+  for (int64_t b = 0; b < draws / 400; ++b) {
+    for (int64_t i : Vec(rb.sample(400).second.index)) ++counts[i];
+  }
+  double chi2 = 0;
+  for (int64_t c : counts) {
+    const double e = draws / 8.0;
+    chi2 += (c - e) * (c - e) / e;
+  }
+  EXPECT_LT(chi2, 24.32);  // chi-square, 7 dof, p = 0.001
+}
+
+TEST(ReplayBufferTest, SamplingIsReproducibleFromTheSeed) {
+  ReplayBuffer a(ReplayBufferOptions(50).seed(42));
+  ReplayBuffer b(ReplayBufferOptions(50).seed(42));
+  a.extend(Rows(50, 0));
+  b.extend(Rows(50, 0));
+  at::Tensor ia = a.sample(20).second.index;
+  EXPECT_TRUE(at::equal(ia, b.sample(20).second.index));
+  at::Tensor ia2 = a.sample(20).second.index;
+  EXPECT_FALSE(at::equal(ia, ia2));
+  a.manual_seed(42);
+  EXPECT_TRUE(at::equal(a.sample(20).second.index, ia));
+}
+
+TEST(ReplayBufferTest, WithoutReplacementCoversEveryIndexOncePerEpoch) {
+  ReplayBuffer rb(
+      ReplayBufferOptions(10).sampler(SamplerWithoutReplacement()).seed(5));
+  rb.extend(Rows(10, 0));
+  const std::vector<int64_t> all = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    auto first = Vec(rb.sample(5).second.index);
+    auto second = Vec(rb.sample(5).second.index);
+    first.insert(first.end(), second.begin(), second.end());
+    std::sort(first.begin(), first.end());
+    EXPECT_EQ(first, all) << "epoch " << epoch;
+  }
+  // A batch that straddles the end of an epoch is completed from the next:
+  // the first 10 draws of 4 + 4 + 4 are one epoch.
+  std::vector<int64_t> draws;
+  for (int k = 0; k < 3; ++k) {
+    auto v = Vec(rb.sample(4).second.index);
+    draws.insert(draws.end(), v.begin(), v.end());
+  }
+  std::vector<int64_t> epoch(draws.begin(), draws.begin() + 10);
+  std::sort(epoch.begin(), epoch.end());
+  EXPECT_EQ(epoch, all);
+}
+
+TEST(ReplayBufferTest, WithoutReplacementDropLastStartsANewEpochForAShortRest) {
+  ReplayBuffer rb(ReplayBufferOptions(10)
+                      .sampler(SamplerWithoutReplacement().drop_last(true))
+                      .seed(5));
+  rb.extend(Rows(10, 0));
+  for (int k = 0; k < 4; ++k) {
+    auto a = Vec(rb.sample(4).second.index);
+    auto b = Vec(rb.sample(4).second.index);
+    // Two batches of one epoch never repeat an index; the rest (2) is dropped.
+    std::set<int64_t> s(a.begin(), a.end());
+    s.insert(b.begin(), b.end());
+    EXPECT_EQ(s.size(), 8u);
+  }
+  ExpectThrowsMsg(
+      [&] { (void)rb.sample(11); },
+      "ReplayBuffer::sample: batch_size 11 exceeds the buffer's size 10 "
+      "(SamplerWithoutReplacement with drop_last)");
+}
+
+TEST(ReplayBufferTest, WithoutReplacementRenewsTheEpochWhenTheSizeChanges) {
+  ReplayBuffer rb(
+      ReplayBufferOptions(20).sampler(SamplerWithoutReplacement()).seed(8));
+  rb.extend(Rows(10, 0));
+  (void)rb.sample(7);
+  rb.add(Row(10));
+  auto v = Vec(rb.sample(11).second.index);
+  std::sort(v.begin(), v.end());
+  std::vector<int64_t> all(11);
+  std::iota(all.begin(), all.end(), 0);
+  EXPECT_EQ(v, all);
+}
+
+// ---- Prioritized
+// ----------------------------------------------------------------
+
+TEST(ReplayBufferTest, PrioritizedFrequenciesMatchThePriorities) {
+  ReplayBuffer rb(ReplayBufferOptions(8)
+                      .sampler(PrioritizedSampler().alpha(0.7).beta(0.5).eps(0))
+                      .seed(2024));
+  rb.extend(Rows(8, 0));
+  const std::vector<double> prio = {1, 2, 3, 4, 5, 6, 7, 8};
+  rb.update_priority(torch::arange(8), torch::tensor(prio));
+  std::vector<double> p(8);
+  double total = 0;
+  for (int i = 0; i < 8; ++i) total += p[i] = std::pow(prio[i], 0.7);
+  std::vector<int64_t> counts(8, 0);
+  const int64_t draws = 50000;
+  for (int64_t b = 0; b < draws / 500; ++b) {
+    auto [data, info] = rb.sample(500);
+    auto idx = Vec(info.index);
+    const float* w = info.weight.data_ptr<float>();
+    for (size_t k = 0; k < idx.size(); ++k) {
+      ++counts[idx[k]];
+      // (N P(i))^-beta / max weight == (p_i / p_min)^-beta
+      ASSERT_NEAR(w[k], std::pow(p[idx[k]] / p[0], -0.5), 1e-6);
+    }
+    EXPECT_EQ(info.weight.scalar_type(), at::kFloat);
+  }
+  double chi2 = 0;
+  for (int i = 0; i < 8; ++i) {
+    const double e = draws * p[i] / total;
+    chi2 += (counts[i] - e) * (counts[i] - e) / e;
+  }
+  EXPECT_LT(chi2, 24.32);  // chi-square, 7 dof, p = 0.001
+  // A wrong distribution (uniform) is far outside that bound.
+  double chi2_uniform = 0;
+  for (int i = 0; i < 8; ++i) {
+    const double e = draws / 8.0;
+    chi2_uniform += (counts[i] - e) * (counts[i] - e) / e;
+  }
+  EXPECT_GT(chi2_uniform, 1000);
+}
+
+TEST(ReplayBufferTest, PrioritizedNewRowsGetTheLargestPrioritySeen) {
+  ReplayBuffer rb(ReplayBufferOptions(4)
+                      .sampler(PrioritizedSampler().alpha(1).beta(1).eps(0))
+                      .seed(1));
+  rb.extend(Rows(2, 0));
+  rb.update_priority(torch::tensor({0, 1}), torch::tensor({6.0, 2.0}));
+  rb.add(Row(2));  // priority 6
+  // With beta = 1, weight = p_min / p_i: 1/3 for rows 0 and 2, 1 for row 1.
+  std::map<int64_t, float> weight;
+  auto [data, info] = rb.sample(200);
+  auto idx = Vec(info.index);
+  for (size_t k = 0; k < idx.size(); ++k) {
+    weight[idx[k]] = info.weight[static_cast<int64_t>(k)].item<float>();
+  }
+  ASSERT_EQ(weight.size(), 3u);
+  EXPECT_FLOAT_EQ(weight[0], 1.f / 3);
+  EXPECT_FLOAT_EQ(weight[1], 1.f);
+  EXPECT_FLOAT_EQ(weight[2], 1.f / 3);
+}
+
+TEST(ReplayBufferTest, PrioritizedNeverSamplesAZeroPriorityRow) {
+  ReplayBuffer rb(ReplayBufferOptions(16)
+                      .sampler(PrioritizedSampler().alpha(1).eps(0))
+                      .seed(4));
+  rb.extend(Rows(10, 0));
+  rb.update_priority(torch::arange(10),
+                     torch::tensor({0., 0., 1., 0., 0., 0., 0., 3., 0., 0.}));
+  auto idx = Vec(rb.sample(1000).second.index);
+  std::set<int64_t> seen(idx.begin(), idx.end());
+  EXPECT_EQ(seen, std::set<int64_t>({2, 7}));
+}
+
+// ---- Slices
+// ---------------------------------------------------------------------
+
+// Trajectories of the given lengths, with "traj" ids from `first_id` and
+// ("next", "done") set on each trajectory's last row; "t" counts rows.
+TensorDict Trajectories(const std::vector<int64_t>& lengths, int64_t first_id,
+                        int64_t first_t) {
+  std::vector<int64_t> ids;
+  std::vector<uint8_t> done;
+  for (size_t j = 0; j < lengths.size(); ++j) {
+    for (int64_t k = 0; k < lengths[j]; ++k) {
+      ids.push_back(first_id + static_cast<int64_t>(j));
+      done.push_back(k == lengths[j] - 1);
+    }
+  }
+  const auto n = static_cast<int64_t>(ids.size());
+  return TensorDict(
+      {{"traj", torch::tensor(ids)},
+       {"t", torch::arange(first_t, first_t + n)},
+       {{"next", "done"},
+        torch::tensor(std::vector<int64_t>(done.begin(), done.end()))
+            .to(torch::kBool)
+            .unsqueeze(1)}},
+      {n});
+}
+
+// Checks that every slice of `len` rows is one trajectory, consecutive in
+// time; returns whether some slice crosses the end of the storage.
+bool CheckSlices(const TensorDict& data, const at::Tensor& index, int64_t len,
+                 int64_t capacity) {
+  auto traj = Vec(data.get("traj"));
+  auto t = Vec(data.get("t"));
+  auto idx = Vec(index);
+  bool crossed = false;
+  for (size_t s = 0; s < traj.size(); s += static_cast<size_t>(len)) {
+    for (int64_t j = 1; j < len; ++j) {
+      EXPECT_EQ(traj[s + j], traj[s]) << "slice at " << s;
+      EXPECT_EQ(t[s + j], t[s] + j) << "slice at " << s;
+      EXPECT_EQ(idx[s + j], (idx[s + j - 1] + 1) % capacity);
+      if (idx[s + j] == 0) crossed = true;
+    }
+  }
+  return crossed;
+}
+
+TEST(ReplayBufferTest, SlicesNeverCrossADoneBoundaryEvenAcrossTheWrap) {
+  ReplayBuffer rb(ReplayBufferOptions(20).sampler(SliceSampler(4)).seed(9));
+  rb.extend(Trajectories({5, 3, 7, 2, 3}, 0, 0));  // rows 0..19
+  rb.extend(Trajectories({6}, 5, 20));             // rows 0..5 overwritten
+  // Timeline from the cursor (6): id 1 (rows 6..7), id 2 (8..14), id 3
+  // (15..16), id 4 (17..19), then id 5 (rows 0..5): row 19's done flag ends
+  // id 4, so no slice runs from row 19 into row 0.
+  bool crossed = false;
+  for (int k = 0; k < 50; ++k) {
+    auto [data, info] = rb.sample(12);
+    EXPECT_EQ(data.batch_size().vec(), std::vector<int64_t>({12}));
+    crossed |= CheckSlices(data, info.index, 4, 20);
+  }
+  EXPECT_FALSE(crossed);  // no trajectory spans rows 19 -> 0 here
+
+  // Now a trajectory that does cross the end: id 2 is rows 8, 9, 0, 1, 2.
+  ReplayBuffer wrap(ReplayBufferOptions(10).sampler(SliceSampler(3)).seed(9));
+  wrap.extend(Trajectories({4, 4}, 0, 0));  // rows 0..7
+  wrap.extend(Trajectories({5, 3}, 2, 8));  // rows 8,9,0,1,2 + 3,4,5
+  bool wrapped = false;
+  for (int k = 0; k < 50; ++k) {
+    auto [data, info] = wrap.sample(9);
+    wrapped |= CheckSlices(data, info.index, 3, 10);
+  }
+  EXPECT_TRUE(wrapped);  // trajectory 2 (rows 8, 9, 0, 1, 2) was sampled
+}
+
+TEST(ReplayBufferTest, SlicesFollowTheTrajectoryKeyAcrossTheWrap) {
+  auto options =
+      ReplayBufferOptions(10)
+          .sampler(SliceSampler(3).traj_key(tensordict::NestedKey("traj")))
+          .seed(13);
+  ReplayBuffer rb(options);
+  TensorDict a = Trajectories({4, 4}, 0, 0);
+  TensorDict b = Trajectories({5, 3}, 2, 8);
+  // Without done flags, only the ids separate trajectories.
+  a.get({"next", "done"}).zero_();
+  b.get({"next", "done"}).zero_();
+  rb.extend(a);
+  rb.extend(b);
+  bool wrapped = false;
+  std::set<int64_t> ids;
+  for (int k = 0; k < 50; ++k) {
+    auto [data, info] = rb.sample(6);
+    wrapped |= CheckSlices(data, info.index, 3, 10);
+    for (int64_t id : Vec(data.get("traj"))) ids.insert(id);
+  }
+  EXPECT_TRUE(wrapped);
+  // Trajectory 1 has only 2 rows left (6, 7): too short for a slice.
+  EXPECT_EQ(ids, std::set<int64_t>({2, 3}));
+}
+
+TEST(ReplayBufferTest, SliceSamplerErrorsNameTheProblem) {
+  ReplayBuffer rb(ReplayBufferOptions(10).sampler(SliceSampler(4)).seed(0));
+  rb.extend(Trajectories({3, 2}, 0, 0));
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { (void)rb.sample(6); },
+      "ReplayBuffer::sample: batch_size 6 is not a multiple of the "
+      "SliceSampler's slice_len 4");
+  ExpectThrowsMsg(
+      [&] { (void)rb.sample(8); },
+      "ReplayBuffer::sample: no stored trajectory has slice_len 4 rows (2 "
+      "trajectories in 5 rows)");
+  ReplayBuffer no_key(ReplayBufferOptions(10).sampler(SliceSampler(2)));
+  no_key.extend(Rows(4, 0));
+  ExpectThrowsMsg(
+      [&] { (void)no_key.sample(2); },
+      "ReplayBuffer::sample: the SliceSampler's end_key ('next', 'done') is "
+      "not a tensor of the storage (keys: [obs, done, next, ('next', "
+      "'obs')])");
+}
+
+// ---- Thread safety
+// ----------------------------------------------------------------
+
+TEST(ReplayBufferTest, ConcurrentWritersNeverTearASampledRow) {
+  constexpr int kWriters = 4;
+  constexpr int kBatches = 1500;
+  ReplayBuffer rb(
+      ReplayBufferOptions(64).sampler(PrioritizedSampler()).seed(0));
+  // Every element of every leaf of a row carries the same stamp:
+  // writer * 100000 + batch * 10 + row (exact in float32).
+  auto batch_of = [](int writer, int b) {
+    at::Tensor v = torch::arange(8, torch::kDouble) +
+                   static_cast<double>(writer * 100000 + b * 10);
+    return TensorDict(
+        {{"obs", v.unsqueeze(1).expand({8, 64}).to(torch::kFloat)},
+         {"action", v.unsqueeze(1).expand({8, 4}).to(torch::kFloat)},
+         {"stamp", v.to(torch::kLong).unsqueeze(1)},
+         {{"next", "obs"}, v.unsqueeze(1).expand({8, 64}).to(torch::kFloat)}},
+        {8});
+  };
+  rb.extend(batch_of(9, 0));
+  std::atomic<int> finished{0};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      for (int b = 0; b < kBatches; ++b) {
+        rb.extend(batch_of(w, b));
+        if (b % 3 == 0) rb.add(batch_of(w, b)[b % 8]);
+      }
+      finished.fetch_add(1);
+    });
+  }
+  int64_t checked = 0;
+  int64_t torn = 0;
+  while (finished.load() < kWriters || checked < 20000) {
+    auto [data, info] = rb.sample(32);
+    at::Tensor stamp = data.get("stamp").to(torch::kFloat);  // [32, 1]
+    for (const auto& key :
+         {tensordict::NestedKey("obs"), tensordict::NestedKey("action"),
+          tensordict::NestedKey({"next", "obs"})}) {
+      torn += data.get(key).ne(stamp).any(1).sum().item<int64_t>();
+    }
+    rb.update_priority(info.index, torch::rand({32}));
+    checked += 32;
+  }
+  for (auto& t : writers) t.join();
+  EXPECT_EQ(torn, 0);
+  EXPECT_GE(checked, 20000);
+  EXPECT_EQ(rb.size(), 64);
+  // Every write was counted: 8 + 4 * (1500 * 8 + 500) rows went in.
+  EXPECT_EQ(rb.cursor(), (8 + kWriters * (kBatches * 8 + kBatches / 3)) % 64);
+}
+
+// ---- Errors: clear messages, buffer unchanged
+// ----------------------------------------
+
+struct State {
+  int64_t size;
+  int64_t cursor;
+  tensordict_test::Snapshot storage;
+};
+
+State Capture(const ReplayBuffer& rb) {
+  return {rb.size(), rb.cursor(), TakeSnapshot(rb.storage())};
+}
+
+void ExpectSame(const ReplayBuffer& rb, const State& s,
+                const char* file = __builtin_FILE(),
+                int line = __builtin_LINE()) {
+  EXPECT_EQ(rb.size(), s.size) << "checked at " << file << ":" << line;
+  EXPECT_EQ(rb.cursor(), s.cursor) << "checked at " << file << ":" << line;
+  ExpectUnchanged(rb.storage(), s.storage, file, line);
+}
+
+TEST(ReplayBufferTest, SamplingAnEmptyBufferThrows) {
+  ReplayBuffer rb(ReplayBufferOptions(4));
+  ExpectThrowsMsg([&] { (void)rb.sample(2); },
+                  "ReplayBuffer::sample: the buffer is empty");
+  rb.add(Row(1));
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { (void)rb.sample(0); },
+      "ReplayBuffer::sample: batch_size must be positive, got 0");
+}
+
+TEST(ReplayBufferTest, WritesWithOtherKeysShapesOrDtypesThrowAndChangeNothing) {
+  ReplayBuffer rb(ReplayBufferOptions(4));
+  rb.extend(Rows(3, 0));
+  const State before = Capture(rb);
+
+  TensorDict missing = Row(5).exclude({"done"});
+  ExpectThrowsMsg([&] { rb.add(missing); },
+                  "ReplayBuffer::add: the row's keys differ from the "
+                  "storage's: missing [done], unexpected []");
+  ExpectSame(rb, before);
+
+  TensorDict extra = Rows(2, 5);
+  extra.set("reward", torch::zeros({2, 1}));
+  ExpectThrowsMsg([&] { rb.extend(extra); },
+                  "ReplayBuffer::extend: the batch's keys differ from the "
+                  "storage's: missing [], unexpected [reward]");
+  ExpectSame(rb, before);
+
+  TensorDict renamed = Rows(2, 5);
+  renamed.rename_key_({"next", "obs"}, {"next", "observation"});
+  ExpectThrowsMsg([&] { rb.extend(renamed); },
+                  "ReplayBuffer::extend: the batch's keys differ from the "
+                  "storage's: missing [('next', 'obs')], unexpected "
+                  "[('next', 'observation')]");
+  ExpectSame(rb, before);
+
+  // The first leaves are valid: nothing may be written before the check of
+  // the last one.
+  TensorDict shape = Rows(2, 5);
+  shape.set({"next", "obs"}, torch::zeros({2, 4}));
+  ExpectThrowsMsg([&] { rb.extend(shape); },
+                  "ReplayBuffer::extend: key ('next', 'obs'): expected the "
+                  "row shape [3], got [4] (leaf shape [2, 4])");
+  ExpectSame(rb, before);
+
+  TensorDict dtype = Row(5);
+  dtype.set("done", torch::zeros({1}));
+  ExpectThrowsMsg<c10::TypeError>(
+      [&] { rb.add(dtype); },
+      "ReplayBuffer::add: key done: expected dtype torch.bool, got "
+      "torch.float32");
+  ExpectSame(rb, before);
+
+  ExpectThrowsMsg([&] { rb.add(Rows(2, 5)); },
+                  "ReplayBuffer::add: expected a row with batch_size [], got "
+                  "batch_size [2] (use extend() for batches)");
+  ExpectThrowsMsg([&] { rb.extend(Row(5)); },
+                  "ReplayBuffer::extend: expected a batch with one batch "
+                  "dim, got batch_size []");
+  ExpectSame(rb, before);
+
+  // Wrapping writes after the errors still land in the right place.
+  rb.extend(Rows(2, 10));
+  EXPECT_EQ(ObsValues(rb.storage()), std::vector<float>({11, 1, 2, 10}));
+}
+
+TEST(ReplayBufferTest, AFirstWriteWithoutLeavesThrowsAndAllocatesNothing) {
+  ReplayBuffer rb(ReplayBufferOptions(4));
+  ExpectThrowsMsg([&] { rb.add(TensorDict({}, {})); },
+                  "ReplayBuffer::add: the row has no leaves");
+  EXPECT_TRUE(rb.storage().empty());
+  EXPECT_EQ(rb.size(), 0);
+}
+
+TEST(ReplayBufferTest, UpdatePriorityValidatesEverythingBeforeWriting) {
+  ReplayBuffer rb(ReplayBufferOptions(8)
+                      .sampler(PrioritizedSampler().alpha(1).beta(1).eps(0))
+                      .seed(0));
+  rb.extend(Rows(4, 0));
+  rb.update_priority(torch::arange(4), torch::tensor({1.0, 2.0, 2.0, 2.0}));
+  const State before = Capture(rb);
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        rb.update_priority(torch::tensor({0, 1, 2}), torch::tensor({1.0, 2.0}));
+      },
+      "ReplayBuffer::update_priority: index has 3 elements but priority has "
+      "2");
+  // Index 1 is valid and comes first: it must not be updated either.
+  ExpectThrowsMsg<c10::IndexError>(
+      [&] {
+        rb.update_priority(torch::tensor({1, 4}), torch::tensor({9.0, 9.0}));
+      },
+      "ReplayBuffer::update_priority: index 4 is out of range for a buffer "
+      "of size 4");
+  ExpectThrowsMsg<c10::IndexError>(
+      [&] { rb.update_priority(torch::tensor({-1}), torch::tensor({9.0})); },
+      "ReplayBuffer::update_priority: index -1 is out of range for a buffer "
+      "of size 4");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        rb.update_priority(torch::tensor({1, 2}), torch::tensor({9.0, -1.0}));
+      },
+      "ReplayBuffer::update_priority: priorities must be finite and >= 0, "
+      "got -1 for index 2");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        rb.update_priority(torch::zeros({2, 2}, torch::kLong),
+                           torch::zeros({4}));
+      },
+      "ReplayBuffer::update_priority: index and priority must be 1-D "
+      "tensors, got shapes [2, 2] and [4]");
+  ExpectSame(rb, before);
+  // The priorities are unchanged: row 0 still has weight 1 (the minimum) and
+  // the others 1/2.
+  auto [data, info] = rb.sample(100);
+  auto idx = Vec(info.index);
+  for (size_t k = 0; k < idx.size(); ++k) {
+    EXPECT_FLOAT_EQ(info.weight[static_cast<int64_t>(k)].item<float>(),
+                    idx[k] == 0 ? 1.f : 0.5f);
+  }
+
+  ReplayBuffer uniform(ReplayBufferOptions(4));
+  uniform.extend(Rows(2, 0));
+  ExpectThrowsMsg(
+      [&] { uniform.update_priority(torch::tensor({0}), torch::tensor({1.})); },
+      "ReplayBuffer::update_priority: the buffer's sampler is RandomSampler, "
+      "not PrioritizedSampler");
+}
+
+TEST(ReplayBufferTest, BadOptionsThrowFromTheConstructor) {
+  ExpectThrowsMsg<c10::ValueError>(
+      [] { ReplayBuffer rb(ReplayBufferOptions(0)); },
+      "ReplayBufferOptions: capacity must be positive, got 0");
+  ExpectThrowsMsg(
+      [] { ReplayBuffer rb(ReplayBufferOptions(4).storage_dir("/tmp/rb")); },
+      "ReplayBufferOptions::storage_dir is not supported yet (disk-backed "
+      "storage is planned); leave it unset");
+  ExpectThrowsMsg<c10::ValueError>(
+      [] { ReplayBuffer rb(ReplayBufferOptions(4).sampler(SliceSampler(0))); },
+      "SliceSampler: slice_len must be positive, got 0");
+}
+
+TEST(ReplayBufferTest, AMovedBufferKeepsItsRows) {
+  ReplayBuffer a(ReplayBufferOptions(4).seed(0));
+  a.extend(Rows(2, 3));
+  ReplayBuffer b = std::move(a);
+  EXPECT_EQ(b.size(), 2);
+  EXPECT_EQ(ObsValues(b.storage())[1], 4.f);
+}
+
+}  // namespace
