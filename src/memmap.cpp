@@ -157,14 +157,21 @@ c10::optional<at::ScalarType> parse_dtype(const std::string& s) {
   return c10::nullopt;
 }
 
-// Bytes of a C-contiguous tensor of `shape`, or nullopt on overflow.
+// Bytes of a C-contiguous tensor of `shape`, or nullopt when negative or
+// when the product of its non-zero dims (and so a stride) overflows.
 c10::optional<int64_t> checked_nbytes(c10::IntArrayRef shape,
                                       at::ScalarType dtype) {
   int64_t n = static_cast<int64_t>(c10::elementSize(dtype));
+  bool zero = false;
   for (int64_t d : shape) {
-    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return c10::nullopt;
+    if (d < 0) return c10::nullopt;
+    if (d == 0) {
+      zero = true;
+    } else if (__builtin_mul_overflow(n, d, &n)) {
+      return c10::nullopt;
+    }
   }
-  return n;
+  return zero ? 0 : n;
 }
 
 // A JSON list of non-negative int64s, or nullopt.
