@@ -207,8 +207,23 @@ c10::optional<std::vector<int64_t>> parse_shape(const ordered_json& j) {
   return out;
 }
 
+// Whether `j` nests at most `limit` levels (recursion bounded by `limit`).
+bool shallow(const ordered_json& j, int limit) {
+  if (!j.is_structured()) return true;
+  if (limit == 0) return false;
+  for (const auto& v : j) {
+    if (!shallow(v, limit - 1)) return false;
+  }
+  return true;
+}
+
+// `j` as JSON text for an error message: bounded depth and length (dump()
+// recurses, and the value comes from an untrusted file).
 std::string dump(const ordered_json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (!shallow(j, 16)) return "(deeply nested JSON)";
+  std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (s.size() > 200) s = s.substr(0, 200) + "...";
+  return s;
 }
 
 // ---- key to file name -------------------------------------------------------
