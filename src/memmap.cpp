@@ -320,6 +320,12 @@ void plan_dir(TensorDictImpl& impl, const std::string& dir,
                       " is reserved by the memmap format (meta.json uses "
                       "\"shape\", \"device\" and \"_type\" for the dict's own "
                       "metadata)");
+    try {
+      (void)ordered_json(n.key).dump();
+    } catch (const nlohmann::json::exception&) {
+      TORCH_CHECK_VALUE(false, fn, ": key ", krepr,
+                        " is not valid UTF-8, which meta.json cannot hold");
+    }
     const std::string name =
         escape_key(n.key) + (n.is_dict() ? std::string() : ".memmap");
     TORCH_CHECK_VALUE(name.size() + 32 <= kMaxFileName, fn, ": key ", krepr,
@@ -364,12 +370,7 @@ void plan_dir(TensorDictImpl& impl, const std::string& dir,
   // Memory-mapped leaves live on the CPU, whatever device the dict had.
   meta["device"] = impl.device ? "cpu" : "None";
   meta["_type"] = kTdType;
-  try {
-    out.meta = meta.dump();
-  } catch (const nlohmann::json::exception&) {
-    TORCH_CHECK_VALUE(false, fn, ": a key of the dict at '", dir,
-                      "' is not valid UTF-8, which meta.json cannot hold");
-  }
+  out.meta = meta.dump();  // every key was checked to be valid UTF-8
 }
 
 void write_all(int fd, const void* data, size_t n, const std::string& path) {

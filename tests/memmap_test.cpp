@@ -589,6 +589,10 @@ TEST(MemmapErrors, ReservedAndCollidingKeysAreRejectedBeforeAnythingIsWritten) {
       [&] { (void)clash.memmap_like(dir / "r"); },
       "memmap_like: key 'a.memmap' would be stored as 'a.memmap', which another entry of "
       "the same dict uses");
+  TensorDict bad_utf8({{"ok", torch::zeros({2})}, {{"n", "\xff"}, torch::zeros({2})}}, {2});
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { bad_utf8.memmap_(dir / "r"); },
+      "memmap_: key ('n', '\xff') is not valid UTF-8, which meta.json cannot hold");
   TensorDict unsupported({{"q", torch::zeros({2}, torch::kComplexHalf)}}, {2});
   ExpectThrowsMsg<c10::TypeError>(
       [&] { unsupported.memmap_(dir / "r"); },
