@@ -14,7 +14,6 @@
 // mapping and unmaps it when the last tensor dies (`is_mapped_tensor` checks
 // the deleter).
 #include <ATen/ATen.h>
-#include <c10/core/CPUAllocator.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -23,7 +22,7 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cstdio>
+#include <functional>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -306,8 +305,8 @@ std::string tmp_name(const std::string& dir, const std::string& final_name) {
 // Validates the tree under `impl` and builds the write plan, without touching
 // the file system.
 void plan_dir(TensorDictImpl& impl, const std::string& dir,
-              std::vector<std::string>& key_path, WriteMode mode,
-              const char* fn, DirPlan& out) {
+              std::vector<std::string>& key_path, const char* fn,
+              DirPlan& out) {
   out.impl = &impl;
   out.dir = dir;
   ordered_json meta = ordered_json::object();
@@ -339,7 +338,7 @@ void plan_dir(TensorDictImpl& impl, const std::string& dir,
     if (n.is_dict()) {
       meta[n.key] = ordered_json{{"type", "TensorDict"}};
       out.children.emplace_back();
-      plan_dir(*n.dict, join_path(dir, name), key_path, mode, fn,
+      plan_dir(*n.dict, join_path(dir, name), key_path, fn,
                out.children.back());
     } else {
       const at::Tensor& t = n.tensor;
@@ -509,7 +508,7 @@ void memmap_impl(TensorDictImpl& impl, const std::string& prefix, WriteMode mode
   TORCH_CHECK_VALUE(!prefix.empty(), fn, ": the directory name is empty");
   DirPlan plan;
   std::vector<std::string> key_path;
-  plan_dir(impl, prefix, key_path, mode, fn, plan);  // validates; no I/O
+  plan_dir(impl, prefix, key_path, fn, plan);  // validates; no I/O
   std::vector<std::string> tmps;
   try {
     make_dirs(plan);
