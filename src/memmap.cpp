@@ -711,9 +711,13 @@ ImplPtr load_dir(const std::string& dir, std::vector<std::string>& key_path,
                   file, "' holds ", fst.st_size, " bytes, but shape ",
                   detail::shape_str(*shape), " of ", detail::dtype_name(*dtype),
                   " needs ", *nbytes);
+      // read_only: a private copy-on-write mapping of a file opened
+      // O_RDONLY. Writes into the leaves stay in this process's memory and
+      // never reach the file (and never fault).
       c10::Storage storage =
           map_storage(fd.get(), static_cast<size_t>(*nbytes),
-                      static_cast<size_t>(*nbytes), !ctx.read_only, true, file);
+                      static_cast<size_t>(*nbytes), /*writable=*/true,
+                      /*shared=*/!ctx.read_only, file);
       leaf = tensor_on(storage, 0, *dtype, *shape);
     }
     impl->nodes.push_back(Node{key, std::move(leaf), nullptr});

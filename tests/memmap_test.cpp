@@ -251,6 +251,10 @@ TEST(Memmap, ReadOnlyLoadMapsTheSameValues) {
   TensorDict ro = TensorDict::load_memmap(dir.str(), /*read_only=*/true);
   EXPECT_TRUE(ro.is_memmap());
   ExpectSameDict(ro, td);
+  // Writes into a read-only load stay private: no fault, files unchanged.
+  ro.zero_();
+  EXPECT_FALSE(ro.any());
+  ExpectSameDict(TensorDict::load_memmap(dir.str()), td);
 }
 
 TEST(Memmap, MemmapLikeMakesZeroFilledSparseFilesWithTheSameStructure) {

@@ -463,8 +463,9 @@ class TensorDict {
   /// on-disk buffer from an expanded row, `row.unsqueeze(0).expand({n})`.
   [[nodiscard]] TensorDict memmap_like(const std::string& prefix) const;
   /// Opens a memmap directory, zero-copy: O(number of keys), whatever the
-  /// data size. Read-write unless `read_only`; with `read_only` the pages are
-  /// mapped `PROT_READ`, so writing into a leaf faults (SIGSEGV). Leaf files
+  /// data size. Read-write unless `read_only`; with `read_only` the files are
+  /// opened read-only and mapped copy-on-write, so writes into the leaves
+  /// stay in this process's memory and never reach the files. Leaf files
   /// may be longer than their data (trailing bytes are ignored). Python's
   /// non-tensor entries (`{"type": "NonTensorData"}`) are skipped. A dict
   /// saved with a non-CPU device is moved there after mapping (a copy).
