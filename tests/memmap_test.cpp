@@ -81,7 +81,7 @@ std::vector<std::string> JsonKeys(const ordered_json& j) {
   return out;
 }
 
-std::string DataDir() { return std::string(TENSORDICT_TEST_DATA_DIR) + "/memmap"; }
+std::string DataDir() { return TENSORDICT_TEST_DATA_DIR "/memmap"; }
 
 TensorDict MakeNested() {
   return TensorDict({{"obs", torch::arange(6, torch::kFloat32).reshape({2, 3})},

@@ -455,7 +455,7 @@ class TensorDict {
   const TensorDict& memmap_(const std::string& prefix) const;
   /// A memory-mapped copy under `prefix` (new dict and new tensors over the
   /// files); this dict is unchanged. Same errors as `memmap_`.
-  [[nodiscard]] TensorDict memmap(const std::string& prefix) const;
+  TensorDict memmap(const std::string& prefix) const;
   /// A memory-mapped dict under `prefix` with this dict's structure, batch
   /// sizes, shapes and dtypes, zero-filled. Only shapes are read: the files
   /// are created sparse (`ftruncate`) and no data is copied, so a
