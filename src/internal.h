@@ -29,6 +29,12 @@ struct TensorDictImpl {
   std::vector<int64_t> batch_size;
   c10::optional<at::Device> device;
   std::vector<Node> nodes;  // insertion order
+  /// The directory this level was memory-mapped to or loaded from (memmap.cpp).
+  c10::optional<std::string> saved_path;
+  /// The uint8 buffer that the leaves view when this dict was consolidated
+  /// (every level of a consolidated tree holds the same buffer). The dict is
+  /// consolidated while every leaf still lives in its storage.
+  at::Tensor consolidated;
 
   [[nodiscard]] Node* find(const std::string& key) noexcept {
     for (auto& n : nodes) {
@@ -133,6 +139,18 @@ std::string dtype_name(at::ScalarType dtype);
 std::string device_name(const at::Device& device);
 /// True for a CUDA tensor or one whose storage is in shared memory.
 bool tensor_is_shared(const at::Tensor& t);
+
+// ---- Persistence (memmap.cpp) ---------------------------------------------
+
+/// True when `t`'s storage is a file mapping made by this library.
+bool is_mapped_tensor(const at::Tensor& t);
+/// True when `impl` has a consolidated buffer and every leaf (sub-dicts
+/// included) lives in its storage.
+bool is_consolidated_impl(const TensorDictImpl& impl);
+/// `to(device)` of a consolidated dict: one copy of the buffer, then the
+/// leaves rebuilt as views into the copy.
+ImplPtr consolidated_to(const TensorDictImpl& impl, at::Device device,
+                        bool non_blocking);
 
 }  // namespace detail
 }  // namespace tensordict

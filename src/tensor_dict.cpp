@@ -141,6 +141,8 @@ std::string key_list_str(const TensorDictImpl& impl) {
 // New dict structure (every level), same tensors.
 ImplPtr shallow_copy(const TensorDictImpl& src) {
   auto out = make_impl(src.batch_size, src.device);
+  out->saved_path = src.saved_path;
+  out->consolidated = src.consolidated;
   out->nodes.reserve(src.nodes.size());
   for (const auto& n : src.nodes) {
     if (n.is_dict()) {
@@ -899,6 +901,11 @@ IndexedTensorDict TensorDict::operator[](const TensorIndex& index) const {
 
 TensorDict TensorDict::to(at::Device device, bool non_blocking) const {
   device = normalize_device(device);
+  if (impl_->consolidated.defined() &&
+      normalize_device(impl_->consolidated.device()) != device &&
+      is_consolidated_impl(*impl_)) {
+    return TensorDict(consolidated_to(*impl_, device, non_blocking));
+  }
   return TensorDict(map_leaves(
       *impl_,
       [&](const at::Tensor& t) { return t.to(device, non_blocking); },

@@ -428,42 +428,82 @@ class TensorDict {
   // `<key>.memmap` file per leaf, exactly as Python's
   // `TensorDict.memmap(prefix)` writes them, so
   // `tensordict.TensorDict.load_memmap(prefix)` opens what these write (and
-  // the reverse). Memory-mapped leaves are ordinary CPU tensors over `mmap`ed
-  // memory: writes into them (`td[i] = row`) go straight to the files, and a
-  // file is unmapped when the last tensor viewing it dies.
+  // the reverse). docs/tutorials/memmap_and_python_interop.md describes the
+  // format. Memory-mapped leaves are ordinary CPU tensors over `mmap`ed
+  // memory (`MAP_SHARED`): writes into them (`td[i] = row`) go straight to
+  // the files, and a file is unmapped when the last tensor viewing it dies
+  // (tensors taken out of the dict keep working after it is gone).
+  //
+  // Writing is all-or-nothing for the dict and crash-safe for the directory:
+  // every key, dtype and layout is validated before any file is touched (the
+  // keys `shape`, `device` and `_type` are reserved by the format and throw),
+  // files are written under temporary names containing `%tmp` and renamed
+  // into place, the old `meta.json` files are removed before the first rename
+  // and the new ones renamed in last (root at the very end). A process killed
+  // half-way leaves either no `meta.json` or a complete version, never a
+  // `meta.json` describing missing data. Nothing calls `fsync`.
 
   /// Moves every leaf into a memory-mapped file under `prefix` (created if
-  /// needed), in place: each leaf is replaced by a tensor over its file, with
-  /// the same values. Files are written under temporary names and renamed
-  /// into place, `meta.json` last. Returns `*this`.
+  /// needed; existing files of the same names are replaced), in place: each
+  /// leaf is replaced by a new tensor over its file, with the same values
+  /// (non-CPU leaves are copied to the CPU, and a dict with a device gets
+  /// `device() == cpu`). A leaf with no elements gets no file and stays an
+  /// ordinary tensor. Returns `*this`. Throws before writing anything for a
+  /// reserved key, a dtype the format lacks (e.g. complex32, quantized), a
+  /// non-strided leaf, or two keys that map to the same file name; an I/O
+  /// error removes the temporary files and leaves the dict unchanged.
   const TensorDict& memmap_(const std::string& prefix) const;
-  /// A memory-mapped copy under `prefix`; this dict is unchanged.
+  /// A memory-mapped copy under `prefix` (new dict and new tensors over the
+  /// files); this dict is unchanged. Same errors as `memmap_`.
   [[nodiscard]] TensorDict memmap(const std::string& prefix) const;
-  /// A memory-mapped dict under `prefix` with this dict's structure, shapes
-  /// and dtypes, zero-filled (sparse files; no data is copied).
+  /// A memory-mapped dict under `prefix` with this dict's structure, batch
+  /// sizes, shapes and dtypes, zero-filled. Only shapes are read: the files
+  /// are created sparse (`ftruncate`) and no data is copied, so a
+  /// `[capacity, ...]` buffer costs nothing until written. Typical use: an
+  /// on-disk buffer from an expanded row, `row.unsqueeze(0).expand({n})`.
   [[nodiscard]] TensorDict memmap_like(const std::string& prefix) const;
-  /// Opens a memmap directory, zero-copy (O(number of keys), whatever the
-  /// data size). Read-write unless `read_only` (then writes into the leaves
-  /// fault). Throws a clear error for a missing or malformed `meta.json`, an
-  /// unknown dtype, a missing or short leaf file, or a shape that does not
-  /// match the batch size.
+  /// Opens a memmap directory, zero-copy: O(number of keys), whatever the
+  /// data size. Read-write unless `read_only`; with `read_only` the pages are
+  /// mapped `PROT_READ`, so writing into a leaf faults (SIGSEGV). Leaf files
+  /// may be longer than their data (trailing bytes are ignored). Python's
+  /// non-tensor entries (`{"type": "NonTensorData"}`) are skipped. A dict
+  /// saved with a non-CPU device is moved there after mapping (a copy).
+  /// Throws a clear `c10::Error` (never crashes or reads out of bounds) for
+  /// a missing directory or `meta.json`, malformed JSON, a `_type` that is
+  /// not a TensorDict, an unknown dtype (`c10::TypeError`), a missing or
+  /// short leaf file, a shape that does not start with the batch size, or a
+  /// directory that contains itself.
   [[nodiscard]] static TensorDict load_memmap(const std::string& prefix,
                                               bool read_only = false);
-  /// True when every leaf lives in a memory-mapped file of this library.
+  /// True when this dict was memory-mapped (`saved_path()` is set) and every
+  /// leaf with elements still lives in a file mapped by this library
+  /// (replacing a leaf with `set` makes it false).
   [[nodiscard]] bool is_memmap() const;
-  /// The directory this dict was memory-mapped to or loaded from.
+  /// The directory this dict level was memory-mapped to or loaded from (a
+  /// sub-dict's is its sub-directory).
   [[nodiscard]] c10::optional<std::string> saved_path() const;
 
-  /// A copy whose leaves are views into one contiguous uint8 storage, each
-  /// leaf 8-byte aligned (Python's `consolidate()`). `to(device)` of a
-  /// consolidated dict is a single copy of that storage.
+  /// A copy whose leaves are contiguous views into one new uint8 storage
+  /// (Python's `consolidate()`), in key order, each leaf at an 8-byte
+  /// aligned offset (16 for complex128, so every leaf is a valid typed view),
+  /// with zeroed padding. Leaves are detached. Every leaf must be strided and
+  /// all on one device (throws otherwise). `to(device)` of a consolidated
+  /// dict is a single copy of the storage, with the views rebuilt over the
+  /// copy (the result is consolidated too).
   [[nodiscard]] TensorDict consolidate() const;
-  /// True when the leaves are views into one consolidated storage.
+  /// True when the dict was consolidated and every leaf (sub-dicts included)
+  /// still views its storage. Writing into a leaf keeps it consolidated;
+  /// replacing one with `set` does not.
   [[nodiscard]] bool is_consolidated() const;
-  /// Writes the consolidated form of this dict as one file:
-  /// `[data][metadata JSON][int64 little-endian JSON length]`.
+  /// Writes the consolidated form of this dict (reusing the storage when
+  /// already consolidated on the CPU) as one file:
+  /// `[data][metadata JSON][int64 little-endian JSON length]`, written under
+  /// a temporary name and renamed into place.
   void save(const std::string& path) const;
-  /// Maps a file written by `save` back (zero-copy, consolidated).
+  /// Maps a file written by `save` back, zero-copy and consolidated. The
+  /// mapping is copy-on-write (`MAP_PRIVATE`): writes into the loaded dict
+  /// never reach the file. Throws a clear error for a file that is too short,
+  /// has an inconsistent length or metadata, or a leaf outside the data.
   [[nodiscard]] static TensorDict load(const std::string& path);
 
   /// True when both handles refer to the same dict.

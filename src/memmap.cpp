@@ -1,0 +1,1064 @@
+// Persistence: Python tensordict's memmap directory format, consolidation,
+// and single-file save/load.
+//
+// Memmap directory (one per dict level):
+//   meta.json        {"<key>": {"device": "cpu", "shape": [...],
+//                     "dtype": "torch.float32", "is_nested": false},
+//                     "<sub>": {"type": "TensorDict"}, ...,
+//                     "shape": [batch], "device": "cpu" | "None",
+//                     "_type": "<class 'tensordict._td.TensorDict'>"}
+//   <key>.memmap     raw little-endian C-contiguous bytes, no header
+//   <sub>/           a sub-dict, with its own meta.json
+//
+// Leaves are tensors over `mmap`ed files: their storage's DataPtr owns the
+// mapping and unmaps it when the last tensor dies (`is_mapped_tensor` checks
+// the deleter).
+#include <ATen/ATen.h>
+#include <c10/core/CPUAllocator.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "internal.h"
+#include "tensordict/tensor_dict.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the memmap format is little-endian; big-endian hosts are not supported"
+#endif
+
+namespace tensordict {
+
+using detail::ImplPtr;
+using detail::Node;
+using detail::TensorDictImpl;
+using ordered_json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr const char* kTdType = "<class 'tensordict._td.TensorDict'>";
+constexpr size_t kMaxFileName = 255;
+
+// ---------------------------------------------------------------------------
+// Small helpers
+// ---------------------------------------------------------------------------
+
+std::string errno_str(int err) { return std::strerror(err); }
+
+// "key obs" / "key ('next', 'obs')", like the rest of the library.
+std::string key_repr(const std::vector<std::string>& parts) {
+  if (parts.size() == 1) return "'" + parts.front() + "'";
+  std::string out = "(";
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i) out += ", ";
+    out += "'" + parts[i] + "'";
+  }
+  return out + ")";
+}
+
+std::string join_path(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  if (dir.back() == '/') return dir + name;
+  return dir + "/" + name;
+}
+
+// A file descriptor closed on scope exit.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  [[nodiscard]] int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// The DataPtr context of a mapped file: unmapped by `unmap_deleter`.
+struct Mapping {
+  void* addr;
+  size_t length;
+};
+
+void unmap_deleter(void* ctx) {
+  auto* m = static_cast<Mapping*>(ctx);
+  ::munmap(m->addr, m->length);
+  delete m;
+}
+
+// A byte storage over `length` bytes of `fd` starting at offset 0, of which
+// the first `nbytes` are visible to tensors. `what` names the file in errors.
+c10::Storage map_storage(int fd, size_t length, size_t nbytes, bool writable,
+                         bool shared, const std::string& what) {
+  const int prot = writable ? (PROT_READ | PROT_WRITE) : PROT_READ;
+  void* addr = ::mmap(nullptr, length, prot, shared ? MAP_SHARED : MAP_PRIVATE,
+                      fd, 0);
+  const int err = errno;
+  TORCH_CHECK(addr != MAP_FAILED, "cannot map '", what, "': ", errno_str(err));
+  auto* ctx = new Mapping{addr, length};
+  return c10::Storage(c10::Storage::use_byte_size_t(), nbytes,
+                      c10::DataPtr(addr, ctx, &unmap_deleter,
+                                   c10::Device(c10::DeviceType::CPU)),
+                      /*allocator=*/nullptr, /*resizable=*/false);
+}
+
+// A tensor of `dtype` and `shape` (C-contiguous) at byte `offset` of
+// `storage`.
+at::Tensor tensor_on(const c10::Storage& storage, int64_t byte_offset,
+                     at::ScalarType dtype, c10::IntArrayRef shape,
+                     const at::TensorOptions& base = at::TensorOptions()) {
+  const int64_t item = static_cast<int64_t>(c10::elementSize(dtype));
+  if (storage.device().is_cpu()) {
+    // Direct construction: no dispatcher round trips (this runs once per
+    // leaf in load_memmap and consolidate).
+    at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
+        c10::Storage(storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
+        caffe2::TypeMeta::fromScalarType(dtype));
+    t.unsafeGetTensorImpl()->set_storage_offset(byte_offset / item);
+    t.unsafeGetTensorImpl()->set_sizes_contiguous(shape);
+    return t;
+  }
+  at::Tensor t = at::empty({0}, base.dtype(dtype));
+  t.set_(storage, byte_offset / item, shape, c10::contiguous_strides(shape));
+  return t;
+}
+
+// ---- dtypes ---------------------------------------------------------------
+
+bool supported_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16:
+    case at::kChar: case at::kShort: case at::kInt: case at::kLong:
+    case at::kByte: case at::kBool: case at::kComplexFloat:
+    case at::kComplexDouble:
+      return true;
+    default:
+      return false;
+  }
+}
+
+c10::optional<at::ScalarType> parse_dtype(const std::string& s) {
+  static const std::pair<const char*, at::ScalarType> kTable[] = {
+      {"torch.float32", at::kFloat},    {"torch.float64", at::kDouble},
+      {"torch.float16", at::kHalf},     {"torch.bfloat16", at::kBFloat16},
+      {"torch.int8", at::kChar},        {"torch.int16", at::kShort},
+      {"torch.int32", at::kInt},        {"torch.int64", at::kLong},
+      {"torch.uint8", at::kByte},       {"torch.bool", at::kBool},
+      {"torch.complex64", at::kComplexFloat},
+      {"torch.complex128", at::kComplexDouble},
+  };
+  for (const auto& e : kTable) {
+    if (s == e.first) return e.second;
+  }
+  return c10::nullopt;
+}
+
+// Bytes of a C-contiguous tensor of `shape`, or nullopt when negative or
+// when the product of its non-zero dims (and so a stride) overflows.
+c10::optional<int64_t> checked_nbytes(c10::IntArrayRef shape,
+                                      at::ScalarType dtype) {
+  int64_t n = static_cast<int64_t>(c10::elementSize(dtype));
+  bool zero = false;
+  for (int64_t d : shape) {
+    if (d < 0) return c10::nullopt;
+    if (d == 0) {
+      zero = true;
+    } else if (__builtin_mul_overflow(n, d, &n)) {
+      return c10::nullopt;
+    }
+  }
+  return zero ? 0 : n;
+}
+
+// A JSON list of non-negative int64s, or nullopt.
+c10::optional<std::vector<int64_t>> parse_shape(const ordered_json& j) {
+  if (!j.is_array() || j.size() > 64) return c10::nullopt;
+  std::vector<int64_t> out;
+  out.reserve(j.size());
+  for (const auto& d : j) {
+    if (d.is_number_unsigned()) {
+      const auto v = d.get<uint64_t>();
+      if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return c10::nullopt;
+      }
+      out.push_back(static_cast<int64_t>(v));
+    } else if (d.is_number_integer()) {
+      const auto v = d.get<int64_t>();
+      if (v < 0) return c10::nullopt;
+      out.push_back(v);
+    } else {
+      return c10::nullopt;
+    }
+  }
+  return out;
+}
+
+// Whether `j` nests at most `limit` levels (recursion bounded by `limit`).
+bool shallow(const ordered_json& j, int limit) {
+  if (!j.is_structured()) return true;
+  if (limit == 0) return false;
+  for (const auto& v : j) {
+    if (!shallow(v, limit - 1)) return false;
+  }
+  return true;
+}
+
+// `j` as JSON text for an error message: bounded depth and length (dump()
+// recurses, and the value comes from an untrusted file).
+std::string dump(const ordered_json& j) {
+  if (!shallow(j, 16)) return "(deeply nested JSON)";
+  std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (s.size() > 200) s = s.substr(0, 200) + "...";
+  return s;
+}
+
+// ---- key to file name -------------------------------------------------------
+
+bool is_reserved_key(const std::string& k) {
+  return k == "shape" || k == "device" || k == "_type";
+}
+
+}  // namespace
+
+namespace detail {
+
+bool is_mapped_tensor(const at::Tensor& t) {
+  return t.defined() && t.has_storage() &&
+         t.storage().data_ptr().get_deleter() == &unmap_deleter;
+}
+
+/// The file-system name of a key: each byte of `/<>:"|?*\`, space, `%` and
+/// the control characters becomes `%XX`; "" is "%", "." and ".." are "%2E"
+/// and "%2E%2E".
+std::string escape_key(const std::string& key) {
+  if (key.empty()) return "%";
+  if (key == ".") return "%2E";
+  if (key == "..") return "%2E%2E";
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(key.size());
+  for (char ch : key) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7F || std::strchr("/<>:\"|?*\\ %", c) != nullptr) {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 0xF];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::escape_key;
+
+// ===========================================================================
+// Writing
+// ===========================================================================
+
+enum class WriteMode { kCopy, kZeros };
+
+struct LeafPlan {
+  Node* node;           // the node whose tensor is replaced
+  std::string name;     // file name
+  std::string path;     // final file path
+  std::string tmp;      // temporary file path
+  at::Tensor source;    // CPU contiguous source (kCopy), or the old leaf
+  at::Tensor mapped;    // the new leaf
+};
+
+struct DirPlan {
+  TensorDictImpl* impl;
+  std::string dir;
+  std::string meta;  // meta.json content
+  std::vector<LeafPlan> leaves;
+  std::vector<DirPlan> children;
+};
+
+std::atomic<uint64_t> g_tmp_counter{0};
+
+// A temporary name next to `final_name`. Every temporary name contains "%t",
+// which no escaped key contains ('%' is always followed by two hex digits), so
+// it never collides with a real entry.
+std::string tmp_name(const std::string& dir, const std::string& final_name) {
+  return join_path(dir, final_name + "%tmp." + std::to_string(::getpid()) +
+                            "." + std::to_string(g_tmp_counter++));
+}
+
+// Validates the tree under `impl` and builds the write plan, without touching
+// the file system.
+void plan_dir(TensorDictImpl& impl, const std::string& dir,
+              std::vector<std::string>& key_path, WriteMode mode,
+              const char* fn, DirPlan& out) {
+  out.impl = &impl;
+  out.dir = dir;
+  ordered_json meta = ordered_json::object();
+  std::vector<std::string> names;  // file-system names used in this dir
+  names.emplace_back("meta.json");
+  for (auto& n : impl.nodes) {
+    key_path.push_back(n.key);
+    const std::string krepr = key_repr(key_path);
+    TORCH_CHECK_VALUE(!is_reserved_key(n.key), fn, ": key ", krepr,
+                      " is reserved by the memmap format (meta.json uses "
+                      "\"shape\", \"device\" and \"_type\" for the dict's own "
+                      "metadata)");
+    const std::string name =
+        escape_key(n.key) + (n.is_dict() ? std::string() : ".memmap");
+    TORCH_CHECK_VALUE(name.size() + 32 <= kMaxFileName, fn, ": key ", krepr,
+                      " is too long for a file name (", name.size(),
+                      " bytes once escaped)");
+    for (const auto& used : names) {
+      TORCH_CHECK_VALUE(used != name, fn, ": key ", krepr, " would be stored as '",
+                        name, "', which another entry of the same dict uses");
+    }
+    names.push_back(name);
+    if (n.is_dict()) {
+      meta[n.key] = ordered_json{{"type", "TensorDict"}};
+      out.children.emplace_back();
+      plan_dir(*n.dict, join_path(dir, name), key_path, mode, fn,
+               out.children.back());
+    } else {
+      const at::Tensor& t = n.tensor;
+      TORCH_CHECK_TYPE(supported_dtype(t.scalar_type()), fn, ": key ", krepr,
+                       " has dtype ", detail::dtype_name(t.scalar_type()),
+                       ", which the memmap format does not support");
+      TORCH_CHECK_VALUE(t.layout() == at::kStrided && !t.is_quantized(), fn,
+                        ": key ", krepr,
+                        " is not a dense (strided) tensor and cannot be "
+                        "memory-mapped");
+      ordered_json shape = ordered_json::array();
+      for (int64_t d : t.sizes()) shape.push_back(d);
+      meta[n.key] = ordered_json{{"device", "cpu"},
+                                 {"shape", std::move(shape)},
+                                 {"dtype", detail::dtype_name(t.scalar_type())},
+                                 {"is_nested", false}};
+      LeafPlan lp;
+      lp.node = &n;
+      lp.name = name;
+      lp.path = join_path(dir, name);
+      out.leaves.push_back(std::move(lp));
+    }
+    key_path.pop_back();
+  }
+  ordered_json batch = ordered_json::array();
+  for (int64_t d : impl.batch_size) batch.push_back(d);
+  meta["shape"] = std::move(batch);
+  // Memory-mapped leaves live on the CPU, whatever device the dict had.
+  meta["device"] = impl.device ? "cpu" : "None";
+  meta["_type"] = kTdType;
+  try {
+    out.meta = meta.dump();
+  } catch (const nlohmann::json::exception&) {
+    TORCH_CHECK_VALUE(false, fn, ": a key of the dict at '", dir,
+                      "' is not valid UTF-8, which meta.json cannot hold");
+  }
+}
+
+void write_all(int fd, const void* data, size_t n, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const size_t chunk = std::min<size_t>(n, size_t{1} << 30);
+    const ssize_t w = ::write(fd, p, chunk);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      TORCH_CHECK(false, "cannot write '", path, "': ", errno_str(err));
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+// Writes `bytes` (or `size` zero bytes as a sparse file when `data` is null)
+// to a new file `tmp`. Returns the open descriptor.
+int create_file(const std::string& tmp, const void* data, size_t size) {
+  const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const int err = errno;
+  TORCH_CHECK(fd >= 0, "cannot create '", tmp, "': ", errno_str(err));
+  try {
+    if (data != nullptr) {
+      write_all(fd, data, size, tmp);
+    } else if (size > 0) {
+      const int r = ::ftruncate(fd, static_cast<off_t>(size));
+      const int e2 = errno;
+      TORCH_CHECK(r == 0, "cannot size '", tmp, "': ", errno_str(e2));
+    }
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  return fd;
+}
+
+void make_dirs(const DirPlan& p) {
+  // mkdir -p, one component at a time.
+  std::string cur;
+  size_t pos = 0;
+  const std::string& d = p.dir;
+  while (pos != std::string::npos) {
+    pos = d.find('/', pos + 1);
+    cur = d.substr(0, pos);
+    if (cur.empty()) continue;
+    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
+      const int err = errno;
+      TORCH_CHECK(false, "cannot create directory '", cur, "': ", errno_str(err));
+    }
+  }
+  struct stat st {};
+  TORCH_CHECK(::stat(d.c_str(), &st) == 0 && S_ISDIR(st.st_mode), "'", d,
+              "' exists and is not a directory");
+  for (const auto& c : p.children) make_dirs(c);
+}
+
+// Writes every leaf of `p` (recursively) to its temporary file and maps it.
+void write_leaves(DirPlan& p, WriteMode mode, std::vector<std::string>& tmps) {
+  for (auto& lp : p.leaves) {
+    const at::Tensor& old = lp.node->tensor;
+    const at::ScalarType dtype = old.scalar_type();
+    const int64_t nbytes =
+        static_cast<int64_t>(old.numel()) * static_cast<int64_t>(old.element_size());
+    if (nbytes == 0) {  // zero-element leaf: no file
+      lp.mapped = at::empty(old.sizes(), at::TensorOptions().dtype(dtype));
+      continue;
+    }
+    lp.tmp = tmp_name(p.dir, lp.name);
+    const void* data = nullptr;
+    at::Tensor src;
+    if (mode == WriteMode::kCopy) {
+      src = old.detach();
+      if (!src.device().is_cpu()) src = src.to(at::kCPU);
+      src = src.contiguous();
+      data = src.data_ptr();
+    }
+    tmps.push_back(lp.tmp);
+    Fd fd(create_file(lp.tmp, data, static_cast<size_t>(nbytes)));
+    c10::Storage st = map_storage(fd.get(), static_cast<size_t>(nbytes),
+                                  static_cast<size_t>(nbytes), true, true, lp.tmp);
+    lp.mapped = tensor_on(st, 0, dtype, old.sizes());
+  }
+  for (auto& c : p.children) write_leaves(c, mode, tmps);
+}
+
+void rename_or_throw(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    const int err = errno;
+    TORCH_CHECK(false, "cannot rename '", from, "' to '", to, "': ", errno_str(err));
+  }
+}
+
+void unlink_metas(const DirPlan& p) {
+  ::unlink(join_path(p.dir, "meta.json").c_str());
+  for (const auto& c : p.children) unlink_metas(c);
+}
+
+void rename_leaves(const DirPlan& p) {
+  for (const auto& lp : p.leaves) {
+    if (!lp.tmp.empty()) rename_or_throw(lp.tmp, lp.path);
+  }
+  for (const auto& c : p.children) rename_leaves(c);
+}
+
+// Children's meta.json first, this level's last.
+void write_metas(const DirPlan& p, std::vector<std::string>& tmps) {
+  for (const auto& c : p.children) write_metas(c, tmps);
+  const std::string final_path = join_path(p.dir, "meta.json");
+  const std::string tmp = tmp_name(p.dir, "meta.json");
+  tmps.push_back(tmp);
+  { Fd fd(create_file(tmp, p.meta.data(), p.meta.size())); }
+  rename_or_throw(tmp, final_path);
+}
+
+void commit(DirPlan& p, WriteMode mode) {
+  for (auto& lp : p.leaves) {
+    at::Tensor t = lp.mapped;
+    if (mode == WriteMode::kCopy && lp.node->tensor.requires_grad() &&
+        at::isFloatingType(t.scalar_type())) {
+      t.requires_grad_(true);
+    }
+    lp.node->tensor = std::move(t);
+  }
+  p.impl->saved_path = p.dir;
+  p.impl->consolidated = at::Tensor();
+  if (p.impl->device && !p.impl->device->is_cpu()) p.impl->device = at::Device(at::kCPU);
+  for (auto& c : p.children) commit(c, mode);
+}
+
+// Writes `impl` (already a private copy for memmap/memmap_like) under
+// `prefix` and points its leaves at the files.
+void memmap_impl(TensorDictImpl& impl, const std::string& prefix, WriteMode mode,
+                 const char* fn) {
+  TORCH_CHECK_VALUE(!prefix.empty(), fn, ": the directory name is empty");
+  DirPlan plan;
+  std::vector<std::string> key_path;
+  plan_dir(impl, prefix, key_path, mode, fn, plan);  // validates; no I/O
+  std::vector<std::string> tmps;
+  try {
+    make_dirs(plan);
+    write_leaves(plan, mode, tmps);
+    // From here on no old meta.json can describe the new files.
+    unlink_metas(plan);
+    rename_leaves(plan);
+    write_metas(plan, tmps);
+  } catch (const c10::Error& e) {
+    for (const auto& t : tmps) ::unlink(t.c_str());
+    TORCH_CHECK(false, fn, ": ", e.msg());
+  }
+  commit(plan, mode);
+}
+
+// ===========================================================================
+// Loading
+// ===========================================================================
+
+struct LoadCtx {
+  bool read_only;
+  std::vector<std::pair<dev_t, ino_t>> stack;  // directories being loaded
+};
+
+std::string read_small_file(const std::string& path, const std::string& dir) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    const int err = errno;
+    TORCH_CHECK(err != ENOENT, "load_memmap: '", dir,
+                "' is not a TensorDict memmap directory: it has no meta.json");
+    TORCH_CHECK(false, "load_memmap: cannot read '", path, "': ", errno_str(err));
+  }
+  struct stat st {};
+  TORCH_CHECK(::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode),
+              "load_memmap: '", path, "' is not a regular file");
+  TORCH_CHECK(st.st_size <= (int64_t{64} << 20), "load_memmap: '", path,
+              "' is too large for a meta.json (", st.st_size, " bytes)");
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t r = ::read(fd.get(), &out[got], out.size() - got);
+    if (r < 0 && errno == EINTR) continue;
+    const int err = errno;
+    TORCH_CHECK(r >= 0, "load_memmap: cannot read '", path, "': ", errno_str(err));
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  out.resize(got);
+  return out;
+}
+
+ordered_json parse_json(const std::string& text, const std::string& path,
+                        const char* fn) {
+  try {
+    return ordered_json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    TORCH_CHECK(false, fn, ": '", path, "' is not valid JSON (syntax error at byte ",
+                e.byte, ")");
+  }
+  return {};
+}
+
+// Python's batch size / device entries of a level.
+std::vector<int64_t> parse_batch(const ordered_json& meta, const std::string& path,
+                                 const char* key, const char* fn) {
+  auto it = meta.find(key);
+  TORCH_CHECK(it != meta.end(), fn, ": '", path, "' has no \"", key, "\" entry");
+  auto shape = parse_shape(*it);
+  TORCH_CHECK(shape.has_value(), fn, ": '", path, "': \"", key,
+              "\" must be a list of non-negative integers, got ", dump(*it));
+  return *shape;
+}
+
+c10::optional<at::Device> parse_device(const ordered_json& meta,
+                                       const std::string& path, const char* fn) {
+  auto it = meta.find("device");
+  if (it == meta.end() || it->is_null()) return c10::nullopt;
+  TORCH_CHECK(it->is_string(), fn, ": '", path,
+              "': \"device\" must be a string, got ", dump(*it));
+  const std::string s = it->get<std::string>();
+  if (s == "None") return c10::nullopt;
+  if (s == "cpu") return at::Device(at::kCPU);
+  c10::optional<at::Device> d;
+  try {
+    d = at::Device(s);
+  } catch (const c10::Error&) {
+  }
+  TORCH_CHECK(d.has_value(), fn, ": '", path, "': unknown device \"", s, "\"");
+  return detail::normalize_device(*d);
+}
+
+ImplPtr load_dir(const std::string& dir, std::vector<std::string>& key_path,
+                 LoadCtx& ctx) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    const int err = errno;
+    TORCH_CHECK(err != ENOENT, "load_memmap: '", dir, "' does not exist");
+    TORCH_CHECK(false, "load_memmap: cannot open '", dir, "': ", errno_str(err));
+  }
+  TORCH_CHECK(S_ISDIR(st.st_mode), "load_memmap: '", dir, "' is not a directory");
+  for (const auto& s : ctx.stack) {
+    TORCH_CHECK(!(s.first == st.st_dev && s.second == st.st_ino),
+                "load_memmap: '", dir, "' is one of its own parent directories");
+  }
+  TORCH_CHECK(ctx.stack.size() < 64, "load_memmap: '", dir,
+              "' is nested more than 64 levels deep");
+  ctx.stack.emplace_back(st.st_dev, st.st_ino);
+
+  const std::string path = join_path(dir, "meta.json");
+  const ordered_json meta =
+      parse_json(read_small_file(path, dir), path, "load_memmap");
+  TORCH_CHECK(meta.is_object(), "load_memmap: '", path,
+              "' must hold a JSON object, got ", dump(meta));
+  auto type_it = meta.find("_type");
+  const bool is_td =
+      type_it != meta.end() && type_it->is_string() &&
+      (type_it->get<std::string>() == kTdType ||
+       type_it->get<std::string>() == "<class 'tensordict.tensordict.TensorDict'>");
+  TORCH_CHECK(is_td, "load_memmap: '", path, "' does not describe a TensorDict (\"_type\" is ",
+              type_it == meta.end() ? std::string("missing") : dump(*type_it), ")");
+
+  auto impl = detail::make_impl(parse_batch(meta, path, "shape", "load_memmap"),
+                                c10::nullopt);
+  const c10::optional<at::Device> device = parse_device(meta, path, "load_memmap");
+  impl->saved_path = dir;
+
+  for (auto it = meta.begin(); it != meta.end(); ++it) {
+    const std::string& key = it.key();
+    if (is_reserved_key(key)) continue;
+    key_path.push_back(key);
+    const std::string krepr = key_repr(key_path);
+    TORCH_CHECK(!key.empty(), "load_memmap: '", path,
+                "' has an empty key, which a C++ TensorDict cannot hold");
+    const ordered_json& e = it.value();
+    TORCH_CHECK(e.is_object(), "load_memmap: '", path, "': the entry of key ", krepr,
+                " must be a JSON object, got ", dump(e));
+    auto t_it = e.find("type");
+    if (t_it != e.end()) {
+      const std::string type = t_it->is_string() ? t_it->get<std::string>() : dump(*t_it);
+      if (type == "NonTensorData" || type == "NonTensorStack") {
+        // Non-tensor data (strings, Python objects): a C++ TensorDict holds
+        // tensors only, so these entries are skipped.
+        key_path.pop_back();
+        continue;
+      }
+      TORCH_CHECK(type == "TensorDict", "load_memmap: '", path, "': key ", krepr,
+                  " has unsupported type \"", type, "\"");
+      ImplPtr sub = load_dir(join_path(dir, escape_key(key)), key_path, ctx);
+      TORCH_CHECK(detail::starts_with(sub->batch_size, impl->batch_size),
+                  "load_memmap: '", join_path(join_path(dir, escape_key(key)), "meta.json"),
+                  "': the batch size ", detail::shape_str(sub->batch_size),
+                  " of key ", krepr, " does not start with the parent's batch size ",
+                  detail::shape_str(impl->batch_size));
+      impl->nodes.push_back(Node{key, at::Tensor(), std::move(sub)});
+      key_path.pop_back();
+      continue;
+    }
+    auto d_it = e.find("dtype");
+    TORCH_CHECK(d_it != e.end(), "load_memmap: '", path, "': key ", krepr,
+                " has no \"dtype\"");
+    c10::optional<at::ScalarType> dtype;
+    if (d_it->is_string()) dtype = parse_dtype(d_it->get<std::string>());
+    TORCH_CHECK_TYPE(dtype.has_value(), "load_memmap: '", path, "': key ", krepr,
+                     " has unknown dtype ", dump(*d_it));
+    auto s_it = e.find("shape");
+    TORCH_CHECK(s_it != e.end(), "load_memmap: '", path, "': key ", krepr,
+                " has no \"shape\"");
+    auto shape = parse_shape(*s_it);
+    TORCH_CHECK(shape.has_value(), "load_memmap: '", path, "': key ", krepr,
+                " has an invalid shape ", dump(*s_it),
+                " (expected a list of non-negative integers)");
+    auto n_it = e.find("is_nested");
+    TORCH_CHECK(n_it == e.end() || !n_it->is_boolean() || !n_it->get<bool>(),
+                "load_memmap: '", path, "': key ", krepr,
+                " is a nested (jagged) tensor, which is not supported");
+    TORCH_CHECK(detail::starts_with(*shape, impl->batch_size), "load_memmap: '", path,
+                "': key ", krepr, " has shape ", detail::shape_str(*shape),
+                ", which does not start with the batch size ",
+                detail::shape_str(impl->batch_size));
+    const auto nbytes = checked_nbytes(*shape, *dtype);
+    TORCH_CHECK(nbytes.has_value(), "load_memmap: '", path, "': key ", krepr,
+                " has shape ", detail::shape_str(*shape), ", which is too large");
+    at::Tensor leaf;
+    if (*nbytes == 0) {
+      leaf = at::empty(*shape, at::TensorOptions().dtype(*dtype));
+    } else {
+      const std::string file = join_path(dir, escape_key(key) + ".memmap");
+      Fd fd(::open(file.c_str(), (ctx.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC));
+      if (fd.get() < 0) {
+        const int err = errno;
+        TORCH_CHECK(err != ENOENT, "load_memmap: key ", krepr, ": leaf file '", file,
+                    "' is missing");
+        TORCH_CHECK(false, "load_memmap: key ", krepr, ": cannot open '", file,
+                    "': ", errno_str(err));
+      }
+      struct stat fst {};
+      TORCH_CHECK(::fstat(fd.get(), &fst) == 0 && S_ISREG(fst.st_mode),
+                  "load_memmap: key ", krepr, ": '", file, "' is not a regular file");
+      TORCH_CHECK(fst.st_size >= *nbytes, "load_memmap: key ", krepr, ": leaf file '",
+                  file, "' holds ", fst.st_size, " bytes, but shape ",
+                  detail::shape_str(*shape), " of ", detail::dtype_name(*dtype),
+                  " needs ", *nbytes);
+      c10::Storage storage =
+          map_storage(fd.get(), static_cast<size_t>(*nbytes),
+                      static_cast<size_t>(*nbytes), !ctx.read_only, true, file);
+      leaf = tensor_on(storage, 0, *dtype, *shape);
+    }
+    impl->nodes.push_back(Node{key, std::move(leaf), nullptr});
+    key_path.pop_back();
+  }
+  if (device.has_value()) {
+    if (!device->is_cpu()) {
+      for (auto& n : impl->nodes) {
+        if (!n.is_dict()) n.tensor = n.tensor.to(*device);
+      }
+    }
+    impl->device = *device;
+  }
+  ctx.stack.pop_back();
+  return impl;
+}
+
+// ===========================================================================
+// Consolidation
+// ===========================================================================
+
+int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+// The byte alignment of a leaf in a consolidated buffer: 8, or the element
+// size when larger (complex128), so that every leaf is a valid typed view.
+int64_t leaf_alignment(at::ScalarType t) {
+  return std::max<int64_t>(8, static_cast<int64_t>(c10::elementSize(t)));
+}
+
+void collect_leaves(const TensorDictImpl& impl, std::vector<const at::Tensor*>& out) {
+  for (const auto& n : impl.nodes) {
+    if (n.is_dict()) {
+      collect_leaves(*n.dict, out);
+    } else {
+      out.push_back(&n.tensor);
+    }
+  }
+}
+
+// A tree shaped like `src` whose leaves are rebuilt by `fn`, with
+// `consolidated = buffer` at every level.
+ImplPtr rebuild(const TensorDictImpl& src, const at::Tensor& buffer,
+                c10::optional<at::Device> device,
+                const std::function<at::Tensor(const at::Tensor&)>& fn) {
+  auto out = detail::make_impl(src.batch_size, device);
+  out->consolidated = buffer;
+  out->nodes.reserve(src.nodes.size());
+  for (const auto& n : src.nodes) {
+    if (n.is_dict()) {
+      out->nodes.push_back(Node{n.key, at::Tensor(),
+                                rebuild(*n.dict, buffer, device ? device : n.dict->device, fn)});
+    } else {
+      out->nodes.push_back(Node{n.key, fn(n.tensor), nullptr});
+    }
+  }
+  return out;
+}
+
+// ---- single-file format ----------------------------------------------------
+
+ordered_json save_meta(const TensorDictImpl& impl, const at::Tensor& buffer) {
+  const int64_t base = buffer.storage_offset();
+  ordered_json entries = ordered_json::object();
+  for (const auto& n : impl.nodes) {
+    if (n.is_dict()) {
+      entries[n.key] = save_meta(*n.dict, buffer);
+    } else {
+      const at::Tensor& t = n.tensor;
+      ordered_json shape = ordered_json::array();
+      for (int64_t d : t.sizes()) shape.push_back(d);
+      entries[n.key] = ordered_json{
+          {"dtype", detail::dtype_name(t.scalar_type())},
+          {"shape", std::move(shape)},
+          {"offset", t.storage_offset() * t.element_size() - base}};
+    }
+  }
+  ordered_json batch = ordered_json::array();
+  for (int64_t d : impl.batch_size) batch.push_back(d);
+  return ordered_json{{"type", "TensorDict"},
+                      {"batch_size", std::move(batch)},
+                      {"device", impl.device ? detail::device_name(*impl.device) : "None"},
+                      {"entries", std::move(entries)}};
+}
+
+ImplPtr load_meta(const ordered_json& j, const c10::Storage& storage,
+                  const at::Tensor& buffer, int64_t data_size,
+                  const std::string& path, std::vector<std::string>& key_path,
+                  c10::IntArrayRef parent_batch, int depth) {
+  const char* fn = "load";
+  TORCH_CHECK(depth < 64, fn, ": '", path, "': the dict is nested too deeply");
+  TORCH_CHECK(j.is_object() && j.contains("entries") && j["entries"].is_object(),
+              fn, ": '", path, "': malformed metadata ", key_path.empty() ? "at the root" :
+              "at key " + key_repr(key_path));
+  auto impl = detail::make_impl(parse_batch(j, path, "batch_size", fn), c10::nullopt);
+  TORCH_CHECK(detail::starts_with(impl->batch_size, parent_batch), fn, ": '", path,
+              "': the batch size ", detail::shape_str(impl->batch_size),
+              key_path.empty() ? std::string() : " of key " + key_repr(key_path),
+              " does not start with the parent's batch size ",
+              detail::shape_str(parent_batch));
+  auto dev = parse_device(j, path, fn);
+  TORCH_CHECK(!dev.has_value() || dev->is_cpu(), fn, ": '", path,
+              "': only CPU dicts can be loaded, the file says ", detail::device_name(*dev));
+  impl->device = dev;
+  impl->consolidated = buffer;
+  const ordered_json& entries = j["entries"];
+  for (auto it = entries.begin(); it != entries.end(); ++it) {
+    key_path.push_back(it.key());
+    const std::string krepr = key_repr(key_path);
+    TORCH_CHECK(!it.key().empty(), fn, ": '", path, "' has an empty key");
+    const ordered_json& e = it.value();
+    TORCH_CHECK(e.is_object(), fn, ": '", path, "': the entry of key ", krepr,
+                " must be a JSON object, got ", dump(e));
+    if (e.contains("entries")) {
+      impl->nodes.push_back(Node{it.key(), at::Tensor(),
+                                 load_meta(e, storage, buffer, data_size, path, key_path,
+                                           impl->batch_size, depth + 1)});
+      key_path.pop_back();
+      continue;
+    }
+    c10::optional<at::ScalarType> dtype;
+    if (e.contains("dtype") && e["dtype"].is_string()) {
+      dtype = parse_dtype(e["dtype"].get<std::string>());
+    }
+    TORCH_CHECK_TYPE(dtype.has_value(), fn, ": '", path, "': key ", krepr,
+                     " has unknown dtype ", e.contains("dtype") ? dump(e["dtype"]) : "(none)");
+    c10::optional<std::vector<int64_t>> shape;
+    if (e.contains("shape")) shape = parse_shape(e["shape"]);
+    TORCH_CHECK(shape.has_value(), fn, ": '", path, "': key ", krepr,
+                " has an invalid shape");
+    TORCH_CHECK(detail::starts_with(*shape, impl->batch_size), fn, ": '", path,
+                "': key ", krepr, " has shape ", detail::shape_str(*shape),
+                ", which does not start with the batch size ",
+                detail::shape_str(impl->batch_size));
+    const auto nbytes = checked_nbytes(*shape, *dtype);
+    TORCH_CHECK(nbytes.has_value(), fn, ": '", path, "': key ", krepr,
+                " has shape ", detail::shape_str(*shape), ", which is too large");
+    int64_t offset = -1;
+    if (e.contains("offset") && e["offset"].is_number_integer()) {
+      offset = e["offset"].get<int64_t>();
+    }
+    const int64_t item = static_cast<int64_t>(c10::elementSize(*dtype));
+    TORCH_CHECK(offset >= 0 && offset % item == 0 && offset <= data_size &&
+                    *nbytes <= data_size - offset,
+                fn, ": '", path, "': key ", krepr, " has offset ",
+                e.contains("offset") ? dump(e["offset"]) : "(none)", " and ", *nbytes,
+                " bytes, which do not fit in the file's ", data_size, " data bytes");
+    impl->nodes.push_back(Node{it.key(), tensor_on(storage, offset, *dtype, *shape),
+                               nullptr});
+    key_path.pop_back();
+  }
+  return impl;
+}
+
+}  // namespace
+
+namespace detail {
+
+bool is_consolidated_impl(const TensorDictImpl& impl) {
+  if (!impl.consolidated.defined()) return false;
+  const void* base = impl.consolidated.storage().data_ptr().get();
+  std::vector<const at::Tensor*> leaves;
+  collect_leaves(impl, leaves);
+  for (const at::Tensor* t : leaves) {
+    if (!t->has_storage() || t->storage().data_ptr().get() != base) return false;
+  }
+  return true;
+}
+
+ImplPtr consolidated_to(const TensorDictImpl& impl, at::Device device,
+                        bool non_blocking) {
+  const at::Tensor& buf = impl.consolidated;
+  at::Tensor moved = buf.to(device, non_blocking);
+  const int64_t base = buf.storage_offset();  // bytes (uint8)
+  const c10::Storage& storage = moved.storage();
+  const int64_t moved_base = moved.storage_offset();
+  return rebuild(impl, moved, device, [&](const at::Tensor& t) {
+    const int64_t byte_off = t.storage_offset() * t.element_size() - base + moved_base;
+    at::Tensor v = at::empty({0}, moved.options().dtype(t.scalar_type()));
+    v.set_(storage, byte_off / t.element_size(), t.sizes(), t.strides());
+    return v;
+  });
+}
+
+}  // namespace detail
+
+// ===========================================================================
+// Public API
+// ===========================================================================
+
+const TensorDict& TensorDict::memmap_(const std::string& prefix) const {
+  memmap_impl(*impl_, prefix, WriteMode::kCopy, "memmap_");
+  return *this;
+}
+
+TensorDict TensorDict::memmap(const std::string& prefix) const {
+  ImplPtr copy = detail::shallow_copy(*impl_);
+  memmap_impl(*copy, prefix, WriteMode::kCopy, "memmap");
+  return TensorDict(std::move(copy));
+}
+
+TensorDict TensorDict::memmap_like(const std::string& prefix) const {
+  ImplPtr copy = detail::shallow_copy(*impl_);
+  memmap_impl(*copy, prefix, WriteMode::kZeros, "memmap_like");
+  return TensorDict(std::move(copy));
+}
+
+TensorDict TensorDict::load_memmap(const std::string& prefix, bool read_only) {
+  TORCH_CHECK_VALUE(!prefix.empty(), "load_memmap: the directory name is empty");
+  LoadCtx ctx{read_only, {}};
+  std::vector<std::string> key_path;
+  return TensorDict(load_dir(prefix, key_path, ctx));
+}
+
+bool TensorDict::is_memmap() const {
+  if (!impl_->saved_path.has_value()) return false;
+  std::vector<const at::Tensor*> leaves;
+  collect_leaves(*impl_, leaves);
+  for (const at::Tensor* t : leaves) {
+    if (t->numel() > 0 && !detail::is_mapped_tensor(*t)) return false;
+  }
+  return true;
+}
+
+c10::optional<std::string> TensorDict::saved_path() const {
+  return impl_->saved_path;
+}
+
+TensorDict TensorDict::consolidate() const {
+  std::vector<const at::Tensor*> leaves;
+  collect_leaves(*impl_, leaves);
+  c10::optional<at::Device> dev;
+  std::vector<int64_t> offsets;
+  offsets.reserve(leaves.size());
+  int64_t total = 0;
+  for (const at::Tensor* t : leaves) {
+    TORCH_CHECK_VALUE(t->layout() == at::kStrided && !t->is_quantized(),
+                      "consolidate: every leaf must be a dense (strided) tensor");
+    const at::Device d = detail::normalize_device(t->device());
+    TORCH_CHECK_VALUE(!dev.has_value() || *dev == d,
+                      "consolidate: the leaves live on different devices (",
+                      detail::device_name(*dev), " and ", detail::device_name(d), ")");
+    dev = d;
+    total = align_up(total, leaf_alignment(t->scalar_type()));
+    offsets.push_back(total);
+    total += t->numel() * static_cast<int64_t>(t->element_size());
+  }
+  const at::Device device = dev.value_or(
+      impl_->device.value_or(at::Device(at::kCPU)));
+  at::Tensor buffer = at::empty({total}, at::TensorOptions().dtype(at::kByte).device(device));
+  const c10::Storage& storage = buffer.storage();
+  auto* base = static_cast<uint8_t*>(buffer.data_ptr());
+  size_t i = 0;
+  int64_t prev_end = 0;
+  ImplPtr out = rebuild(*impl_, buffer, impl_->device, [&](const at::Tensor& t) {
+    const int64_t off = offsets[i++];
+    const int64_t nbytes = t.numel() * static_cast<int64_t>(t.element_size());
+    at::Tensor v = tensor_on(storage, off, t.scalar_type(), t.sizes(), buffer.options());
+    if (device.is_cpu()) {
+      if (off > prev_end) std::memset(base + prev_end, 0, static_cast<size_t>(off - prev_end));
+      if (nbytes > 0) {
+        if (t.is_contiguous()) {
+          std::memcpy(base + off, t.data_ptr(), static_cast<size_t>(nbytes));
+        } else {
+          v.copy_(t);
+        }
+      }
+    } else {
+      v.copy_(t);
+    }
+    prev_end = off + nbytes;
+    return v;
+  });
+  return TensorDict(std::move(out));
+}
+
+bool TensorDict::is_consolidated() const {
+  return detail::is_consolidated_impl(*impl_);
+}
+
+void TensorDict::save(const std::string& path) const {
+  TORCH_CHECK_VALUE(!path.empty(), "save: the file name is empty");
+  bool reuse = is_consolidated() && impl_->consolidated.device().is_cpu();
+  if (reuse) {
+    std::vector<const at::Tensor*> leaves;
+    collect_leaves(*impl_, leaves);
+    for (const at::Tensor* t : leaves) reuse = reuse && t->is_contiguous();
+  }
+  TensorDict c = reuse ? *this : cpu().consolidate();
+  const at::Tensor& buf = c.impl().consolidated;
+  std::string meta;
+  try {
+    meta = save_meta(c.impl(), buf).dump();
+  } catch (const nlohmann::json::exception&) {
+    TORCH_CHECK_VALUE(false, "save: a key is not valid UTF-8");
+  }
+  const std::string tmp = path + "%tmp." + std::to_string(::getpid()) + "." +
+                          std::to_string(g_tmp_counter++);
+  try {
+    Fd fd(create_file(tmp, buf.data_ptr(), static_cast<size_t>(buf.numel())));
+    write_all(fd.get(), meta.data(), meta.size(), tmp);
+    const int64_t len = static_cast<int64_t>(meta.size());
+    write_all(fd.get(), &len, sizeof(len), tmp);
+    rename_or_throw(tmp, path);
+  } catch (const c10::Error& e) {
+    ::unlink(tmp.c_str());
+    TORCH_CHECK(false, "save: ", e.msg());
+  }
+}
+
+TensorDict TensorDict::load(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    const int err = errno;
+    TORCH_CHECK(err != ENOENT, "load: '", path, "' does not exist");
+    TORCH_CHECK(false, "load: cannot open '", path, "': ", errno_str(err));
+  }
+  struct stat st {};
+  TORCH_CHECK(::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode), "load: '", path,
+              "' is not a regular file");
+  const int64_t size = st.st_size;
+  TORCH_CHECK(size >= 8, "load: '", path, "' holds ", size,
+              " bytes, too few for a saved TensorDict (it ends with an 8-byte length)");
+  // Copy-on-write mapping: writes into the loaded dict do not reach the file.
+  c10::Storage storage = map_storage(fd.get(), static_cast<size_t>(size),
+                                     static_cast<size_t>(size), true, false, path);
+  const auto* bytes = static_cast<const char*>(storage.data());
+  int64_t len = 0;
+  std::memcpy(&len, bytes + size - 8, sizeof(len));
+  TORCH_CHECK(len >= 0 && len <= size - 8, "load: '", path,
+              "' is not a saved TensorDict (its metadata length ", len,
+              " does not fit in its ", size, " bytes)");
+  const int64_t data_size = size - 8 - len;
+  ordered_json meta;
+  try {
+    meta = ordered_json::parse(bytes + data_size, bytes + data_size + len);
+  } catch (const nlohmann::json::parse_error& e) {
+    TORCH_CHECK(false, "load: '", path, "': the metadata is not valid JSON (syntax error at byte ",
+                e.byte, ")");
+  }
+  TORCH_CHECK(meta.is_object() && meta.value("type", ordered_json()) == "TensorDict",
+              "load: '", path, "' does not hold a saved TensorDict");
+  storage.set_nbytes(static_cast<size_t>(data_size));
+  at::Tensor buffer = tensor_on(storage, 0, at::kByte, {data_size});
+  std::vector<std::string> key_path;
+  return TensorDict(load_meta(meta, storage, buffer, data_size, path, key_path, {}, 0));
+}
+
+}  // namespace tensordict

@@ -1,0 +1,850 @@
+// Persistence: memmap directories (Python tensordict's format), consolidate,
+// single-file save/load and pickle_save.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <tensordict/serialization.h>
+#include <tensordict/tensordict.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <complex>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;
+using tensordict::TensorDict;
+using tensordict_test::ExpectThrowsMsg;
+
+// A fresh directory under the system temp dir, removed on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "td_memmap_test_XXXXXX").string();
+    char* p = ::mkdtemp(tmpl.data());
+    if (p == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = p;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  [[nodiscard]] std::string str() const { return path_; }
+  [[nodiscard]] std::string operator/(const std::string& rel) const {
+    return path_ + "/" + rel;
+  }
+
+ private:
+  std::string path_;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string TensorBytes(const at::Tensor& t) {
+  at::Tensor c = t.contiguous();
+  return std::string(static_cast<const char*>(c.data_ptr()),
+                     static_cast<size_t>(c.numel()) * c.element_size());
+}
+
+ordered_json ReadJson(const std::string& path) {
+  return ordered_json::parse(ReadFile(path));
+}
+
+std::vector<std::string> JsonKeys(const ordered_json& j) {
+  std::vector<std::string> out;
+  for (auto it = j.begin(); it != j.end(); ++it) out.push_back(it.key());
+  return out;
+}
+
+std::string DataDir() { return std::string(TENSORDICT_TEST_DATA_DIR) + "/memmap"; }
+
+TensorDict MakeNested() {
+  return TensorDict({{"obs", torch::arange(6, torch::kFloat32).reshape({2, 3})},
+                     {{"next", "reward"}, torch::tensor({1.5, 2.5}, torch::kFloat64)},
+                     {{"next", "done"}, torch::tensor({true, false})},
+                     {"count", torch::tensor({7, 8}, torch::kInt64)}},
+                    {2});
+}
+
+void ExpectSameDict(const TensorDict& a, const TensorDict& b) {
+  ASSERT_EQ(a.keys(true), b.keys(true));
+  EXPECT_EQ(a.batch_size().vec(), b.batch_size().vec());
+  for (const auto& k : a.keys(true, true)) {
+    EXPECT_EQ(a.get(k).scalar_type(), b.get(k).scalar_type()) << k;
+    EXPECT_EQ(a.get(k).sizes(), b.get(k).sizes()) << k;
+    EXPECT_EQ(TensorBytes(a.get(k)), TensorBytes(b.get(k))) << k;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Round trips
+// ---------------------------------------------------------------------------
+
+TEST(Memmap, MemmapInPlaceReplacesLeavesWithMappedFilesWithTheSameValues) {
+  TempDir dir;
+  TensorDict td = MakeNested();
+  TensorDict before = td.clone();
+  at::Tensor old_obs = td.get("obs");
+  EXPECT_FALSE(td.is_memmap());
+  EXPECT_FALSE(td.saved_path().has_value());
+
+  const TensorDict& ret = td.memmap_(dir.str());
+  EXPECT_TRUE(ret.is_same(td));
+  EXPECT_TRUE(td.is_memmap());
+  EXPECT_EQ(td.saved_path().value(), dir.str());
+  EXPECT_EQ(td.get_tensordict("next").saved_path().value(), dir / "next");
+  EXPECT_FALSE(td.get("obs").is_same(old_obs));
+  ExpectSameDict(td, before);
+
+  TensorDict loaded = TensorDict::load_memmap(dir.str());
+  EXPECT_TRUE(loaded.is_memmap());
+  ExpectSameDict(loaded, before);
+  EXPECT_EQ(loaded.device(), c10::nullopt);
+}
+
+TEST(Memmap, MemmapReturnsACopyAndLeavesTheSourceUnchanged) {
+  TempDir dir;
+  TensorDict td = MakeNested();
+  auto snap = tensordict_test::TakeSnapshot(td);
+  TensorDict mm = td.memmap(dir.str());
+  tensordict_test::ExpectUnchanged(td, snap);
+  EXPECT_FALSE(td.is_memmap());
+  EXPECT_TRUE(mm.is_memmap());
+  ExpectSameDict(mm, td);
+  // A copy: writing the mapped dict does not touch the source.
+  mm.get("obs").fill_(-1);
+  EXPECT_EQ(td.get("obs")[0][0].item<float>(), 0.0F);
+}
+
+TEST(Memmap, EveryDtypeRoundTripsBitForBit) {
+  TempDir dir;
+  std::vector<std::pair<std::string, at::ScalarType>> dtypes = {
+      {"f32", at::kFloat},  {"f64", at::kDouble},  {"f16", at::kHalf},
+      {"bf16", at::kBFloat16}, {"i8", at::kChar},  {"i16", at::kShort},
+      {"i32", at::kInt},    {"i64", at::kLong},    {"u8", at::kByte},
+      {"b", at::kBool},     {"c64", at::kComplexFloat},
+      {"c128", at::kComplexDouble}};
+  TensorDict td({}, {3});
+  for (const auto& [k, dt] : dtypes) {
+    at::Tensor t = dt == at::kBool ? torch::tensor({true, false, true})
+                                   : (torch::randn({3, 2}) * 100).to(dt);
+    td.set(k, t);
+  }
+  TensorDict mm = td.memmap(dir.str());
+  TensorDict loaded = TensorDict::load_memmap(dir.str());
+  ExpectSameDict(loaded, td);
+  const ordered_json meta = ReadJson(dir / "meta.json");
+  const std::vector<std::string> names = {
+      "torch.float32", "torch.float64", "torch.float16", "torch.bfloat16",
+      "torch.int8",    "torch.int16",   "torch.int32",   "torch.int64",
+      "torch.uint8",   "torch.bool",    "torch.complex64", "torch.complex128"};
+  for (size_t i = 0; i < dtypes.size(); ++i) {
+    const std::string& k = dtypes[i].first;
+    EXPECT_EQ(meta[k]["dtype"], names[i]) << k;
+    EXPECT_EQ(ReadFile(dir / (k + ".memmap")), TensorBytes(td.get(k))) << k;
+  }
+  EXPECT_EQ(ReadFile(dir / "b.memmap"), std::string("\x01\x00\x01", 3));
+}
+
+TEST(Memmap, ZeroElementLeavesGetNoFileAndLoadBack) {
+  TempDir dir;
+  TensorDict td({{"empty", torch::zeros({4, 0, 3})}, {"x", torch::ones({4})}}, {4});
+  td.memmap_(dir.str());
+  EXPECT_FALSE(fs::exists(dir / "empty.memmap"));
+  EXPECT_TRUE(fs::exists(dir / "x.memmap"));
+  EXPECT_TRUE(td.is_memmap());
+  TensorDict loaded = TensorDict::load_memmap(dir.str());
+  EXPECT_EQ(loaded.get("empty").sizes(), (std::vector<int64_t>{4, 0, 3}));
+  EXPECT_EQ(ReadJson(dir / "meta.json")["empty"]["shape"], ordered_json({4, 0, 3}));
+
+  TempDir empty_batch;
+  TensorDict none({{"x", torch::zeros({0, 5})}}, {0});
+  none.memmap_(empty_batch.str());
+  EXPECT_EQ(TensorDict::load_memmap(empty_batch.str()).get("x").sizes(),
+            (std::vector<int64_t>{0, 5}));
+}
+
+TEST(Memmap, OddKeyCharactersAreEscapedInFileNames) {
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> keys = {
+      {"a/b", "a%2Fb"},   {"x y", "x%20y"},     {"100%", "100%25"},
+      {".", "%2E"},       {"..", "%2E%2E"},     {"q?*", "q%3F%2A"},
+      {"t\tn\n", "t%09n%0A"}, {"<>:\"|\\", "%3C%3E%3A%22%7C%5C"},
+      {"caf\xc3\xa9", "caf\xc3\xa9"}, {".hidden", ".hidden"}};
+  TensorDict td({}, {2});
+  int64_t i = 0;
+  for (const auto& [k, file] : keys) td.set(k, torch::full({2}, ++i));
+  td.set({"sub dir", "k/1"}, torch::zeros({2}));
+  td.memmap_(dir.str());
+  for (const auto& [k, file] : keys) {
+    EXPECT_TRUE(fs::is_regular_file(dir / (file + ".memmap"))) << file;
+  }
+  EXPECT_TRUE(fs::is_regular_file(dir / "sub%20dir/k%2F1.memmap"));
+  EXPECT_TRUE(fs::is_regular_file(dir / "sub%20dir/meta.json"));
+  TensorDict loaded = TensorDict::load_memmap(dir.str());
+  ExpectSameDict(loaded, td);
+  // meta.json keeps the raw keys.
+  EXPECT_EQ(JsonKeys(ReadJson(dir / "meta.json"))[0], "a/b");
+}
+
+TEST(Memmap, IndexedWritesGoStraightToTheFile) {
+  TempDir dir;
+  TensorDict(
+      {{"obs", torch::zeros({3, 2})}, {{"next", "r"}, torch::zeros({3}, torch::kInt32)}},
+      {3})
+      .memmap_(dir.str());
+  TensorDict td = TensorDict::load_memmap(dir.str());
+  td[1] = TensorDict({{"obs", torch::tensor({1.0F, 2.0F})},
+                      {{"next", "r"}, torch::tensor(9, torch::kInt32)}},
+                     {});
+  const float obs[] = {0, 0, 1, 2, 0, 0};
+  EXPECT_EQ(ReadFile(dir / "obs.memmap"),
+            std::string(reinterpret_cast<const char*>(obs), sizeof(obs)));
+  const int32_t r[] = {0, 9, 0};
+  EXPECT_EQ(ReadFile(dir / "next/r.memmap"),
+            std::string(reinterpret_cast<const char*>(r), sizeof(r)));
+  EXPECT_TRUE(td.get("obs").is_same(td.get("obs")));  // stored tensors kept
+  EXPECT_TRUE(td.is_memmap());
+}
+
+TEST(Memmap, MappedLeavesOutliveTheDictAndTheDirectoryEntry) {
+  TempDir dir;
+  at::Tensor kept;
+  {
+    TensorDict td({{"x", torch::arange(4)}}, {4});
+    td.memmap_(dir.str());
+    kept = td.get("x");
+  }
+  fs::remove_all(dir.str());
+  EXPECT_TRUE(at::equal(kept, torch::arange(4)));
+}
+
+TEST(Memmap, ReadOnlyLoadMapsTheSameValues) {
+  TempDir dir;
+  TensorDict td = MakeNested();
+  td.memmap(dir.str());
+  TensorDict ro = TensorDict::load_memmap(dir.str(), /*read_only=*/true);
+  EXPECT_TRUE(ro.is_memmap());
+  ExpectSameDict(ro, td);
+}
+
+TEST(Memmap, MemmapLikeMakesZeroFilledSparseFilesWithTheSameStructure) {
+  TempDir dir;
+  // A replay-buffer-like storage: batch [capacity], built from one row.
+  const int64_t capacity = 1 << 16;
+  TensorDict row({{"obs", torch::ones({64})}, {{"next", "done"}, torch::ones({1}, torch::kBool)}},
+                 {});
+  TensorDict spec = row.unsqueeze(0).expand({capacity});
+  TensorDict storage = spec.memmap_like(dir.str());
+  EXPECT_TRUE(storage.is_memmap());
+  EXPECT_FALSE(spec.is_memmap());
+  EXPECT_EQ(storage.batch_size().vec(), std::vector<int64_t>{capacity});
+  EXPECT_EQ(storage.get("obs").sizes(), (std::vector<int64_t>{capacity, 64}));
+  EXPECT_EQ(fs::file_size(dir / "obs.memmap"), static_cast<uintmax_t>(capacity * 64 * 4));
+  struct stat st {};
+  ASSERT_EQ(::stat((dir / "obs.memmap").c_str(), &st), 0);
+  EXPECT_LT(st.st_blocks * 512, capacity * 64 * 4);  // sparse: nothing written
+  EXPECT_FALSE(storage.get("obs").any().item<bool>());
+  storage[5] = row;
+  TensorDict reopened = TensorDict::load_memmap(dir.str());
+  EXPECT_TRUE(reopened[5].value().get("obs").eq(1).all().item<bool>());
+  EXPECT_TRUE(reopened.get({"next", "done"})[5].item<bool>());
+  EXPECT_FALSE(reopened.get({"next", "done"})[4].item<bool>());
+}
+
+TEST(Memmap, MemmapIntoItsOwnDirectoryRewritesTheFiles) {
+  TempDir dir;
+  TensorDict td = MakeNested();
+  td.memmap_(dir.str());
+  TensorDict loaded = TensorDict::load_memmap(dir.str());
+  loaded.get("obs").add_(10);
+  loaded.memmap_(dir.str());
+  TensorDict again = TensorDict::load_memmap(dir.str());
+  EXPECT_EQ(again.get("obs")[1][2].item<float>(), 15.0F);
+  // Temporary files are all renamed away.
+  for (const auto& e : fs::recursive_directory_iterator(dir.str())) {
+    EXPECT_EQ(e.path().string().find("%tmp"), std::string::npos) << e.path();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The files this library writes, byte for byte
+// ---------------------------------------------------------------------------
+
+TEST(MemmapFormat, MetaJsonListsEntriesInInsertionOrderThenTheDictMetadata) {
+  TempDir dir;
+  TensorDict td({{"zeta", torch::zeros({2, 3}, torch::kFloat16)},
+                 {{"next", "obs"}, torch::zeros({2, 4, 5})},
+                 {"alpha", torch::zeros({2}, torch::kInt64)}},
+                {2}, at::Device(at::kCPU));
+  td.get_tensordict("next").set("inner", torch::zeros({2, 1}, torch::kBool));
+  td.memmap_(dir.str());
+
+  const ordered_json meta = ReadJson(dir / "meta.json");
+  EXPECT_EQ(JsonKeys(meta),
+            (std::vector<std::string>{"zeta", "next", "alpha", "shape", "device", "_type"}));
+  EXPECT_EQ(meta["zeta"], ordered_json::parse(R"({"device": "cpu", "shape": [2, 3],
+      "dtype": "torch.float16", "is_nested": false})"));
+  EXPECT_EQ(JsonKeys(meta["zeta"]),
+            (std::vector<std::string>{"device", "shape", "dtype", "is_nested"}));
+  EXPECT_EQ(meta["next"], ordered_json::parse(R"({"type": "TensorDict"})"));
+  EXPECT_EQ(meta["alpha"]["dtype"], "torch.int64");
+  EXPECT_EQ(meta["shape"], ordered_json({2}));
+  EXPECT_EQ(meta["device"], "cpu");
+  EXPECT_EQ(meta["_type"], "<class 'tensordict._td.TensorDict'>");
+
+  const ordered_json sub = ReadJson(dir / "next/meta.json");
+  EXPECT_EQ(JsonKeys(sub),
+            (std::vector<std::string>{"obs", "inner", "shape", "device", "_type"}));
+  EXPECT_EQ(sub["obs"]["shape"], ordered_json({2, 4, 5}));
+  EXPECT_EQ(sub["inner"]["dtype"], "torch.bool");
+  EXPECT_EQ(sub["device"], "cpu");
+
+  // Exactly the expected files: no temporary leftovers.
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir.str())) {
+    files.push_back(fs::relative(e.path(), dir.str()).string());
+  }
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"alpha.memmap", "meta.json", "next",
+                                             "next/inner.memmap", "next/meta.json",
+                                             "next/obs.memmap", "zeta.memmap"}));
+}
+
+TEST(MemmapFormat, LeafFilesHoldRawCContiguousLittleEndianBytes) {
+  TempDir dir;
+  // A non-contiguous leaf is written in C order.
+  at::Tensor t = torch::arange(6, torch::kInt16).reshape({3, 2}).t();  // [2, 3]
+  TensorDict td({{"t", t}, {"d", torch::tensor({0.5}, torch::kFloat64)}}, {});
+  td.memmap(dir.str());
+  const unsigned char expected_t[] = {0, 0, 2, 0, 4, 0, 1, 0, 3, 0, 5, 0};
+  EXPECT_EQ(ReadFile(dir / "t.memmap"),
+            std::string(reinterpret_cast<const char*>(expected_t), sizeof(expected_t)));
+  const unsigned char expected_d[] = {0, 0, 0, 0, 0, 0, 0xE0, 0x3F};
+  EXPECT_EQ(ReadFile(dir / "d.memmap"),
+            std::string(reinterpret_cast<const char*>(expected_d), sizeof(expected_d)));
+  EXPECT_EQ(ReadJson(dir / "meta.json")["device"], "None");
+  EXPECT_EQ(ReadJson(dir / "meta.json")["shape"], ordered_json::array());
+}
+
+// ---------------------------------------------------------------------------
+// Golden directories written by Python tensordict
+// ---------------------------------------------------------------------------
+
+TEST(MemmapGolden, FlatDictFromTensordict04LoadsExactly) {
+  TensorDict td = TensorDict::load_memmap(DataDir() + "/v0.4/flat");
+  EXPECT_EQ(td.keys(), tensordict_test::Keys({"obs", "done", "count"}));
+  EXPECT_EQ(td.batch_size().vec(), std::vector<int64_t>{2});
+  EXPECT_EQ(td.device(), at::Device(at::kCPU));
+  EXPECT_TRUE(at::equal(td.get("obs"), torch::arange(6, torch::kFloat32).reshape({2, 3})));
+  EXPECT_TRUE(at::equal(td.get("done"), torch::tensor({true, false}).reshape({2, 1})));
+  EXPECT_TRUE(at::equal(td.get("count"), torch::tensor({7, 8}, torch::kInt64)));
+  EXPECT_TRUE(td.is_memmap());
+}
+
+TEST(MemmapGolden, NestedDictFromTensordict04LoadsExactly) {
+  TensorDict td = TensorDict::load_memmap(DataDir() + "/v0.4/nested", true);
+  EXPECT_EQ(td.keys(true), tensordict_test::Keys({"obs", "next", {"next", "reward"},
+                                                  {"next", "idx"}}));
+  EXPECT_TRUE(at::equal(td.get("obs"), torch::arange(6, torch::kFloat32).reshape({2, 3})));
+  EXPECT_TRUE(at::equal(td.get({"next", "reward"}),
+                        torch::tensor({1.5, 2.5}, torch::kFloat64).reshape({2, 1})));
+  EXPECT_TRUE(at::equal(td.get({"next", "idx"}), torch::tensor({7, 8}, torch::kInt64)));
+  EXPECT_EQ(td.get_tensordict("next").batch_size().vec(), std::vector<int64_t>{2});
+}
+
+TEST(MemmapGolden, EveryDtypeFromTensordict04LoadsExactly) {
+  TensorDict td = TensorDict::load_memmap(DataDir() + "/v0.4/dtypes");
+  EXPECT_TRUE(at::equal(td.get("f16"), torch::tensor({1.5, -2.0}).to(torch::kHalf)));
+  EXPECT_TRUE(at::equal(td.get("bf16"), torch::tensor({1.5, -2.0}).to(torch::kBFloat16)));
+  EXPECT_TRUE(at::equal(td.get("u8"), torch::tensor({0, 255}).to(torch::kUInt8)));
+  EXPECT_TRUE(at::equal(td.get("i8"), torch::tensor({-128, 127}).to(torch::kInt8)));
+  EXPECT_TRUE(at::equal(td.get("i16"), torch::tensor({-3, 3}).to(torch::kInt16)));
+  EXPECT_TRUE(at::equal(td.get("i32"), torch::tensor({-5, 5}).to(torch::kInt32)));
+  EXPECT_TRUE(at::equal(td.get("f64"), torch::tensor({0.1, 0.2}, torch::kFloat64)));
+  at::Tensor c = td.get("c64");
+  ASSERT_EQ(c.scalar_type(), at::kComplexFloat);
+  const auto* cv = c.data_ptr<c10::complex<float>>();
+  EXPECT_EQ(cv[0], c10::complex<float>(1, 2));
+  EXPECT_EQ(cv[1], c10::complex<float>(3, -4));
+  EXPECT_TRUE(at::equal(td.get("b"), torch::tensor({true, false})));
+}
+
+TEST(MemmapGolden, BatchedAndScalarDictsFromTensordict04LoadExactly) {
+  TensorDict b2 = TensorDict::load_memmap(DataDir() + "/v0.4/batch2d");
+  EXPECT_EQ(b2.batch_size().vec(), (std::vector<int64_t>{2, 3}));
+  EXPECT_TRUE(at::equal(b2.get("x"), torch::arange(24, torch::kInt32).reshape({2, 3, 4})));
+  TensorDict sc = TensorDict::load_memmap(DataDir() + "/v0.4/scalar_batch");
+  EXPECT_EQ(sc.batch_dims(), 0);
+  EXPECT_EQ(sc.get("x").dim(), 0);
+  EXPECT_EQ(sc.get("x").item<float>(), 3.25F);
+}
+
+TEST(MemmapGolden, NewestFormatLoadsAndSkipsNonTensorData) {
+  TensorDict td = TensorDict::load_memmap(DataDir() + "/newest/mmap_example");
+  EXPECT_EQ(td.batch_size().vec(), (std::vector<int64_t>{2, 1}));
+  // "string" is NonTensorData: not a tensor, so it is not loaded.
+  EXPECT_EQ(td.keys(true), tensordict_test::Keys({"nested", {"nested", "int64"},
+                                                  {"nested", "bfloat16"}}));
+  // The leaf files carry trailing bytes beyond their data; they are ignored.
+  EXPECT_TRUE(at::equal(td.get({"nested", "int64"}),
+                        torch::tensor({1, 2}, torch::kInt64).reshape({2, 1})));
+  EXPECT_TRUE(at::equal(td.get({"nested", "bfloat16"}),
+                        torch::ones({2, 1}, torch::kBFloat16)));
+}
+
+TEST(MemmapGolden, WhatThisLibraryWritesMatchesTheTensordict04Files) {
+  // Same dict as the Python fixture: same leaf bytes, same meta entries
+  // (apart from is_nested, which newer versions add).
+  TempDir dir;
+  TensorDict td({{"obs", torch::arange(6, torch::kFloat32).reshape({2, 3})},
+                 {"done", torch::tensor({true, false}).reshape({2, 1})},
+                 {"count", torch::tensor({7, 8}, torch::kInt64)}},
+                {2}, at::Device(at::kCPU));
+  td.memmap_(dir.str());
+  const std::string golden = DataDir() + "/v0.4/flat";
+  for (const char* f : {"obs.memmap", "done.memmap", "count.memmap"}) {
+    EXPECT_EQ(ReadFile(dir / f), ReadFile(golden + "/" + f)) << f;
+  }
+  ordered_json ours = ReadJson(dir / "meta.json");
+  for (const char* k : {"obs", "done", "count"}) ours[k].erase("is_nested");
+  EXPECT_EQ(ours, ReadJson(golden + "/meta.json"));
+  EXPECT_EQ(JsonKeys(ours), JsonKeys(ReadJson(golden + "/meta.json")));
+}
+
+// ---------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------
+
+// Writes a one-level memmap directory with `meta` and the given leaf files.
+void MakeDir(const std::string& dir, const std::string& meta,
+             const std::vector<std::pair<std::string, std::string>>& files = {}) {
+  fs::create_directories(dir);
+  WriteFile(dir + "/meta.json", meta);
+  for (const auto& f : files) WriteFile(dir + "/" + f.first, f.second);
+}
+
+const char* kTail = R"("shape": [2], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})";
+
+TEST(MemmapErrors, MissingOrNonTensorDictDirectoriesAreClearErrors) {
+  TempDir dir;
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "nope"); },
+                  "load_memmap: '" + (dir / "nope") + "' does not exist");
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir.str()); },
+                  "load_memmap: '" + dir.str() +
+                      "' is not a TensorDict memmap directory: it has no meta.json");
+  WriteFile(dir / "file", "x");
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "file"); },
+                  "load_memmap: '" + (dir / "file") + "' is not a directory");
+  // A NonTensorData directory from Python is not a TensorDict.
+  ExpectThrowsMsg(
+      [&] { (void)TensorDict::load_memmap(DataDir() + "/newest/mmap_example/nested/string"); },
+      "load_memmap: '" + DataDir() +
+          "/newest/mmap_example/nested/string/meta.json' does not describe a TensorDict "
+          "(\"_type\" is \"<class 'tensordict.tensorclass.NonTensorData'>\")");
+  MakeDir(dir / "notype", R"({"shape": [2], "device": "cpu"})");
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "notype"); },
+                  "load_memmap: '" + (dir / "notype/meta.json") +
+                      "' does not describe a TensorDict (\"_type\" is missing)");
+}
+
+TEST(MemmapErrors, MalformedMetaJsonIsAClearError) {
+  TempDir dir;
+  MakeDir(dir / "bad", R"({"x": {"device": "cpu", )");
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "bad"); },
+                  "load_memmap: '" + (dir / "bad/meta.json") +
+                      "' is not valid JSON (syntax error at byte 25)");
+  MakeDir(dir / "array", "[1, 2]");
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "array"); },
+                  "load_memmap: '" + (dir / "array/meta.json") +
+                      "' must hold a JSON object, got [1,2]");
+  MakeDir(dir / "shape", R"({"shape": [2, -1], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})");
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "shape"); },
+                  "load_memmap: '" + (dir / "shape/meta.json") +
+                      "': \"shape\" must be a list of non-negative integers, got [2,-1]");
+  MakeDir(dir / "entry", std::string(R"({"x": 3, )") + kTail);
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "entry"); },
+                  "load_memmap: '" + (dir / "entry/meta.json") +
+                      "': the entry of key 'x' must be a JSON object, got 3");
+  MakeDir(dir / "leafshape",
+          std::string(R"({"x": {"device": "cpu", "shape": "2", "dtype": "torch.int8"}, )") + kTail);
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "leafshape"); },
+                  "load_memmap: '" + (dir / "leafshape/meta.json") +
+                      "': key 'x' has an invalid shape \"2\" (expected a list of "
+                      "non-negative integers)");
+  MakeDir(dir / "huge",
+          std::string(R"({"x": {"shape": [2, 4611686018427387904, 4], "dtype": "torch.int8"}, )") +
+              kTail);
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "huge"); },
+                  "load_memmap: '" + (dir / "huge/meta.json") +
+                      "': key 'x' has shape [2, 4611686018427387904, 4], which is too large");
+}
+
+TEST(MemmapErrors, UnknownDtypeIsATypeError) {
+  TempDir dir;
+  MakeDir(dir.str(),
+          std::string(R"({"x": {"device": "cpu", "shape": [2], "dtype": "torch.float8"}, )") +
+              kTail,
+          {{"x.memmap", std::string(2, '\0')}});
+  ExpectThrowsMsg<c10::TypeError>(
+      [&] { (void)TensorDict::load_memmap(dir.str()); },
+      "load_memmap: '" + (dir / "meta.json") + "': key 'x' has unknown dtype \"torch.float8\"");
+}
+
+TEST(MemmapErrors, MissingOrShortLeafFilesAreClearErrors) {
+  TempDir dir;
+  const std::string meta =
+      std::string(R"({"x": {"device": "cpu", "shape": [2, 3], "dtype": "torch.float32"}, )") +
+      kTail;
+  MakeDir(dir / "missing", meta);
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "missing"); },
+                  "load_memmap: key 'x': leaf file '" + (dir / "missing/x.memmap") +
+                      "' is missing");
+  MakeDir(dir / "short", meta, {{"x.memmap", std::string(23, '\0')}});
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "short"); },
+                  "load_memmap: key 'x': leaf file '" + (dir / "short/x.memmap") +
+                      "' holds 23 bytes, but shape [2, 3] of torch.float32 needs 24");
+  // Extra trailing bytes are fine.
+  MakeDir(dir / "long", meta, {{"x.memmap", std::string(25, '\0')}});
+  EXPECT_EQ(TensorDict::load_memmap(dir / "long").get("x").sizes(),
+            (std::vector<int64_t>{2, 3}));
+}
+
+TEST(MemmapErrors, ShapesThatDoNotMatchTheBatchSizeAreClearErrors) {
+  TempDir dir;
+  MakeDir(dir / "leaf",
+          std::string(R"({"x": {"device": "cpu", "shape": [3], "dtype": "torch.int8"}, )") + kTail,
+          {{"x.memmap", "abc"}});
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "leaf"); },
+                  "load_memmap: '" + (dir / "leaf/meta.json") +
+                      "': key 'x' has shape [3], which does not start with the batch size [2]");
+  MakeDir(dir / "sub", std::string(R"({"next": {"type": "TensorDict"}, )") + kTail);
+  MakeDir(dir / "sub/next",
+          R"({"shape": [5], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})");
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "sub"); },
+                  "load_memmap: '" + (dir / "sub/next/meta.json") +
+                      "': the batch size [5] of key 'next' does not start with the "
+                      "parent's batch size [2]");
+  MakeDir(dir / "nosub", std::string(R"({"next": {"type": "TensorDict"}, )") + kTail);
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "nosub"); },
+                  "load_memmap: '" + (dir / "nosub/next") + "' does not exist");
+}
+
+TEST(MemmapErrors, NestedKeysAreNamedInFullInLeafErrors) {
+  TempDir dir;
+  MakeDir(dir.str(), std::string(R"({"next": {"type": "TensorDict"}, )") + kTail);
+  MakeDir(dir / "next",
+          std::string(R"({"obs": {"device": "cpu", "shape": [2], "dtype": "torch.int16"}, )") +
+              kTail);
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir.str()); },
+                  "load_memmap: key ('next', 'obs'): leaf file '" + (dir / "next/obs.memmap") +
+                      "' is missing");
+}
+
+TEST(MemmapErrors, ReservedAndCollidingKeysAreRejectedBeforeAnythingIsWritten) {
+  TempDir dir;
+  for (const char* k : {"shape", "device", "_type"}) {
+    TensorDict td({{k, torch::zeros({2})}}, {2});
+    auto snap = tensordict_test::TakeSnapshot(td);
+    ExpectThrowsMsg<c10::ValueError>(
+        [&] { td.memmap_(dir / "r"); },
+        std::string("memmap_: key '") + k +
+            "' is reserved by the memmap format (meta.json uses \"shape\", \"device\" "
+            "and \"_type\" for the dict's own metadata)");
+    tensordict_test::ExpectUnchanged(td, snap);
+    EXPECT_FALSE(fs::exists(dir / "r"));
+  }
+  TensorDict nested({{{"next", "shape"}, torch::zeros({2})}}, {2});
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { (void)nested.memmap(dir / "r"); },
+      "memmap: key ('next', 'shape') is reserved by the memmap format (meta.json uses "
+      "\"shape\", \"device\" and \"_type\" for the dict's own metadata)");
+  TensorDict clash({{"a", torch::zeros({2})}, {{"a.memmap", "x"}, torch::zeros({2})}}, {2});
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { (void)clash.memmap_like(dir / "r"); },
+      "memmap_like: key 'a.memmap' would be stored as 'a.memmap', which another entry of "
+      "the same dict uses");
+  TensorDict unsupported({{"q", torch::zeros({2}, torch::kComplexHalf)}}, {2});
+  ExpectThrowsMsg<c10::TypeError>(
+      [&] { unsupported.memmap_(dir / "r"); },
+      "memmap_: key 'q' has dtype torch.complex32, which the memmap format does not support");
+  EXPECT_FALSE(fs::exists(dir / "r"));
+}
+
+TEST(MemmapErrors, APrefixThatIsAFileIsAClearErrorAndTheDictIsUnchanged) {
+  TempDir dir;
+  WriteFile(dir / "file", "x");
+  TensorDict td = MakeNested();
+  auto snap = tensordict_test::TakeSnapshot(td);
+  ExpectThrowsMsg([&] { td.memmap_(dir / "file"); },
+                  "memmap_: '" + (dir / "file") + "' exists and is not a directory");
+  tensordict_test::ExpectUnchanged(td, snap);
+  EXPECT_FALSE(td.is_memmap());
+}
+
+TEST(MemmapErrors, DeeplyNestedJsonValuesAreReportedWithoutBeingPrinted) {
+  TempDir dir;
+  MakeDir(dir.str(), std::string(R"({"x": {"shape": )") + std::string(5000, '[') +
+                         std::string(5000, ']') + R"(, "dtype": "torch.int8"}, )" + kTail);
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir.str()); },
+                  "load_memmap: '" + (dir / "meta.json") +
+                      "': key 'x' has an invalid shape (deeply nested JSON) (expected a list "
+                      "of non-negative integers)");
+}
+
+TEST(MemmapErrors, NestedTensorEntriesAndUnknownTypesAreRejected) {
+  TempDir dir;
+  MakeDir(dir / "nt",
+          std::string(
+              R"({"x": {"device": "cpu", "shape": [2], "dtype": "torch.int8", "is_nested": true}, )") +
+              kTail,
+          {{"x.memmap", "ab"}});
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "nt"); },
+                  "load_memmap: '" + (dir / "nt/meta.json") +
+                      "': key 'x' is a nested (jagged) tensor, which is not supported");
+  MakeDir(dir / "lazy", std::string(R"({"x": {"type": "LazyStackedTensorDict"}, )") + kTail);
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "lazy"); },
+                  "load_memmap: '" + (dir / "lazy/meta.json") +
+                      "': key 'x' has unsupported type \"LazyStackedTensorDict\"");
+}
+
+TEST(MemmapErrors, ADirectoryThatContainsItselfIsAnErrorNotARecursion) {
+  TempDir dir;
+  MakeDir(dir.str(), std::string(R"({"loop": {"type": "TensorDict"}, )") + kTail);
+  fs::create_directory_symlink(".", dir / "loop");
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir.str()); },
+                  "load_memmap: '" + (dir / "loop") + "' is one of its own parent directories");
+}
+
+// ---------------------------------------------------------------------------
+// Interrupted writes
+// ---------------------------------------------------------------------------
+
+TEST(MemmapCrash, LeftoverTemporaryFilesFromAnInterruptedWriteAreIgnored) {
+  TempDir dir;
+  TensorDict td = MakeNested();
+  td.memmap(dir.str());
+  // What a writer killed before its renames leaves behind.
+  WriteFile(dir / "obs.memmap%tmp.12345.0", "garbage");
+  WriteFile(dir / "meta.json%tmp.12345.1", "{\"trunc");
+  ExpectSameDict(TensorDict::load_memmap(dir.str()), td);
+  TensorDict td2 = td.clone();
+  td2.get("obs").fill_(3);
+  td2.memmap(dir.str());
+  ExpectSameDict(TensorDict::load_memmap(dir.str()), td2);
+}
+
+TEST(MemmapCrash, AWriterKilledMidWayNeverLeavesMetaJsonDescribingMissingData) {
+  TempDir dir;
+  TensorDict v1({{"a", torch::full({4, 2}, 1.0)}, {{"next", "b"}, torch::full({4}, 1.0)}}, {4});
+  v1.memmap(dir.str());
+  // The second version is large, so the child is still writing when killed.
+  const int64_t n = 1 << 19;
+  TensorDict v2({}, {n});
+  for (int i = 0; i < 8; ++i) v2.set("k" + std::to_string(i), torch::full({n, 4}, 2.0));
+  v2.set({"next", "b"}, torch::full({n}, 2.0));
+
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try {
+      v2.memmap_(dir.str());
+    } catch (...) {
+      ::_exit(1);
+    }
+    ::_exit(0);
+  }
+  // Kill the child as soon as its first temporary file shows up.
+  bool seen = false;
+  for (int i = 0; i < 20000 && !seen; ++i) {
+    for (const auto& e : fs::directory_iterator(dir.str())) {
+      if (e.path().filename().string().find("%tmp") != std::string::npos) seen = true;
+    }
+    if (!seen) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+
+  // Whatever the child got to, what is there is either a complete version or
+  // no meta.json at all.
+  try {
+    TensorDict got = TensorDict::load_memmap(dir.str());
+    ::testing::Test::RecordProperty("outcome", got.contains("a") ? "v1" : "v2");
+    if (got.contains("a")) {
+      ExpectSameDict(got, v1);
+    } else {
+      ExpectSameDict(got, v2);
+    }
+  } catch (const c10::Error& e) {
+    ::testing::Test::RecordProperty("outcome", "no meta.json");
+    EXPECT_EQ(e.msg(), "load_memmap: '" + dir.str() +
+                           "' is not a TensorDict memmap directory: it has no meta.json");
+  }
+  // A new write over the debris succeeds.
+  v1.memmap(dir.str());
+  ExpectSameDict(TensorDict::load_memmap(dir.str()), v1);
+}
+
+// ---------------------------------------------------------------------------
+// consolidate, save, load
+// ---------------------------------------------------------------------------
+
+TEST(Consolidate, LeavesBecomeAlignedViewsIntoOneStorage) {
+  TensorDict td({{"a", torch::arange(3, torch::kInt8)},
+                 {{"n", "c"}, torch::tensor({1.0, 2.0}, torch::kComplexDouble)},
+                 {"b", torch::arange(6, torch::kFloat32).reshape({3, 2}).t().t()},
+                 {"t", torch::arange(6, torch::kInt16).reshape({2, 3}).t()}},  // non-contiguous
+                {});
+  EXPECT_FALSE(td.is_consolidated());
+  TensorDict c = td.consolidate();
+  EXPECT_TRUE(c.is_consolidated());
+  EXPECT_TRUE(c.get_tensordict("n").is_consolidated());
+  ExpectSameDict(c, td);
+  const auto* base = static_cast<const char*>(c.get("a").storage().data());
+  for (const auto& k : c.keys(true, true)) {
+    at::Tensor t = c.get(k);
+    EXPECT_TRUE(tensordict_test::SharesStorage(t, c.get("a"))) << k;
+    const auto off = static_cast<const char*>(t.data_ptr()) - base;
+    EXPECT_EQ(off % 8, 0) << k;
+    EXPECT_TRUE(t.is_contiguous()) << k;
+  }
+  // a: [0, 3), pad to 16 for complex128; c: [16, 48); b: [48, 72); t: [72, 84).
+  EXPECT_EQ(static_cast<const char*>(c.get({"n", "c"}).data_ptr()) - base, 16);
+  EXPECT_EQ(static_cast<const char*>(c.get("b").data_ptr()) - base, 48);
+  EXPECT_EQ(static_cast<const char*>(c.get("t").data_ptr()) - base, 72);
+  EXPECT_EQ(c.get("a").storage().nbytes(), 84U);
+  // Replacing a leaf breaks consolidation; writing into one does not.
+  c.get("a").fill_(5);
+  EXPECT_TRUE(c.is_consolidated());
+  c.set("a", torch::zeros({3}, torch::kInt8));
+  EXPECT_FALSE(c.is_consolidated());
+  EXPECT_FALSE(td.is_consolidated());
+}
+
+TEST(Consolidate, ToAnotherDeviceIsOneCopyWithTheViewsRebuilt) {
+  TensorDict td({{"x", torch::ones({4, 3})}, {{"n", "y"}, torch::zeros({4}, torch::kInt64)}},
+                {4});
+  TensorDict c = td.consolidate();
+  TensorDict m = c.to(at::Device(at::kMeta));
+  EXPECT_EQ(m.device(), at::Device(at::kMeta));
+  EXPECT_TRUE(m.is_consolidated());
+  EXPECT_TRUE(m.get("x").is_meta());
+  EXPECT_TRUE(tensordict_test::SharesStorage(m.get("x"), m.get({"n", "y"})));
+  EXPECT_EQ(m.get("x").sizes(), c.get("x").sizes());
+  EXPECT_EQ(m.get({"n", "y"}).storage_offset(), c.get({"n", "y"}).storage_offset());
+  // Back on the same device: nothing is copied.
+  EXPECT_TRUE(c.to(at::kCPU).get("x").is_same(c.get("x")));
+}
+
+TEST(SaveLoad, SaveWritesDataThenJsonThenItsLengthAndLoadMapsItBack) {
+  TempDir dir;
+  TensorDict td = MakeNested();
+  const std::string path = dir / "td.bin";
+  td.save(path);
+  const std::string bytes = ReadFile(path);
+  ASSERT_GE(bytes.size(), 8U);
+  int64_t len = 0;
+  std::memcpy(&len, bytes.data() + bytes.size() - 8, 8);
+  ASSERT_LE(len, static_cast<int64_t>(bytes.size()) - 8);
+  const size_t data_size = bytes.size() - 8 - static_cast<size_t>(len);
+  const ordered_json meta = ordered_json::parse(bytes.substr(data_size, static_cast<size_t>(len)));
+  EXPECT_EQ(meta["type"], "TensorDict");
+  EXPECT_EQ(meta["batch_size"], ordered_json({2}));
+  EXPECT_EQ(JsonKeys(meta["entries"]), (std::vector<std::string>{"obs", "next", "count"}));
+  EXPECT_EQ(meta["entries"]["obs"]["offset"], 0);
+  EXPECT_EQ(meta["entries"]["obs"]["dtype"], "torch.float32");
+  EXPECT_EQ(bytes.substr(0, 24), TensorBytes(td.get("obs")));
+  const int64_t count_off = meta["entries"]["count"]["offset"].get<int64_t>();
+  EXPECT_EQ(bytes.substr(static_cast<size_t>(count_off), 16), TensorBytes(td.get("count")));
+
+  TensorDict loaded = TensorDict::load(path);
+  EXPECT_TRUE(loaded.is_consolidated());
+  ExpectSameDict(loaded, td);
+  // Copy-on-write: writing the loaded dict leaves the file alone.
+  loaded.get("obs").fill_(9);
+  EXPECT_EQ(ReadFile(path), bytes);
+  // A consolidated dict saves its buffer as is.
+  TensorDict c = td.consolidate();
+  c.save(dir / "c.bin");
+  ExpectSameDict(TensorDict::load(dir / "c.bin"), td);
+}
+
+TEST(SaveLoad, CorruptFilesAreClearErrors) {
+  TempDir dir;
+  ExpectThrowsMsg([&] { (void)TensorDict::load(dir / "none"); },
+                  "load: '" + (dir / "none") + "' does not exist");
+  WriteFile(dir / "tiny", "abc");
+  ExpectThrowsMsg([&] { (void)TensorDict::load(dir / "tiny"); },
+                  "load: '" + (dir / "tiny") +
+                      "' holds 3 bytes, too few for a saved TensorDict (it ends with an "
+                      "8-byte length)");
+  std::string bad(16, '\0');
+  bad[8] = 100;
+  WriteFile(dir / "len", bad);
+  ExpectThrowsMsg([&] { (void)TensorDict::load(dir / "len"); },
+                  "load: '" + (dir / "len") +
+                      "' is not a saved TensorDict (its metadata length 100 does not fit in "
+                      "its 16 bytes)");
+  // A leaf that points past the data.
+  const std::string json =
+      R"({"type": "TensorDict", "batch_size": [], "device": "None", "entries": {"x": {"dtype": "torch.int64", "shape": [2], "offset": 8}}})";
+  std::string file = std::string(16, '\0') + json;
+  const int64_t jl = static_cast<int64_t>(json.size());
+  file.append(reinterpret_cast<const char*>(&jl), 8);
+  WriteFile(dir / "oob", file);
+  ExpectThrowsMsg([&] { (void)TensorDict::load(dir / "oob"); },
+                  "load: '" + (dir / "oob") +
+                      "': key 'x' has offset 8 and 16 bytes, which do not fit in the file's 16 "
+                      "data bytes");
+}
+
+// ---------------------------------------------------------------------------
+// pickle_save
+// ---------------------------------------------------------------------------
+
+TEST(PickleSave, WritesANestedDictOfTensorsThatPickleLoadReadsBack) {
+  TensorDict td = MakeNested();
+  std::vector<char> bytes = tensordict::pickle_save(td);
+  // torch.save's zip format.
+  ASSERT_GE(bytes.size(), 4U);
+  EXPECT_EQ(std::string(bytes.data(), 2), "PK");
+  c10::IValue v = torch::jit::pickle_load(bytes);
+  ASSERT_TRUE(v.isGenericDict());
+  c10::impl::GenericDict d = v.toGenericDict();
+  std::vector<std::string> keys;
+  for (const auto& e : d) keys.push_back(e.key().toStringRef());
+  EXPECT_EQ(keys, (std::vector<std::string>{"obs", "next", "count"}));
+  EXPECT_TRUE(at::equal(d.at("obs").toTensor(), td.get("obs")));
+  EXPECT_TRUE(at::equal(d.at("count").toTensor(), td.get("count")));
+  c10::impl::GenericDict next = d.at("next").toGenericDict();
+  EXPECT_TRUE(at::equal(next.at("reward").toTensor(), td.get({"next", "reward"})));
+  EXPECT_TRUE(at::equal(next.at("done").toTensor(), td.get({"next", "done"})));
+}
+
+}  // namespace
