@@ -170,7 +170,9 @@ struct ReplayBufferOptions {
   /// (plain stores into `MAP_SHARED` pages). Each write stores the rows,
   /// then their priorities, then `rows_written` (one 8-byte store), so a
   /// process that exits or is killed at any point leaves every completed
-  /// write readable by the next process. Nothing calls `fsync`: a power
+  /// write readable by the next process (a write cut off half-way is not
+  /// counted, but in a full buffer the oldest rows it was overwriting may
+  /// be left part old, part new). Nothing calls `fsync`: a power
   /// loss or OS crash may lose recent writes. The structure of the rows
   /// is fixed by the first write, also across reopening (and `clear()`).
   /// There is no locking between processes: open a directory in one
