@@ -2,6 +2,7 @@
 // safety and the all-or-nothing errors.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <tensordict/tensordict.h>
 #include <unistd.h>
@@ -968,6 +969,33 @@ TEST(ReplayBufferDiskTest, ADiskBufferOnAnotherDeviceThrows) {
       },
       "ReplayBuffer: a disk-backed storage (storage_dir '" + tmp.str() +
           "') lives on the CPU, but ReplayBufferOptions::device is meta");
+}
+
+TEST(ReplayBufferDiskTest, AStorageLargerThanItsWrittenRowsStaysSparse) {
+  TempDir tmp;
+  constexpr int64_t kRows = int64_t{1} << 22;  // 4 GiB of float32[256] rows
+  ReplayBuffer rb(DiskOptions(kRows, tmp.str()));
+  rb.add(TensorDict({{"obs", torch::ones({256})}}, {}));
+  const std::string file = tmp / "storage/obs.memmap";
+  EXPECT_EQ(fs::file_size(file), static_cast<uintmax_t>(kRows) * 256 * 4);
+  struct stat st {};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_LT(static_cast<int64_t>(st.st_blocks) * 512, int64_t{16} << 20);
+  EXPECT_EQ(rb.storage().get("obs")[0][255].item<float>(), 1.f);
+  EXPECT_EQ(rb.storage().get("obs")[kRows - 1][0].item<float>(), 0.f);
+}
+
+TEST(ReplayBufferDiskTest, AFirstWriteCutOffBeforeItsStateIsReplaced) {
+  TempDir tmp;
+  // What a process killed between storage/ and state/ leaves behind.
+  Rows(4, 9.f).memmap_like(tmp / "storage");
+  ReplayBuffer rb(DiskOptions(6, tmp.str()));
+  EXPECT_TRUE(rb.empty());
+  rb.add(TensorDict({{"x", torch::full({2}, 3.f)}}, {}));
+  ReplayBuffer reopened(ReplayBufferOptions(6).storage_dir(tmp.str()));
+  EXPECT_EQ(reopened.size(), 1);
+  EXPECT_EQ(reopened.storage().get("x")[0][1].item<float>(), 3.f);
+  EXPECT_EQ(reopened.storage().keys(), std::vector<tensordict::NestedKey>{"x"});
 }
 
 }  // namespace
