@@ -467,12 +467,15 @@ struct ReplayBuffer::Impl {
 
   // Opens `dir/<name>` as a memmap directory; errors name the buffer.
   [[nodiscard]] TensorDict load_part(const char* name) const {
+    std::string error;
     try {
       return TensorDict::load_memmap(sub(name));
     } catch (const c10::Error& e) {
-      TORCH_CHECK(false, "ReplayBuffer: cannot reopen the buffer in '", dir,
-                  "': ", e.msg());
+      error = e.msg();
     }
+    TORCH_CHECK(false, "ReplayBuffer: cannot reopen the buffer in '", dir,
+                "': ", error);
+    return TensorDict();
   }
 
   // The mapped scalar or vector `key` of `td` (part `part`), checked.
