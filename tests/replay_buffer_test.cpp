@@ -1,5 +1,6 @@
 // Tests of ReplayBuffer: lazy circular storage, the four samplers, thread
-// safety and the all-or-nothing errors.
+// safety, the all-or-nothing errors, and the disk-backed storage
+// (ReplayBufferDiskTest: reopening, other processes, sparse allocation).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
