@@ -1,6 +1,8 @@
 // Benchmarks for ReplayBuffer (issue 4), as ratios against raw LibTorch in
-// the same run, plus two absolute numbers (prioritized sampling at capacity
-// 1e6, and peak memory while filling).
+// the same run, plus absolute numbers (prioritized sampling at capacity 1e6,
+// peak memory while filling, and the allocation of a 4.3 GB disk-backed
+// buffer). The disk-backed (storage_dir) add/extend/sample are compared with
+// the in-RAM ones (informational).
 //
 // The case: capacity 100000, rows of the 5-leaf rollout step obs[64] f32,
 // action[4] f32, reward[1] f32, done[1] bool, ("next", "obs")[64] f32
@@ -18,8 +20,13 @@
 #include <malloc.h>
 #include <tensordict/tensordict.h>
 
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -187,6 +194,49 @@ void BM_RbAdd(benchmark::State& state) {
 }
 BENCHMARK(BM_RbAdd);
 
+// ---- Disk-backed storage (storage_dir): the same add/extend/sample ----------
+// The files live under the system temp dir; the page cache holds them, so
+// these measure the mapped-memory write path, not the disk.
+
+// A fresh temp directory, removed on destruction.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string t =
+        (std::filesystem::temp_directory_path() / "td_rb_bench_XXXXXX").string();
+    if (mkdtemp(t.data()) == nullptr) std::abort();
+    path = t;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+void BM_RbDiskAdd(benchmark::State& state) {
+  TempDir dir;
+  ReplayBuffer rb(ReplayBufferOptions(kCapacity).storage_dir(dir.path).seed(0));
+  TensorDict row = make_batch(make_leaves(1), 1)[0];
+  for (auto _ : state) benchmark::DoNotOptimize(rb.add(row));
+}
+BENCHMARK(BM_RbDiskAdd);
+
+void BM_RbDiskExtend64(benchmark::State& state) {
+  TempDir dir;
+  ReplayBuffer rb(ReplayBufferOptions(kCapacity).storage_dir(dir.path).seed(0));
+  TensorDict batch = make_batch(make_leaves(kExtend), kExtend);
+  for (auto _ : state) benchmark::DoNotOptimize(rb.extend(batch));
+}
+BENCHMARK(BM_RbDiskExtend64);
+
+void BM_RbDiskSample256(benchmark::State& state) {
+  TempDir dir;
+  ReplayBuffer rb(ReplayBufferOptions(kCapacity).storage_dir(dir.path).seed(0));
+  rb.extend(make_batch(filled().raw, kCapacity));
+  for (auto _ : state) benchmark::DoNotOptimize(rb.sample(kSample));
+}
+BENCHMARK(BM_RbDiskSample256);
+
 // ---- Prioritized sample(256) at capacity 1e6
 // ---------------------------------------
 
@@ -277,10 +327,43 @@ void report_memory() {
   }
 }
 
+// A disk buffer whose storage is ~4.3 GB (8M rows of 536 bytes): the first
+// write allocates it with sparse files, so it takes little time and memory,
+// and only the written pages reach RSS or the disk.
+void report_big_disk() {
+  constexpr int64_t kBigRows = 8000000;
+  TempDir dir;
+  TensorDict batch = make_batch(make_leaves(kExtend), kExtend);
+  const size_t rss0 = status_kb("VmRSS:");
+  ReplayBuffer rb(ReplayBufferOptions(kBigRows).storage_dir(dir.path).seed(0));
+  const auto t0 = std::chrono::steady_clock::now();
+  rb.extend(batch);  // allocates
+  const auto t1 = std::chrono::steady_clock::now();
+  for (int k = 0; k < 1000; ++k) rb.extend(batch);  // 64k rows, ~34 MB
+  size_t apparent = 0, on_disk = 0;
+  for (const auto& e :
+       std::filesystem::recursive_directory_iterator(dir.path)) {
+    struct stat st {};
+    if (e.is_regular_file() && ::stat(e.path().c_str(), &st) == 0) {
+      apparent += static_cast<size_t>(st.st_size);
+      on_disk += static_cast<size_t>(st.st_blocks) * 512;
+    }
+  }
+  std::printf(
+      "Disk-backed buffer, capacity %lld rows of 536 bytes (storage %.2f GB "
+      "apparent):\n  first extend (allocation) %.2f ms; after %lld rows "
+      "written: files use %.1f MB on disk; RSS %.1f MB -> %.1f MB\n\n",
+      static_cast<long long>(kBigRows), apparent / 1e9,
+      std::chrono::duration<double, std::milli>(t1 - t0).count(),
+      static_cast<long long>(rb.size()), on_disk / 1e6, rss0 / 1024.0,
+      status_kb("VmRSS:") / 1024.0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  report_memory();
+  report_memory();  // first: its peak RSS (VmHWM) is then its own
+  report_big_disk();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   tensordict_bench::CapturingReporter reporter;
@@ -309,6 +392,13 @@ int main(int argc, char** argv) {
         "BM_RawNarrowCopy64", 1.2);
   ratio("add(row) / buf[key][i].copy_(row[key]) per key", "BM_RbAdd",
         "BM_RawRowCopyLoop", 0.25);
+  ratio("disk add(row) / buf[key][i].copy_(row[key]) per key",
+        "BM_RbDiskAdd", "BM_RawRowCopyLoop", 0);
+  ratio("disk add(row) / in-RAM add(row)", "BM_RbDiskAdd", "BM_RbAdd", 0);
+  ratio("disk extend(64) / in-RAM extend(64)", "BM_RbDiskExtend64",
+        "BM_RbExtend64", 0);
+  ratio("disk sample(256) / in-RAM sample(256)", "BM_RbDiskSample256",
+        "BM_RbSample256", 0);
   auto p = t.find("BM_RbPrioritizedSample256Cap1M");
   if (p != t.end()) {
     // Times are in the benchmark's default unit (ns).

@@ -11,6 +11,23 @@
 // allocated leaves (one allocation per leaf, one memcpy per row and leaf;
 // index_select when the leaf cannot be byte-copied).
 //
+// Disk-backed storage (`ReplayBufferOptions::storage_dir`). The directory
+// holds three memmap directories (Python tensordict's format):
+//   storage/   the storage dict, batch size [capacity], created on the first
+//              write by `memmap_like` of a template whose leaves are expanded
+//              views of that write's first row (sparse files, no data read);
+//   priority/  `priority` float64 [capacity]: raw priorities (before eps and
+//              alpha), sparse;
+//   state/     int64/float64 scalars: format_version, capacity, rows_written
+//              (rows written since creation or clear(): cursor =
+//              rows_written % capacity, size = min(rows_written, capacity)),
+//              max_priority, priorities_valid. Written last (its meta.json is
+//              the buffer's commit point).
+// Every write stores into these MAP_SHARED pages with plain stores: the rows
+// first, then their priorities, then `rows_written` (one aligned 8-byte
+// store), so a process killed at any point leaves a consistent buffer (a row
+// being written when killed is not counted).
+//
 // Synchronization. One mutex guards the storage, the cursor, the size, the
 // generator and the sampler state; writes and gathers both run under it, so
 // a sampled row is never half-written.
@@ -21,7 +38,11 @@
 #include <c10/util/Exception.h>
 #include <torch/types.h>
 
+#include <dirent.h>
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -253,9 +274,6 @@ struct ReplayBuffer::Impl {
     TORCH_CHECK_VALUE(capacity > 0,
                       "ReplayBufferOptions: capacity must be positive, got ",
                       capacity);
-    TORCH_CHECK(!options.storage_dir().has_value(),
-                "ReplayBufferOptions::storage_dir is not supported yet "
-                "(disk-backed storage is planned); leave it unset");
     kind = static_cast<Kind>(options.sampler().index());
     if (kind == Kind::kPrioritized) {
       const auto& p = std::get<PrioritizedSampler>(options.sampler());
@@ -276,6 +294,7 @@ struct ReplayBuffer::Impl {
     }
     if (options.device()) device = detail::normalize_device(*options.device());
     storage = TensorDict(std::vector<Item>{}, {capacity}, device);
+    if (options.storage_dir()) open_dir();
     if (options.seed()) {
       rng.seed(*options.seed());
     } else {
@@ -301,6 +320,16 @@ struct ReplayBuffer::Impl {
   int64_t size = 0;
   int64_t cursor = 0;
   uint64_t writes = 0;  // bumped by every write and clear()
+  int64_t rows_written = 0;  // rows written since construction or clear()
+
+  // ---- Disk-backed storage (see the top of this file) ----------------------
+  std::string dir;             // empty: the storage is in RAM
+  TensorDict disk_state;       // state/ (keeps the mappings alive)
+  TensorDict disk_priority;    // priority/
+  int64_t* rows_ptr = nullptr;             // state/rows_written
+  int64_t* priorities_valid_ptr = nullptr; // state/priorities_valid
+  double* max_priority_ptr = nullptr;      // state/max_priority
+  double* priority_ptr = nullptr;          // priority/priority, [capacity]
 
   std::mt19937_64 rng;
 
@@ -350,6 +379,249 @@ struct ReplayBuffer::Impl {
       }
     }
     return out;
+  }
+
+  // ---- Disk-backed storage -------------------------------------------------
+
+  static constexpr int64_t kFormatVersion = 1;
+
+  [[nodiscard]] std::string sub(const char* name) const {
+    return dir + "/" + name;
+  }
+
+  static bool file_exists(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0;
+  }
+
+  // A template of the storage for `memmap_like`: `value`'s structure with
+  // every leaf an expanded view of its first row (nothing is allocated).
+  ImplPtr expanded_template(const TensorDictImpl& value, int64_t value_bd,
+                            std::vector<int64_t> batch) const {
+    ImplPtr out = detail::make_impl(std::move(batch), device);
+    for (const auto& n : value.nodes) {
+      if (n.is_dict()) {
+        auto sub_batch = detail::concat(
+            {capacity}, c10::IntArrayRef(n.dict->batch_size)
+                            .slice(static_cast<size_t>(value_bd)));
+        out->nodes.push_back(
+            Node{n.key, at::Tensor(),
+                 expanded_template(*n.dict, value_bd, std::move(sub_batch))});
+      } else {
+        const at::Tensor& t = n.tensor;
+        at::Tensor row = value_bd == 0 ? t.unsqueeze(0) : t.narrow(0, 0, 1);
+        auto shape = detail::concat(
+            {capacity}, t.sizes().slice(static_cast<size_t>(value_bd)));
+        out->nodes.push_back(Node{n.key, row.expand(shape), nullptr});
+      }
+    }
+    return out;
+  }
+
+  // The constructor's part for a storage_dir: reopens a buffer found there,
+  // else checks that the directory can hold a new one (created lazily).
+  void open_dir() {
+    dir = *options.storage_dir();
+    TORCH_CHECK_VALUE(!dir.empty(),
+                      "ReplayBufferOptions::storage_dir is an empty string");
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    TORCH_CHECK_VALUE(!device || device->is_cpu(),
+                      "ReplayBuffer: a disk-backed storage (storage_dir '", dir,
+                      "') lives on the CPU, but ReplayBufferOptions::device is ",
+                      detail::device_name(*device));
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0) {
+      const int err = errno;
+      TORCH_CHECK(err == ENOENT, "ReplayBuffer: cannot access storage_dir '",
+                  dir, "': ", std::strerror(err));
+      return;  // created by the first write
+    }
+    TORCH_CHECK(S_ISDIR(st.st_mode), "ReplayBuffer: storage_dir '", dir,
+                "' exists and is not a directory");
+    if (file_exists(sub("state/meta.json"))) {
+      reopen();
+      return;
+    }
+    // No buffer yet. Only the directories of an interrupted first write
+    // (no state/meta.json: never committed) may be there; they are replaced.
+    DIR* d = ::opendir(dir.c_str());
+    const int err = errno;
+    TORCH_CHECK(d != nullptr, "ReplayBuffer: cannot list storage_dir '", dir,
+                "': ", std::strerror(err));
+    std::string stranger;
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name == "." || name == ".." || name == "storage" ||
+          name == "priority" || name == "state") {
+        continue;
+      }
+      stranger = name;
+      break;
+    }
+    ::closedir(d);
+    TORCH_CHECK(stranger.empty(), "ReplayBuffer: storage_dir '", dir,
+                "' is not empty and holds no replay buffer (no "
+                "state/meta.json; found '",
+                stranger, "'); use a new or empty directory");
+  }
+
+  // Opens `dir/<name>` as a memmap directory; errors name the buffer.
+  [[nodiscard]] TensorDict load_part(const char* name) const {
+    std::string error;
+    try {
+      return TensorDict::load_memmap(sub(name));
+    } catch (const c10::Error& e) {
+      error = e.msg();
+    }
+    TORCH_CHECK(false, "ReplayBuffer: cannot reopen the buffer in '", dir,
+                "': ", error);
+    return TensorDict();
+  }
+
+  // The mapped scalar or vector `key` of `td` (part `part`), checked.
+  [[nodiscard]] at::Tensor state_leaf(const TensorDict& td, const char* part,
+                                      const char* key, at::ScalarType dtype,
+                                      c10::IntArrayRef shape) const {
+    const Node* n = td.impl().find(key);
+    const bool ok = n != nullptr && !n->is_dict() &&
+                    n->tensor.scalar_type() == dtype &&
+                    n->tensor.sizes() == shape &&
+                    (n->tensor.numel() == 0 ||
+                     detail::is_mapped_tensor(n->tensor));
+    TORCH_CHECK(ok, "ReplayBuffer: cannot reopen the buffer in '", dir, "': ",
+                part, "/", key, " is missing or is not a ",
+                detail::dtype_name(dtype), " tensor of shape ",
+                detail::shape_str(shape));
+    return n->tensor;
+  }
+
+  // Binds the hot-path pointers to state/ and priority/.
+  void bind_state(TensorDict state, TensorDict priority) {
+    rows_ptr = state_leaf(state, "state", "rows_written", at::kLong, {})
+                   .data_ptr<int64_t>();
+    priorities_valid_ptr =
+        state_leaf(state, "state", "priorities_valid", at::kLong, {})
+            .data_ptr<int64_t>();
+    max_priority_ptr =
+        state_leaf(state, "state", "max_priority", at::kDouble, {})
+            .data_ptr<double>();
+    priority_ptr = state_leaf(priority, "priority", "priority", at::kDouble,
+                              {capacity})
+                       .data_ptr<double>();
+    disk_state = std::move(state);
+    disk_priority = std::move(priority);
+  }
+
+  void reopen() {
+    TensorDict state = load_part("state");
+    const int64_t version =
+        state_leaf(state, "state", "format_version", at::kLong, {})
+            .item<int64_t>();
+    TORCH_CHECK(version == kFormatVersion, "ReplayBuffer: cannot reopen the "
+                "buffer in '", dir, "': state/format_version is ", version,
+                ", this library reads version ", kFormatVersion);
+    const int64_t stored_capacity =
+        state_leaf(state, "state", "capacity", at::kLong, {}).item<int64_t>();
+    TORCH_CHECK_VALUE(stored_capacity == capacity, "ReplayBuffer: the buffer "
+                      "in '", dir, "' has capacity ", stored_capacity,
+                      ", but ReplayBufferOptions asks for capacity ", capacity,
+                      "; reopen it with capacity ", stored_capacity,
+                      " or use another storage_dir");
+    const int64_t rows =
+        state_leaf(state, "state", "rows_written", at::kLong, {})
+            .item<int64_t>();
+    TORCH_CHECK(rows >= 0, "ReplayBuffer: cannot reopen the buffer in '", dir,
+                "': state/rows_written is negative (", rows, ")");
+    const double max_p =
+        state_leaf(state, "state", "max_priority", at::kDouble, {})
+            .item<double>();
+    TORCH_CHECK(std::isfinite(max_p) && max_p >= 0,
+                "ReplayBuffer: cannot reopen the buffer in '", dir,
+                "': state/max_priority is ", max_p);
+    TensorDict priority = load_part("priority");
+    // Checks every leaf before anything changes.
+    bind_state(state, priority);
+    TensorDict st;
+    const bool has_storage = file_exists(sub("storage/meta.json"));
+    TORCH_CHECK(has_storage || rows == 0, "ReplayBuffer: cannot reopen the "
+                "buffer in '", dir, "': state/rows_written is ", rows,
+                " but storage/meta.json is missing");
+    if (has_storage) {
+      st = load_part("storage");
+      TORCH_CHECK(st.batch_size() == c10::IntArrayRef({capacity}) &&
+                      st.impl().device.value_or(at::kCPU).is_cpu(),
+                  "ReplayBuffer: cannot reopen the buffer in '", dir,
+                  "': storage/ has batch size ", detail::shape_str(st.batch_size()),
+                  ", expected [", capacity, "] on the CPU");
+      std::vector<NestedKey> leaves;
+      detail::collect_keys(st.impl(), nullptr, true, true, leaves);
+      TORCH_CHECK(!leaves.empty(), "ReplayBuffer: cannot reopen the buffer in '",
+                  dir, "': storage/ has no leaves");
+    }
+    size = std::min(rows, capacity);
+    cursor = rows % capacity;
+    rows_written = rows;
+    if (has_storage) {
+      storage = st;
+      build_schema(storage.impl(), nullptr, schema, slots);
+      allocated = true;
+    }
+    if (kind == Kind::kPrioritized) {
+      if (*priorities_valid_ptr != 0) {
+        max_priority = max_p;
+      } else {  // written without a PrioritizedSampler: start over
+        max_priority = 1.0;
+        for (int64_t i = 0; i < size; ++i) priority_ptr[i] = max_priority;
+        *max_priority_ptr = max_priority;
+        *priorities_valid_ptr = 1;
+      }
+      for (int64_t i = 0; i < size; ++i) {
+        double raw = priority_ptr[i];
+        if (!(std::isfinite(raw) && raw >= 0)) raw = max_priority;
+        const double p = std::pow(raw + eps, alpha);
+        sum_tree->set(i, p);
+        min_tree->set(i, p);
+      }
+    }
+  }
+
+  // The storage of the first write, in `dir/storage` (plus state/ and
+  // priority/ when they do not exist yet).
+  [[nodiscard]] TensorDict allocate_disk(const TensorDictImpl& value,
+                                         int64_t value_bd) {
+    TensorDict tmpl =
+        TensorDictImpl::wrap(expanded_template(value, value_bd, {capacity}));
+    TensorDict st = tmpl.memmap_like(sub("storage"));
+    if (rows_ptr == nullptr) create_state();
+    return st;
+  }
+
+  void create_state() {
+    ImplPtr p = detail::make_impl({capacity}, c10::nullopt);
+    p->nodes.push_back(Node{
+        "priority", at::zeros({1}, at::kDouble).expand({capacity}), nullptr});
+    TensorDict priority = TensorDictImpl::wrap(p).memmap_like(sub("priority"));
+    ImplPtr s = detail::make_impl({}, c10::nullopt);
+    auto scalar = [&](const char* key, at::Tensor v) {
+      s->nodes.push_back(Node{key, std::move(v), nullptr});
+    };
+    const bool prioritized = kind == Kind::kPrioritized;
+    scalar("format_version", at::scalar_tensor(kFormatVersion, at::kLong));
+    scalar("capacity", at::scalar_tensor(capacity, at::kLong));
+    scalar("rows_written", at::scalar_tensor(rows_written, at::kLong));
+    scalar("max_priority", at::scalar_tensor(max_priority, at::kDouble));
+    scalar("priorities_valid",
+           at::scalar_tensor(prioritized ? 1 : 0, at::kLong));
+    // state/meta.json is renamed in last: the commit point.
+    TensorDict state = TensorDictImpl::wrap(s).memmap(sub("state"));
+    bind_state(std::move(state), std::move(priority));
+  }
+
+  // Persists the counter after a write or clear(): one aligned 8-byte store.
+  void persist_rows() const {
+    if (rows_ptr != nullptr) {
+      __atomic_store_n(rows_ptr, rows_written, __ATOMIC_RELEASE);
+    }
   }
 
   static void build_schema(const TensorDictImpl& st, const NestedKey* prefix,
@@ -446,12 +718,14 @@ struct ReplayBuffer::Impl {
     detail::collect_keys(value, nullptr, true, true, leaves);
     TORCH_CHECK(!leaves.empty(), "ReplayBuffer::", fn, ": the ", what,
                 " has no leaves");
-    ImplPtr st = allocate_storage(value, value_bd, {capacity});
+    TensorDict st = dir.empty() ? TensorDictImpl::wrap(allocate_storage(
+                                      value, value_bd, {capacity}))
+                                : allocate_disk(value, value_bd);
     std::vector<SchemaNode> new_schema;
     std::vector<Slot> new_slots;
-    build_schema(*st, nullptr, new_schema, new_slots);
+    build_schema(st.impl(), nullptr, new_schema, new_slots);
     TensorDict old = storage;
-    storage = TensorDictImpl::wrap(st);
+    storage = st;
     try {
       validate(fn, what, value, value_bd, new_schema, new_slots, pending);
     } catch (...) {
@@ -466,15 +740,27 @@ struct ReplayBuffer::Impl {
     match_keys(schema, value, slots, pending);
   }
 
-  void on_write(int64_t first, int64_t count) {
+  // After `count` rows were written from row `first` (`n` rows given,
+  // counting those a long batch skipped): the sampler's state, then the
+  // persisted counter.
+  void on_write(int64_t first, int64_t count, int64_t n) {
     ++writes;
-    if (kind != Kind::kPrioritized) return;
+    rows_written += n;
+    if (kind != Kind::kPrioritized) {
+      if (priorities_valid_ptr != nullptr && *priorities_valid_ptr != 0) {
+        *priorities_valid_ptr = 0;  // the rows written now get no priority
+      }
+      persist_rows();
+      return;
+    }
     const double p = std::pow(max_priority + eps, alpha);
     for (int64_t k = 0; k < count; ++k) {
       const int64_t i = (first + k) % capacity;
       sum_tree->set(i, p);
       min_tree->set(i, p);
+      if (priority_ptr != nullptr) priority_ptr[i] = max_priority;
     }
+    persist_rows();
   }
 
   // ---- Samplers -------------------------------------------------------------
@@ -612,7 +898,7 @@ int64_t ReplayBuffer::add(const TensorDict& row) {
   for (const auto& p : pending) Impl::write_rows(p, i, 0, 1, 0);
   m.cursor = (i + 1) % m.capacity;
   m.size = std::min(m.size + 1, m.capacity);
-  m.on_write(i, 1);
+  m.on_write(i, 1, 1);
   return i;
 }
 
@@ -645,7 +931,7 @@ at::Tensor ReplayBuffer::extend(const TensorDict& batch) {
   for (int64_t k = 0; k < kept; ++k) ip[k] = (start + k) % m.capacity;
   m.cursor = (start + kept) % m.capacity;
   m.size = std::min(m.size + n, m.capacity);
-  m.on_write(start, kept);
+  m.on_write(start, kept, n);
   return index;
 }
 
@@ -722,7 +1008,9 @@ void ReplayBuffer::update_priority(const at::Tensor& index,
     const double p = std::pow(pp[k] + m.eps, m.alpha);
     m.sum_tree->set(ip[k], p);
     m.min_tree->set(ip[k], p);
+    if (m.priority_ptr != nullptr) m.priority_ptr[ip[k]] = pp[k];
   }
+  if (m.max_priority_ptr != nullptr) *m.max_priority_ptr = m.max_priority;
 }
 
 int64_t ReplayBuffer::size() const {
@@ -742,6 +1030,8 @@ void ReplayBuffer::clear() {
   std::lock_guard<std::mutex> lock(m.mu);
   m.size = 0;
   m.cursor = 0;
+  m.rows_written = 0;
+  m.persist_rows();
   ++m.writes;
   m.perm.clear();
   m.perm_pos = 0;
@@ -750,6 +1040,7 @@ void ReplayBuffer::clear() {
     m.sum_tree->reset();
     m.min_tree->reset();
     m.max_priority = 1.0;
+    if (m.max_priority_ptr != nullptr) *m.max_priority_ptr = 1.0;
   }
 }
 

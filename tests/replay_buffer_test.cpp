@@ -1,9 +1,17 @@
 // Tests of ReplayBuffer: lazy circular storage, the four samplers, thread
-// safety and the all-or-nothing errors.
+// safety, the all-or-nothing errors, and the disk-backed storage
+// (ReplayBufferDiskTest: reopening, other processes, sparse allocation).
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <tensordict/tensordict.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <numeric>
 #include <set>
@@ -22,6 +30,7 @@ using tensordict::SamplerWithoutReplacement;
 using tensordict::SliceSampler;
 using tensordict::TensorDict;
 using tensordict_test::ExpectThrowsMsg;
+using tensordict_test::ExpectThrowsMsgPrefix;
 using tensordict_test::ExpectUnchanged;
 using tensordict_test::TakeSnapshot;
 
@@ -655,10 +664,9 @@ TEST(ReplayBufferTest, BadOptionsThrowFromTheConstructor) {
   ExpectThrowsMsg<c10::ValueError>(
       [] { ReplayBuffer rb(ReplayBufferOptions(0)); },
       "ReplayBufferOptions: capacity must be positive, got 0");
-  ExpectThrowsMsg(
-      [] { ReplayBuffer rb(ReplayBufferOptions(4).storage_dir("/tmp/rb")); },
-      "ReplayBufferOptions::storage_dir is not supported yet (disk-backed "
-      "storage is planned); leave it unset");
+  ExpectThrowsMsg<c10::ValueError>(
+      [] { ReplayBuffer rb(ReplayBufferOptions(4).storage_dir("")); },
+      "ReplayBufferOptions::storage_dir is an empty string");
   ExpectThrowsMsg<c10::ValueError>(
       [] { ReplayBuffer rb(ReplayBufferOptions(4).sampler(SliceSampler(0))); },
       "SliceSampler: slice_len must be positive, got 0");
@@ -670,6 +678,325 @@ TEST(ReplayBufferTest, AMovedBufferKeepsItsRows) {
   ReplayBuffer b = std::move(a);
   EXPECT_EQ(b.size(), 2);
   EXPECT_EQ(ObsValues(b.storage())[1], 4.f);
+}
+
+// ---- Disk-backed storage ------------------------------------------------------
+
+namespace fs = std::filesystem;
+
+// A fresh directory under the system temp dir, removed on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl =
+        (fs::temp_directory_path() / "td_rbdisk_test_XXXXXX").string();
+    char* p = ::mkdtemp(tmpl.data());
+    if (p == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = p;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  [[nodiscard]] std::string str() const { return path_; }
+  [[nodiscard]] std::string operator/(const std::string& rel) const {
+    return path_ + "/" + rel;
+  }
+
+ private:
+  std::string path_;
+};
+
+ReplayBufferOptions DiskOptions(int64_t capacity, const std::string& dir) {
+  return ReplayBufferOptions(capacity).storage_dir(dir).seed(0);
+}
+
+TEST(ReplayBufferDiskTest, TheFilesAreCreatedByTheFirstWriteAndNotBefore) {
+  TempDir tmp;
+  const std::string dir = tmp / "rb";
+  ReplayBuffer rb(DiskOptions(8, dir));
+  EXPECT_FALSE(fs::exists(dir));
+  EXPECT_TRUE(rb.storage().keys().empty());
+  rb.add(Row(1.f));
+  for (const char* f :
+       {"storage/meta.json", "storage/obs.memmap", "storage/done.memmap",
+        "storage/next/meta.json", "storage/next/obs.memmap", "state/meta.json",
+        "state/rows_written.memmap", "priority/meta.json",
+        "priority/priority.memmap"}) {
+    EXPECT_TRUE(fs::exists(dir + "/" + f)) << f;
+  }
+  EXPECT_EQ(fs::file_size(dir + "/storage/obs.memmap"), 8u * 3 * 4);
+  EXPECT_TRUE(rb.storage().is_memmap());
+  EXPECT_EQ(rb.storage().saved_path(), c10::optional<std::string>(dir + "/storage"));
+  EXPECT_EQ(ObsValues(rb.storage()),
+            (std::vector<float>{1, 0, 0, 0, 0, 0, 0, 0}));
+  // Python-readable: the storage directory loads as a plain memmap dict.
+  TensorDict loaded = TensorDict::load_memmap(dir + "/storage");
+  EXPECT_EQ(ObsValues(loaded)[0], 1.f);
+}
+
+TEST(ReplayBufferDiskTest, AnEmptyExistingDirectoryStaysEmptyUntilTheFirstWrite) {
+  TempDir tmp;
+  ReplayBuffer rb(DiskOptions(4, tmp.str()));
+  EXPECT_TRUE(fs::is_empty(tmp.str()));
+  EXPECT_TRUE(rb.empty());
+  rb.extend(Rows(2, 0.f));
+  EXPECT_TRUE(fs::exists(tmp / "state/meta.json"));
+}
+
+TEST(ReplayBufferDiskTest, ContentsCursorAndSizeSurviveReopeningAfterAWrap) {
+  TempDir tmp;
+  {
+    ReplayBuffer rb(DiskOptions(5, tmp.str()));
+    rb.extend(Rows(3, 0.f));
+    EXPECT_EQ(rb.size(), 3);
+  }
+  {
+    ReplayBuffer rb(DiskOptions(5, tmp.str()));
+    EXPECT_EQ(rb.size(), 3);
+    EXPECT_EQ(rb.cursor(), 3);
+    EXPECT_TRUE(rb.storage().is_memmap());
+    EXPECT_EQ(ObsValues(rb.storage()), (std::vector<float>{0, 1, 2, 0, 0}));
+    rb.extend(Rows(4, 10.f));  // wraps: rows 3, 4, 0, 1
+    rb.add(Row(20.f));         // row 2
+    rb.add(Row(21.f));         // row 3
+  }
+  ReplayBuffer rb(DiskOptions(5, tmp.str()));
+  EXPECT_EQ(rb.size(), 5);
+  EXPECT_EQ(rb.cursor(), 4);
+  EXPECT_EQ(ObsValues(rb.storage()), (std::vector<float>{12, 13, 20, 21, 11}));
+  at::Tensor next_obs = rb.storage().get({"next", "obs"}).select(1, 0);
+  EXPECT_EQ(Vec(next_obs), (std::vector<int64_t>{12, 13, 20, 21, 11}));
+}
+
+TEST(ReplayBufferDiskTest, ALongBatchAndClearArePersisted) {
+  TempDir tmp;
+  {
+    ReplayBuffer rb(DiskOptions(4, tmp.str()));
+    rb.extend(Rows(10, 0.f));  // keeps rows 6..9 where row-by-row puts them
+  }
+  {
+    ReplayBuffer rb(DiskOptions(4, tmp.str()));
+    EXPECT_EQ(rb.size(), 4);
+    EXPECT_EQ(rb.cursor(), 2);
+    EXPECT_EQ(ObsValues(rb.storage()), (std::vector<float>{8, 9, 6, 7}));
+    rb.clear();
+  }
+  ReplayBuffer rb(DiskOptions(4, tmp.str()));
+  EXPECT_TRUE(rb.empty());
+  EXPECT_EQ(rb.cursor(), 0);
+  EXPECT_TRUE(rb.storage().is_memmap());  // clear() keeps the storage
+  ExpectThrowsMsg([&] { (void)rb.sample(1); },
+                  "ReplayBuffer::sample: the buffer is empty");
+}
+
+// Runs `child` in a forked process; returns its wait status.
+template <typename Fn>
+int InChild(Fn&& child) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    try {
+      child();
+    } catch (...) {
+      ::_exit(3);
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+TEST(ReplayBufferDiskTest, ABufferFilledByAnotherProcessReopensIntact) {
+  TempDir tmp;
+  const TensorDict batch = Rows(6, 0.f);
+  const int status = InChild([&] {
+    ReplayBuffer rb(DiskOptions(4, tmp.str()));
+    rb.extend(batch);
+    rb.add(batch[0]);
+    ::_exit(rb.size() == 4 ? 0 : 2);  // no destructor runs
+  });
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  ReplayBuffer rb(DiskOptions(4, tmp.str()));
+  EXPECT_EQ(rb.size(), 4);
+  EXPECT_EQ(rb.cursor(), 3);
+  EXPECT_EQ(ObsValues(rb.storage()), (std::vector<float>{4, 5, 0, 3}));
+}
+
+TEST(ReplayBufferDiskTest, AWriterKilledBySigkillLeavesEveryCompletedWrite) {
+  TempDir tmp;
+  const TensorDict batch = Rows(3, 7.f);
+  const int status = InChild([&] {
+    ReplayBuffer rb(DiskOptions(16, tmp.str()));
+    rb.extend(batch);
+    rb.add(batch[1]);
+    ::kill(::getpid(), SIGKILL);
+  });
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  ReplayBuffer rb(DiskOptions(16, tmp.str()));
+  EXPECT_EQ(rb.size(), 4);
+  EXPECT_EQ(rb.cursor(), 4);
+  std::vector<float> obs = ObsValues(rb.storage());
+  EXPECT_EQ(std::vector<float>(obs.begin(), obs.begin() + 5),
+            (std::vector<float>{7, 8, 9, 8, 0}));
+  rb.add(Row(1.f));  // the reopened buffer keeps writing at the cursor
+  EXPECT_EQ(ObsValues(rb.storage())[4], 1.f);
+}
+
+TEST(ReplayBufferDiskTest, ReopeningWithAnotherCapacityThrowsNamingBoth) {
+  TempDir tmp;
+  {
+    ReplayBuffer rb(DiskOptions(8, tmp.str()));
+    rb.add(Row(0.f));
+  }
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { ReplayBuffer rb(DiskOptions(16, tmp.str())); },
+      "ReplayBuffer: the buffer in '" + tmp.str() +
+          "' has capacity 8, but ReplayBufferOptions asks for capacity 16; "
+          "reopen it with capacity 8 or use another storage_dir");
+}
+
+TEST(ReplayBufferDiskTest, ADirectoryThatIsNotABufferThrowsClearly) {
+  TempDir tmp;
+  std::ofstream(tmp / "notes.txt") << "hello";
+  ExpectThrowsMsg([&] { ReplayBuffer rb(DiskOptions(8, tmp.str())); },
+                  "ReplayBuffer: storage_dir '" + tmp.str() +
+                      "' is not empty and holds no replay buffer (no "
+                      "state/meta.json; found 'notes.txt'); use a new or "
+                      "empty directory");
+  ExpectThrowsMsg([&] { ReplayBuffer rb(DiskOptions(8, tmp / "notes.txt")); },
+                  "ReplayBuffer: storage_dir '" + (tmp / "notes.txt") +
+                      "' exists and is not a directory");
+  EXPECT_TRUE(fs::exists(tmp / "notes.txt"));
+}
+
+TEST(ReplayBufferDiskTest, ACorruptStateThrowsClearlyInsteadOfCrashing) {
+  TempDir tmp;
+  {
+    ReplayBuffer rb(DiskOptions(8, tmp.str()));
+    rb.add(Row(0.f));
+  }
+  // A truncated leaf file.
+  fs::resize_file(tmp / "state/rows_written.memmap", 3);
+  ExpectThrowsMsgPrefix(
+      [&] { ReplayBuffer rb(DiskOptions(8, tmp.str())); },
+      "ReplayBuffer: cannot reopen the buffer in '" + tmp.str() +
+          "': load_memmap: ");
+  // Malformed JSON.
+  std::ofstream(tmp / "state/meta.json", std::ios::trunc) << "{not json";
+  ExpectThrowsMsgPrefix(
+      [&] { ReplayBuffer rb(DiskOptions(8, tmp.str())); },
+      "ReplayBuffer: cannot reopen the buffer in '" + tmp.str() +
+          "': load_memmap: ");
+  // A state dict without the buffer's keys.
+  fs::remove_all(tmp / "state");
+  TensorDict({{"capacity", torch::tensor(int64_t{8})}}, {})
+      .memmap_(tmp / "state");
+  ExpectThrowsMsg([&] { ReplayBuffer rb(DiskOptions(8, tmp.str())); },
+                  "ReplayBuffer: cannot reopen the buffer in '" + tmp.str() +
+                      "': state/format_version is missing or is not a "
+                      "torch.int64 tensor of shape []");
+}
+
+TEST(ReplayBufferDiskTest, SamplingAReopenedBufferMatchesTheOriginal) {
+  TempDir tmp;
+  std::vector<int64_t> index;
+  std::vector<float> values;
+  {
+    ReplayBuffer rb(DiskOptions(32, tmp.str()));
+    rb.extend(Rows(40, 0.f));
+    rb.manual_seed(5);
+    auto [data, info] = rb.sample(16);
+    index = Vec(info.index);
+    values = ObsValues(data);
+  }
+  ReplayBuffer rb(DiskOptions(32, tmp.str()));
+  rb.manual_seed(5);
+  auto [data, info] = rb.sample(16);
+  EXPECT_EQ(Vec(info.index), index);
+  EXPECT_EQ(ObsValues(data), values);
+  std::vector<float> stored = ObsValues(rb.storage());
+  for (size_t q = 0; q < index.size(); ++q) {
+    EXPECT_EQ(values[q], stored[static_cast<size_t>(index[q])]);
+  }
+}
+
+TEST(ReplayBufferDiskTest, PrioritiesArePersistedAndResetWhenWrittenWithout) {
+  TempDir tmp;
+  auto opts = [&] {
+    return DiskOptions(8, tmp.str()).sampler(PrioritizedSampler().beta(1.0));
+  };
+  std::vector<int64_t> index;
+  std::vector<float> weight;
+  {
+    ReplayBuffer rb(opts());
+    rb.extend(Rows(8, 0.f));
+    rb.update_priority(torch::tensor({0, 1, 2}), torch::tensor({5.0, 0.0, 2.0}));
+    rb.manual_seed(9);
+    auto [data, info] = rb.sample(64);
+    index = Vec(info.index);
+    weight = std::vector<float>(info.weight.data_ptr<float>(),
+                                info.weight.data_ptr<float>() + 64);
+  }
+  {
+    ReplayBuffer rb(opts());
+    rb.manual_seed(9);
+    auto [data, info] = rb.sample(64);
+    EXPECT_EQ(Vec(info.index), index);
+    EXPECT_EQ(std::vector<float>(info.weight.data_ptr<float>(),
+                                 info.weight.data_ptr<float>() + 64),
+              weight);
+    rb.add(Row(50.f));  // gets the largest priority so far, 5
+  }
+  {
+    // Written without a PrioritizedSampler: the priorities are stale.
+    ReplayBuffer rb(DiskOptions(8, tmp.str()));
+    rb.add(Row(60.f));
+  }
+  ReplayBuffer rb(opts());
+  auto [data, info] = rb.sample(32);
+  EXPECT_TRUE(torch::equal(info.weight, torch::ones({32})));  // all equal
+}
+
+TEST(ReplayBufferDiskTest, ADiskBufferOnAnotherDeviceThrows) {
+  TempDir tmp;
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        ReplayBuffer rb(DiskOptions(8, tmp.str()).device(at::Device("meta")));
+      },
+      "ReplayBuffer: a disk-backed storage (storage_dir '" + tmp.str() +
+          "') lives on the CPU, but ReplayBufferOptions::device is meta");
+}
+
+TEST(ReplayBufferDiskTest, AStorageLargerThanItsWrittenRowsStaysSparse) {
+  TempDir tmp;
+  constexpr int64_t kRows = int64_t{1} << 22;  // 4 GiB of float32[256] rows
+  ReplayBuffer rb(DiskOptions(kRows, tmp.str()));
+  rb.add(TensorDict({{"obs", torch::ones({256})}}, {}));
+  const std::string file = tmp / "storage/obs.memmap";
+  EXPECT_EQ(fs::file_size(file), static_cast<uintmax_t>(kRows) * 256 * 4);
+  struct stat st {};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_LT(static_cast<int64_t>(st.st_blocks) * 512, int64_t{16} << 20);
+  EXPECT_EQ(rb.storage().get("obs")[0][255].item<float>(), 1.f);
+  EXPECT_EQ(rb.storage().get("obs")[kRows - 1][0].item<float>(), 0.f);
+}
+
+TEST(ReplayBufferDiskTest, AFirstWriteCutOffBeforeItsStateIsReplaced) {
+  TempDir tmp;
+  // What a process killed between storage/ and state/ leaves behind.
+  Rows(4, 9.f).memmap_like(tmp / "storage");
+  ReplayBuffer rb(DiskOptions(6, tmp.str()));
+  EXPECT_TRUE(rb.empty());
+  rb.add(TensorDict({{"x", torch::full({2}, 3.f)}}, {}));
+  ReplayBuffer reopened(ReplayBufferOptions(6).storage_dir(tmp.str()));
+  EXPECT_EQ(reopened.size(), 1);
+  EXPECT_EQ(reopened.storage().get("x")[0][1].item<float>(), 3.f);
+  EXPECT_EQ(reopened.storage().keys(), std::vector<tensordict::NestedKey>{"x"});
 }
 
 }  // namespace

@@ -10,6 +10,9 @@
 // data's structure (keys, leaf shapes, dtypes) — no shapes are declared up
 // front. The rows are zero-filled, and on Linux large CPU leaves are advised
 // to use transparent huge pages (random row reads then miss the TLB less).
+// With `ReplayBufferOptions::storage_dir`, the storage is instead a set of
+// memory-mapped sparse files in that directory, which a later buffer (in
+// this or another process) reopens with its rows, cursor and size.
 // Every later write goes into that storage in place, round-robin: the write
 // cursor wraps to row 0 after row `capacity - 1`, overwriting the oldest
 // rows. `extend()` with a batch that crosses the end is written in two pieces;
@@ -139,9 +142,42 @@ struct ReplayBufferOptions {
   TORCH_ARG(c10::optional<uint64_t>, seed) = c10::nullopt;
   /// Device of the storage (the first write's device when unset).
   TORCH_ARG(c10::optional<at::Device>, device) = c10::nullopt;
-  /// When set, the storage is memory-mapped in this directory (Python
-  /// tensordict's memmap format) and can be reopened by a later process.
-  /// Not supported yet: the constructor throws when it is set.
+  /// Disk-backed storage: when set, the storage lives in memory-mapped files
+  /// in this directory and outlives the buffer and the process.
+  ///
+  /// Layout (each part a memmap directory in Python tensordict's format):
+  /// `<dir>/storage/` the storage dict, batch size `[capacity]` (Python:
+  /// `TensorDict.load_memmap(dir + "/storage")`); `<dir>/priority/` the raw
+  /// priorities, float64 `[capacity]`; `<dir>/state/` int64/float64 scalars
+  /// `format_version`, `capacity`, `rows_written` (rows written since
+  /// creation or `clear()`: `cursor() == rows_written % capacity`, `size()
+  /// == min(rows_written, capacity)`), `max_priority`, `priorities_valid`.
+  ///
+  /// Construction: a directory that does not exist or is empty gets nothing
+  /// until the first write, which creates the three parts with
+  /// `memmap_like` (sparse files: no capacity-sized allocation in RAM or on
+  /// disk, so a storage larger than RAM works; pages reach the disk as rows
+  /// are written). A directory holding a buffer (`state/meta.json`) is
+  /// reopened: its storage, cursor and size are restored, and for a
+  /// `PrioritizedSampler` its priorities (rows last written without one get
+  /// the priority 1 again). Throws a `c10::ValueError` when the stored
+  /// capacity differs from `capacity` (naming both), and a `c10::Error`
+  /// when the directory is not a directory, holds other files but no
+  /// buffer, or holds a damaged buffer (never crashes). `device` must be
+  /// unset or the CPU.
+  ///
+  /// Writes and samples take the same code paths as the in-RAM storage
+  /// (plain stores into `MAP_SHARED` pages). Each write stores the rows,
+  /// then their priorities, then `rows_written` (one 8-byte store), so a
+  /// process that exits or is killed at any point leaves every completed
+  /// write readable by the next process (a write cut off half-way is not
+  /// counted, but in a full buffer the oldest rows it was overwriting may
+  /// be left part old, part new). Nothing calls `fsync`: a power
+  /// loss or OS crash may lose recent writes. The structure of the rows
+  /// is fixed by the first write, also across reopening (and `clear()`).
+  /// There is no locking between processes: open a directory in one
+  /// buffer at a time. The sampler's in-memory state (the generator,
+  /// `SamplerWithoutReplacement`'s epoch) is not persisted.
   TORCH_ARG(c10::optional<std::string>, storage_dir) = c10::nullopt;
 };
 
@@ -207,7 +243,9 @@ class ReplayBuffer {
   void manual_seed(uint64_t seed);
 
   /// The storage dict itself (a handle, not a copy), batch size
-  /// `[capacity]`; an empty dict before the first write. Rows at or past
+  /// `[capacity]`; an empty dict before the first write. With a
+  /// `storage_dir`, its leaves are memory-mapped (`is_memmap()`), with
+  /// `saved_path() == storage_dir + "/storage"`. Rows at or past
   /// `size()` hold zeros or stale data. Reading it is not synchronized with
   /// concurrent writers.
   [[nodiscard]] TensorDict storage() const;
