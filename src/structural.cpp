@@ -762,10 +762,10 @@ bool holds_all_keys(const TensorDictImpl& parent, const TensorDictImpl& ref) {
 }
 
 // stack_out / cat_out into `parent[index]`.
-const IndexedTensorDict& join_into_indexed(const IndexedTensorDict& out,
-                                           const std::vector<TensorDict>& tds,
-                                           int64_t dim, bool is_cat,
-                                           const char* op) {
+IndexedTensorDict join_into_indexed(const IndexedTensorDict& out,
+                                    const std::vector<TensorDict>& tds,
+                                    int64_t dim, bool is_cat,
+                                    const char* op) {
   TORCH_CHECK_VALUE(!tds.empty(), op,
                     ": expected a non-empty list of TensorDicts");
   if (out.is_view() && holds_all_keys(out.parent().impl(), tds[0].impl())) {
@@ -911,15 +911,13 @@ const TensorDict& stack_out(const TensorDict& out,
   return out;
 }
 
-const IndexedTensorDict& stack_out(const IndexedTensorDict& out,
-                                   const std::vector<TensorDict>& tds,
-                                   int64_t dim) {
+IndexedTensorDict stack_out(const IndexedTensorDict& out,
+                            const std::vector<TensorDict>& tds, int64_t dim) {
   return join_into_indexed(out, tds, dim, /*is_cat=*/false, "stack_out");
 }
 
-const IndexedTensorDict& cat_out(const IndexedTensorDict& out,
-                                 const std::vector<TensorDict>& tds,
-                                 int64_t dim) {
+IndexedTensorDict cat_out(const IndexedTensorDict& out,
+                          const std::vector<TensorDict>& tds, int64_t dim) {
   return join_into_indexed(out, tds, dim, /*is_cat=*/true, "cat_out");
 }
 

@@ -343,7 +343,7 @@ TEST(StructuralStackOut, IndexedOutAllocatesMissingKeysInTheParentBuffer) {
   TensorDict buffer({}, {5, 3});
   std::vector<TensorDict> steps = {tensordict::stack(MakeRows(3)),
                                    tensordict::stack(MakeRows(3))};
-  const IndexedTensorDict& ret =
+  const IndexedTensorDict ret =
       tensordict::stack_out(buffer[Slice(1, 3)], steps);
   EXPECT_TRUE(ret.parent().is_same(buffer));
   EXPECT_EQ(buffer.keys(true), steps[0].keys(true));

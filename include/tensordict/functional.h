@@ -48,21 +48,22 @@ const TensorDict& cat_out(const TensorDict& out,
 /// the parent's leaves with no intermediate dict. Keys the parent lacks are
 /// allocated in the parent, zero-filled and shaped by the parent's batch
 /// size, as for indexed writes (that first call goes through a stacked
-/// temporary). Returns `out`.
+/// temporary). Returns a copy of `out` (a cheap handle: `out` is usually a
+/// temporary such as `buffer[Slice(t0, t1)]`).
 ///
 /// Example:
 /// ```
 ///   TensorDict buffer({}, {128, 8});
 ///   stack_out(buffer[Slice(0, 4)], rows);  // rows: 4 dicts of batch [8]
 /// ```
-const IndexedTensorDict& stack_out(const IndexedTensorDict& out,
-                                   const std::vector<TensorDict>& tds,
-                                   int64_t dim = 0);
+IndexedTensorDict stack_out(const IndexedTensorDict& out,
+                            const std::vector<TensorDict>& tds,
+                            int64_t dim = 0);
 /// `cat` into the indexed region of a dict (see the `stack_out` overload
 /// above).
-const IndexedTensorDict& cat_out(const IndexedTensorDict& out,
-                                 const std::vector<TensorDict>& tds,
-                                 int64_t dim = 0);
+IndexedTensorDict cat_out(const IndexedTensorDict& out,
+                          const std::vector<TensorDict>& tds,
+                          int64_t dim = 0);
 
 // ---- Arithmetic: leaf-wise, with a dict (same keys), a tensor (broadcast
 // ---- per leaf) or a scalar. The result has the left operand's batch size.
