@@ -6,13 +6,18 @@
 //      in one pass that gathers every input's leaves into a flat table in
 //      the first input's depth-first leaf order, noting each source's bytes
 //      (the pass is memory-latency bound: it prefetches the dicts, nodes,
-//      TensorImpls and storages of the inputs a few steps ahead);
+//      TensorImpls and storages of the inputs a few steps ahead). A dim-0
+//      stack first tries a leaner pass (fast_pass) that covers the inputs
+//      shaped node for node like the first one with plain contiguous CPU
+//      leaves; for stack() it also copies each such row into fresh buffers
+//      (dropped on a later failure). The general pass resumes at the first
+//      input it does not cover;
 //   2. validate `out` (batch size, key conflicts, shapes, castable dtypes);
 //   3. create `out`'s missing keys;
 //   4. write each key: a fused byte copy for contiguous CPU leaves of the
 //      destination's dtype with no autograd involved, otherwise one
 //      `at::stack` / `at::cat` (or its `_out` form) per key.
-// Nothing is written before every check has passed.
+// Nothing the caller can see is written before every check has passed.
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
 #include <c10/core/GradMode.h>
@@ -493,11 +498,6 @@ inline void copy_bytes(char* d, const char* s, size_t n) {
     case 16: std::memcpy(d, s, 16); return;
     default: std::memmove(d, s, n); return;
   }
-}
-
-static int knob(const char* name, int dflt) {
-  const char* v = getenv(name);
-  return v ? atoi(v) : dflt;
 }
 
 // The fast pass over the inputs of a dim-0 stack whose first input's leaves
