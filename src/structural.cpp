@@ -6,13 +6,18 @@
 //      in one pass that gathers every input's leaves into a flat table in
 //      the first input's depth-first leaf order, noting each source's bytes
 //      (the pass is memory-latency bound: it prefetches the dicts, nodes,
-//      TensorImpls and storages of the inputs a few steps ahead);
+//      TensorImpls and storages of the inputs a few steps ahead). A dim-0
+//      stack first tries a leaner pass (fast_pass) that covers the inputs
+//      shaped node for node like the first one with plain contiguous CPU
+//      leaves; for stack() it also copies each such row into fresh buffers
+//      (dropped on a later failure). The general pass resumes at the first
+//      input it does not cover;
 //   2. validate `out` (batch size, key conflicts, shapes, castable dtypes);
 //   3. create `out`'s missing keys;
 //   4. write each key: a fused byte copy for contiguous CPU leaves of the
 //      destination's dtype with no autograd involved, otherwise one
 //      `at::stack` / `at::cat` (or its `_out` form) per key.
-// Nothing is written before every check has passed.
+// Nothing the caller can see is written before every check has passed.
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
 #include <c10/core/GradMode.h>
@@ -144,6 +149,18 @@ bool fusable_src(const c10::TensorImpl* t) {
          !c10::isQIntType(c10::typeMetaToScalarType(t->dtype()));
 }
 
+// A fixed-size array of pointers, left uninitialized.
+template <typename T>
+class SlotArray {
+ public:
+  void resize(size_t n) { p_.reset(new T[n]); }
+  T* data() const noexcept { return p_.get(); }
+  T& operator[](size_t i) const noexcept { return p_[i]; }
+
+ private:
+  std::unique_ptr<T[]> p_;
+};
+
 // What the pass over the inputs learns, per key (the first input's
 // depth-first leaf order) and per (input, key).
 struct Gathered {
@@ -156,10 +173,11 @@ struct Gathered {
   std::vector<char> src_fusable;  // every input is a fusable CPU source
   std::vector<char> needs_grad;   // some input requires grad (grad mode on)
   std::vector<char> same_dtype;   // every input has the first input's dtype
-  // Per (input, key), at [i * num_leaves + k].
-  std::vector<const at::Tensor*> leaves;
-  std::vector<const c10::TensorImpl*> impls;
-  std::vector<const char*> data;  // source bytes, while the key is fusable
+  // Per (input, key), at [i * num_leaves + k]; written before being read
+  // (so left uninitialized).
+  SlotArray<const at::Tensor*> leaves;
+  SlotArray<const c10::TensorImpl*> impls;  // only for the general pass
+  SlotArray<const char*> data;  // source bytes, while the key is fusable
 };
 
 [[noreturn]] void throw_shape_error(const JoinSpec& spec,
@@ -208,6 +226,61 @@ bool gather(const TensorDictImpl& ref, const TensorDictImpl& in,
     if (m->dict || k >= g.num_leaves) return false;
     g.leaves[base + k] = &m->tensor;
     g.impls[base + k] = m->tensor.unsafeGetTensorImpl();
+    ++k;
+  }
+  return true;
+}
+
+// Per key of the first input, what the fast pass compares against.
+struct FastLeaf {
+  c10::IntArrayRef sizes;
+  caffe2::TypeMeta dtype;
+  c10::DispatchKeySet keys;
+  int64_t itemsize;
+};
+
+// The fast pass of a dim-0 stack whose first input's leaves are all fusable
+// sources: matches `in` against `ref` node for node (same key at the same
+// position, no lookup), and each leaf against `ref`'s (same shape, dtype and
+// dispatch keys, contiguous, with storage, not requiring grad), recording
+// the leaf and its source bytes in slot `k`. Returns false on any other
+// input, which the general pass then handles (and diagnoses).
+bool fast_gather(const TensorDictImpl& ref, const TensorDictImpl& in,
+                 const FastLeaf* fl, bool grad_mode, size_t& k,
+                 const at::Tensor** leaves, const char** data) {
+  const size_t n = ref.nodes.size();
+  if (in.nodes.size() != n) return false;
+  const Node* in_nodes = in.nodes.data();
+  const Node* ref_nodes = ref.nodes.data();
+  for (size_t j = 0; j < n; ++j) {
+    const Node& r = ref_nodes[j];
+    const Node& m = in_nodes[j];
+    if (!same_key(m.key, r.key)) return false;
+    if (r.dict) {
+      if (!m.dict || !same_shape(r.dict->batch_size, m.dict->batch_size) ||
+          !fast_gather(*r.dict, *m.dict, fl, grad_mode, k, leaves, data)) {
+        return false;
+      }
+      continue;
+    }
+    if (m.dict) return false;
+    const c10::TensorImpl* t = m.tensor.unsafeGetTensorImpl();
+    const FastLeaf& f = fl[k];
+    // The same dispatch keys as a fusable first leaf imply a dense, CPU,
+    // non-conj, non-neg, non-quantized tensor.
+    if (t->key_set() != f.keys || t->dtype() != f.dtype ||
+        !t->is_contiguous() || !same_shape(f.sizes, t->sizes()) ||
+        !t->unsafe_storage()) {
+      return false;
+    }
+    // requires_grad() is an out-of-line call; most leaves have no autograd
+    // metadata at all.
+    if (grad_mode && t->autograd_meta() != nullptr && t->requires_grad()) {
+      return false;
+    }
+    leaves[k] = &m.tensor;
+    data[k] = static_cast<const char*>(t->unsafe_storage().data()) +
+              t->storage_offset() * f.itemsize;
     ++k;
   }
   return true;
@@ -427,6 +500,62 @@ inline void copy_bytes(char* d, const char* s, size_t n) {
   }
 }
 
+// The fast pass over the inputs of a dim-0 stack whose first input's leaves
+// are all fusable sources (see fast_gather). Returns how many inputs it
+// covered: for those, `g.leaves` and `g.data` are filled and every per-key
+// flag keeps its initial value. With `prefill` (stack(): one fresh
+// contiguous buffer per key), each covered input's row is also copied into
+// it.
+int64_t fast_pass(const std::vector<TensorDict>& tds, const TensorDictImpl& ref,
+                  Gathered& g, bool grad_mode,
+                  c10::optional<at::Device>& common_device,
+                  const std::vector<at::Tensor>& prefill) {
+  const size_t num_leaves = g.num_leaves;
+  const int64_t n = static_cast<int64_t>(tds.size());
+  c10::SmallVector<FastLeaf, 8> fl(num_leaves);
+  c10::SmallVector<char*, 8> dst(prefill.empty() ? 0 : num_leaves);
+  c10::SmallVector<size_t, 8> row_bytes(num_leaves);
+  for (size_t k = 0; k < num_leaves; ++k) {
+    const c10::TensorImpl* t = g.ref_leaves[k]->unsafeGetTensorImpl();
+    fl[k] = FastLeaf{t->sizes(), t->dtype(), t->key_set(),
+                     static_cast<int64_t>(t->dtype().itemsize())};
+    row_bytes[k] = static_cast<size_t>(t->numel()) * t->dtype().itemsize();
+    if (!prefill.empty()) dst[k] = static_cast<char*>(prefill[k].data_ptr());
+  }
+  // Lines of a node list like the first input's (plus one for alignment).
+  const int nodes_lines =
+      static_cast<int>(ref.nodes.size() * sizeof(Node) / 64) + 1;
+  const at::Tensor** leaves = g.leaves.data();
+  const char** data = g.data.data();
+  for (int64_t i = 0; i < n; ++i) {
+    // The walk chases pointers through small allocations: prefetch the
+    // next inputs' dicts and node lists a few rows ahead.
+    if (i + 8 < n) prefetch(&tds[static_cast<size_t>(i + 8)].impl());
+    if (i + 4 < n) {
+      const char* p = reinterpret_cast<const char*>(
+          tds[static_cast<size_t>(i + 4)].impl().nodes.data());
+      for (int j = 0; j < nodes_lines; ++j) prefetch(p + 64 * j);
+    }
+    const TensorDictImpl& in = tds[static_cast<size_t>(i)].impl();
+    size_t k = 0;
+    const size_t base = static_cast<size_t>(i) * num_leaves;
+    if (!same_shape(in.batch_size, ref.batch_size) ||
+        !fast_gather(ref, in, fl.data(), grad_mode, k, leaves + base,
+                     data + base)) {
+      return i;
+    }
+    if (in.device != common_device) common_device = c10::nullopt;
+    if (!prefill.empty()) {
+      for (size_t k = 0; k < num_leaves; ++k) {
+        const size_t nb = row_bytes[k];
+        if (nb) copy_bytes(dst[k] + static_cast<size_t>(i) * nb,
+                           data[base + k], nb);
+      }
+    }
+  }
+  return n;
+}
+
 // The core of stack / cat / stack_out / cat_out. With `out` null (stack()
 // and cat()), the result dict is created here and returned: its fused
 // buffers are allocated with at::empty (every element is written) and its
@@ -473,15 +602,37 @@ ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
   g.same_dtype.assign(num_leaves, 1);
   const size_t slots = num_leaves * static_cast<size_t>(n);
   g.leaves.resize(slots);
-  g.impls.resize(slots);
   g.data.resize(slots);
   std::vector<int64_t> lens(is_cat ? static_cast<size_t>(n) : 0);
   const bool grad_mode = c10::GradMode::is_enabled();
   int64_t total = 0;
   c10::optional<at::Device> common_device = ref.device;
-  int64_t gathered = 0;  // inputs [0, gathered) are gathered
-  int64_t failed = -1;   // the first input whose gather failed
-  for (int64_t i = 0; i < n; ++i) {
+  // The fast pass: a dim-0 stack of inputs shaped exactly like the first,
+  // with fusable leaves, covers inputs [0, i0); the general pass below
+  // takes over from the first input it does not cover.
+  int64_t i0 = 0;
+  std::vector<at::Tensor> prefill;  // stack(): rows [0, i0) written
+  if (!is_cat && spec.dim == 0 && num_leaves > 0 &&
+      std::all_of(g.src_fusable.begin(), g.src_fusable.end(),
+                  [](char c) { return c != 0; })) {
+    // stack(): the rows are copied into fresh buffers as they are
+    // validated (a later failure just drops the buffers); the result's
+    // leaves live on the CPU unless the inputs are on another device.
+    if (fresh && (!ref.device || ref.device->is_cpu())) {
+      prefill.resize(num_leaves);
+      for (size_t k = 0; k < num_leaves; ++k) {
+        prefill[k] = at::empty(spec.joined(g.ref_sizes[k]),
+                               at::TensorOptions()
+                                   .dtype(g.ref_dtype[k])
+                                   .device(at::kCPU));
+      }
+    }
+    i0 = fast_pass(tds, ref, g, grad_mode, common_device, prefill);
+  }
+  if (i0 < n) g.impls.resize(slots);
+  int64_t gathered = i0;  // inputs [0, gathered) are gathered
+  int64_t failed = -1;    // the first input whose gather failed
+  for (int64_t i = i0; i < n; ++i) {
     const TensorDictImpl& in = tds[static_cast<size_t>(i)].impl();
     const auto& b = in.batch_size;
     if (is_cat) {
@@ -653,7 +804,8 @@ ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
       if (!fresh) {
         buf = at::zeros(s.shape, opts);
       } else if (fused[k]) {
-        buf = at::empty(s.shape, opts);
+        // Rows [0, i0) of a prefilled buffer are written already.
+        buf = prefill.empty() ? at::empty(s.shape, opts) : prefill[k];
       }  // else: LibTorch's stack/cat result is stored below
       if (!new_parent) log.emplace_back(s.parent, s.parent->nodes.size());
       s.index = s.parent->nodes.size();
@@ -680,7 +832,13 @@ ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
         row_bytes[f] = static_cast<size_t>(row_numel) * itemsize;
         step[f] = is_cat ? 0 : static_cast<size_t>(dest.stride(0)) * itemsize;
       }
-      for (int64_t i = 0; i < n; ++i) {
+      // Rows [0, i0) of stack()'s prefilled buffers are written already
+      // (every fused key of stack() has one).
+      const int64_t first = prefill.empty() ? 0 : i0;
+      for (size_t f = 0; f < nf; ++f) {
+        cursor[f] += static_cast<size_t>(first) * step[f];
+      }
+      for (int64_t i = first; i < n; ++i) {
         const char* const* src =
             g.data.data() + static_cast<size_t>(i) * num_leaves;
         if (is_cat) {
