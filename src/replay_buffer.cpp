@@ -354,10 +354,12 @@ struct ReplayBuffer::Impl {
   // ---- Writes
   // -----------------------------------------------------------------
 
-  // Allocates a zero-filled storage of `capacity` rows with `value`'s
-  // structure (`value_bd` batch dims are replaced by [capacity]).
-  ImplPtr allocate_storage(const TensorDictImpl& value, int64_t value_bd,
-                           std::vector<int64_t> batch) const {
+  // `value`'s structure with batch size `[capacity]` (`value_bd` batch dims
+  // are replaced by [capacity]); each leaf is `leaf(tensor, shape)`, where
+  // `shape` is the storage leaf's shape.
+  template <typename LeafFn>
+  ImplPtr storage_tree(const TensorDictImpl& value, int64_t value_bd,
+                       std::vector<int64_t> batch, const LeafFn& leaf) const {
     ImplPtr out = detail::make_impl(std::move(batch), device);
     for (const auto& n : value.nodes) {
       if (n.is_dict()) {
@@ -366,19 +368,29 @@ struct ReplayBuffer::Impl {
                             .slice(static_cast<size_t>(value_bd)));
         out->nodes.push_back(
             Node{n.key, at::Tensor(),
-                 allocate_storage(*n.dict, value_bd, std::move(sub_batch))});
+                 storage_tree(*n.dict, value_bd, std::move(sub_batch), leaf)});
       } else {
         auto shape = detail::concat(
             {capacity}, n.tensor.sizes().slice(static_cast<size_t>(value_bd)));
-        at::Tensor t = at::empty(
-            shape,
-            n.tensor.options().device(device ? *device : n.tensor.device()));
-        advise_huge_pages(t);
-        t.zero_();
-        out->nodes.push_back(Node{n.key, std::move(t), nullptr});
+        out->nodes.push_back(Node{n.key, leaf(n.tensor, shape), nullptr});
       }
     }
     return out;
+  }
+
+  // Allocates a zero-filled storage of `capacity` rows with `value`'s
+  // structure.
+  ImplPtr allocate_storage(const TensorDictImpl& value, int64_t value_bd,
+                           std::vector<int64_t> batch) const {
+    return storage_tree(
+        value, value_bd, std::move(batch),
+        [&](const at::Tensor& src, const std::vector<int64_t>& shape) {
+          at::Tensor t = at::empty(
+              shape, src.options().device(device ? *device : src.device()));
+          advise_huge_pages(t);
+          t.zero_();
+          return t;
+        });
   }
 
   // ---- Disk-backed storage -------------------------------------------------
@@ -398,24 +410,12 @@ struct ReplayBuffer::Impl {
   // every leaf an expanded view of its first row (nothing is allocated).
   ImplPtr expanded_template(const TensorDictImpl& value, int64_t value_bd,
                             std::vector<int64_t> batch) const {
-    ImplPtr out = detail::make_impl(std::move(batch), device);
-    for (const auto& n : value.nodes) {
-      if (n.is_dict()) {
-        auto sub_batch = detail::concat(
-            {capacity}, c10::IntArrayRef(n.dict->batch_size)
-                            .slice(static_cast<size_t>(value_bd)));
-        out->nodes.push_back(
-            Node{n.key, at::Tensor(),
-                 expanded_template(*n.dict, value_bd, std::move(sub_batch))});
-      } else {
-        const at::Tensor& t = n.tensor;
-        at::Tensor row = value_bd == 0 ? t.unsqueeze(0) : t.narrow(0, 0, 1);
-        auto shape = detail::concat(
-            {capacity}, t.sizes().slice(static_cast<size_t>(value_bd)));
-        out->nodes.push_back(Node{n.key, row.expand(shape), nullptr});
-      }
-    }
-    return out;
+    return storage_tree(
+        value, value_bd, std::move(batch),
+        [&](const at::Tensor& t, const std::vector<int64_t>& shape) {
+          at::Tensor row = value_bd == 0 ? t.unsqueeze(0) : t.narrow(0, 0, 1);
+          return row.expand(shape);
+        });
   }
 
   // The constructor's part for a storage_dir: reopens a buffer found there,

@@ -31,29 +31,7 @@ using nlohmann::ordered_json;
 using tensordict::TensorDict;
 using tensordict_test::ExpectThrowsMsg;
 
-// A fresh directory under the system temp dir, removed on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "td_memmap_test_XXXXXX").string();
-    char* p = ::mkdtemp(tmpl.data());
-    if (p == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = p;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  [[nodiscard]] std::string str() const { return path_; }
-  [[nodiscard]] std::string operator/(const std::string& rel) const {
-    return path_ + "/" + rel;
-  }
-
- private:
-  std::string path_;
-};
+using tensordict_test::TempDir;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

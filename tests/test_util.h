@@ -6,12 +6,44 @@
 #include <gtest/gtest.h>
 #include <tensordict/tensordict.h>
 
+#include <stdlib.h>
+
 #include <exception>
+#include <filesystem>
+#include <stdexcept>
+#include <system_error>
 #include <initializer_list>
 #include <string>
 #include <vector>
 
 namespace tensordict_test {
+
+// A fresh directory under the system temp dir, removed on destruction.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix = "td_test") {
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / (prefix + "_XXXXXX"))
+            .string();
+    char* p = ::mkdtemp(tmpl.data());
+    if (p == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = p;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  [[nodiscard]] std::string str() const { return path_; }
+  [[nodiscard]] std::string operator/(const std::string& rel) const {
+    return path_ + "/" + rel;
+  }
+
+ private:
+  std::string path_;
+};
+
 
 // Runs `fn`, expects it to throw a `c10::Error` of dynamic type `E` whose
 // `msg()` is exactly `expected`. Failures are reported at the call site.
