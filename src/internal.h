@@ -140,6 +140,13 @@ std::string device_name(const at::Device& device);
 /// True for a CUDA tensor or one whose storage is in shared memory.
 bool tensor_is_shared(const at::Tensor& t);
 
+/// The rows `index` (int64, 1-D, contiguous CPU; in range) of batch dim 0 of
+/// every leaf of `src`, as a new tree of batch size `[index.size(0), ...]`:
+/// one `memcpy` per row for contiguous CPU leaves (no autograd), LibTorch's
+/// `index_select` for every other leaf. Shared by the replay buffer's
+/// `sample` and the rollout buffer's `minibatches`.
+ImplPtr gather_rows(const TensorDictImpl& src, const at::Tensor& index);
+
 // ---- Persistence (memmap.cpp) ---------------------------------------------
 
 /// True when `t`'s storage is a file mapping made by this library.

@@ -158,76 +158,6 @@ inline double uniform01(std::mt19937_64& rng) {
   return static_cast<double>(rng() >> 11) * 0x1.0p-53;
 }
 
-// Copies rows `idx[0..n)` of a contiguous leaf whose rows are `row_bytes`
-// long into `dst`, specialized for the tiny rows of scalar leaves.
-template <typename T>
-void gather_rows_typed(char* dst, const char* src, const int64_t* idx,
-                       int64_t n) {
-  T* d = reinterpret_cast<T*>(dst);
-  const T* s = reinterpret_cast<const T*>(src);
-  for (int64_t q = 0; q < n; ++q) d[q] = s[idx[q]];
-}
-
-void gather_rows(char* dst, const char* src, size_t row_bytes,
-                 const int64_t* idx, int64_t n) {
-  switch (row_bytes) {
-    case 0:
-      return;  // empty leaves: the pointers may be null
-    case 1:
-      return gather_rows_typed<uint8_t>(dst, src, idx, n);
-    case 2:
-      return gather_rows_typed<uint16_t>(dst, src, idx, n);
-    case 4:
-      return gather_rows_typed<uint32_t>(dst, src, idx, n);
-    case 8:
-      return gather_rows_typed<uint64_t>(dst, src, idx, n);
-    default:
-      for (int64_t q = 0; q < n; ++q) {
-        if (q + 4 < n) {  // rows are scattered: fetch a few ahead
-          const char* ahead = src + static_cast<size_t>(idx[q + 4]) * row_bytes;
-          for (size_t b = 0; b < row_bytes; b += 64)
-            __builtin_prefetch(ahead + b);
-        }
-        std::memcpy(dst + static_cast<size_t>(q) * row_bytes,
-                    src + static_cast<size_t>(idx[q]) * row_bytes, row_bytes);
-      }
-  }
-}
-
-// The rows `idx` of every leaf of `st` (batch size [capacity, ...]) as a new
-// dict of batch size [n, ...].
-ImplPtr gather(const TensorDictImpl& st, const int64_t* idx, int64_t n,
-               const at::Tensor& index) {
-  std::vector<int64_t> batch = st.batch_size;
-  batch[0] = n;
-  ImplPtr out = detail::make_impl(std::move(batch), st.device);
-  out->nodes.reserve(st.nodes.size());
-  for (const auto& node : st.nodes) {
-    if (node.is_dict()) {
-      out->nodes.push_back(
-          Node{node.key, at::Tensor(), gather(*node.dict, idx, n, index)});
-      continue;
-    }
-    const at::Tensor& t = node.tensor;
-    at::Tensor g;
-    if (byte_copyable(t)) {
-      std::vector<int64_t> shape = t.sizes().vec();
-      shape[0] = n;
-      g = at::empty(shape, t.options());
-      const int64_t rows = t.size(0);
-      const size_t row_bytes =
-          rows == 0 ? 0
-                    : static_cast<size_t>(t.numel() / rows) * t.element_size();
-      gather_rows(static_cast<char*>(g.data_ptr()),
-                  static_cast<const char*>(t.data_ptr()), row_bytes, idx, n);
-    } else {
-      g = t.index_select(0, index.to(t.device()));
-    }
-    out->nodes.push_back(Node{node.key, std::move(g), nullptr});
-  }
-  return out;
-}
-
 // Asks Linux to back a large CPU leaf with transparent huge pages (before
 // its pages are first touched): sampling reads rows at random, and with 4 KiB
 // pages nearly every row read of a large storage is a TLB miss. A hint only;
@@ -961,8 +891,8 @@ std::pair<TensorDict, SampleInfo> ReplayBuffer::sample(int64_t batch_size) {
       m.sample_slices(batch_size, ip);
       break;
   }
-  TensorDict data = TensorDictImpl::wrap(
-      gather(m.storage.impl(), ip, batch_size, info.index));
+  TensorDict data =
+      TensorDictImpl::wrap(detail::gather_rows(m.storage.impl(), info.index));
   return {std::move(data), std::move(info)};
 }
 

@@ -232,21 +232,16 @@ std::vector<TensorDict> RolloutBuffer::minibatches(
               "RolloutBuffer::minibatches: the buffer is empty (write the "
               "steps with step() first)");
   const TensorDict flat = data_.reshape({total});
-  at::Tensor perm = at::randperm(total, std::move(generator),
-                                 at::TensorOptions().dtype(at::kLong));
-  if (data_.device() && data_.device()->type() != at::kCPU) {
-    perm = perm.to(*data_.device());
-  }
+  const at::Tensor perm = at::randperm(total, std::move(generator),
+                                       at::TensorOptions().dtype(at::kLong));
   const int64_t size = total / num_minibatches;
   std::vector<TensorDict> out;
   out.reserve(static_cast<size_t>(num_minibatches));
   for (int64_t i = 0; i < num_minibatches; ++i) {
-    const at::Tensor idx = perm.narrow(0, i * size, size);
-    // index_select: the same rows as flat[idx], without advanced indexing's
-    // per-leaf setup.
-    out.push_back(flat.apply(
-        [&](const at::Tensor& t) { return t.index_select(0, idx); },
-        std::vector<int64_t>{size}));
+    // The same rows as flat[idx]: a row memcpy per contiguous CPU leaf,
+    // index_select for the others (the replay buffer's sample path).
+    out.push_back(detail::TensorDictImpl::wrap(detail::gather_rows(
+        flat.impl(), perm.narrow(0, i * size, size))));
   }
   return out;
 }

@@ -1016,6 +1016,92 @@ ImplPtr zip_leaves(
 
 }  // namespace detail
 
+namespace detail {
+namespace {
+
+// Copies rows `idx[0..n)` of a contiguous leaf whose rows are `row_bytes`
+// long into `dst`, specialized for the tiny rows of scalar leaves.
+template <typename T>
+void gather_bytes_typed(char* dst, const char* src, const int64_t* idx,
+                        int64_t n) {
+  T* d = reinterpret_cast<T*>(dst);
+  const T* s = reinterpret_cast<const T*>(src);
+  for (int64_t q = 0; q < n; ++q) d[q] = s[idx[q]];
+}
+
+void gather_bytes(char* dst, const char* src, size_t row_bytes,
+                  const int64_t* idx, int64_t n) {
+  switch (row_bytes) {
+    case 0:
+      return;  // empty leaves: the pointers may be null
+    case 1:
+      return gather_bytes_typed<uint8_t>(dst, src, idx, n);
+    case 2:
+      return gather_bytes_typed<uint16_t>(dst, src, idx, n);
+    case 4:
+      return gather_bytes_typed<uint32_t>(dst, src, idx, n);
+    case 8:
+      return gather_bytes_typed<uint64_t>(dst, src, idx, n);
+    default:
+      for (int64_t q = 0; q < n; ++q) {
+        if (q + 4 < n) {  // rows are scattered: fetch a few ahead
+          const char* ahead = src + static_cast<size_t>(idx[q + 4]) * row_bytes;
+          for (size_t b = 0; b < row_bytes; b += 64)
+            __builtin_prefetch(ahead + b);
+        }
+        std::memcpy(dst + static_cast<size_t>(q) * row_bytes,
+                    src + static_cast<size_t>(idx[q]) * row_bytes, row_bytes);
+      }
+  }
+}
+
+ImplPtr gather_rows_impl(const TensorDictImpl& src, const int64_t* idx,
+                         int64_t n, const at::Tensor& index, bool grad_mode) {
+  std::vector<int64_t> batch = src.batch_size;
+  batch[0] = n;
+  ImplPtr out = make_impl(std::move(batch), src.device);
+  out->nodes.reserve(src.nodes.size());
+  for (const auto& node : src.nodes) {
+    if (node.is_dict()) {
+      out->nodes.push_back(Node{
+          node.key, at::Tensor(),
+          gather_rows_impl(*node.dict, idx, n, index, grad_mode)});
+      continue;
+    }
+    const at::Tensor& t = node.tensor;
+    at::Tensor g;
+    if (t.device().is_cpu() && t.layout() == at::kStrided &&
+        t.is_contiguous() && !t.is_conj() && !t.is_neg() &&
+        !(grad_mode && t.requires_grad())) {
+      std::vector<int64_t> shape = t.sizes().vec();
+      shape[0] = n;
+      g = at::empty(shape, t.options());
+      const int64_t rows = t.size(0);
+      const size_t row_bytes =
+          rows == 0 ? 0
+                    : static_cast<size_t>(t.numel() / rows) * t.element_size();
+      gather_bytes(static_cast<char*>(g.data_ptr()),
+                   static_cast<const char*>(t.data_ptr()), row_bytes, idx, n);
+    } else {
+      g = t.index_select(0, index.to(t.device()));
+    }
+    out->nodes.push_back(Node{node.key, std::move(g), nullptr});
+  }
+  return out;
+}
+
+}  // namespace
+
+ImplPtr gather_rows(const TensorDictImpl& src, const at::Tensor& index) {
+  TORCH_INTERNAL_ASSERT(index.device().is_cpu() &&
+                        index.scalar_type() == at::kLong &&
+                        index.dim() == 1 && index.is_contiguous());
+  return gather_rows_impl(src, index.data_ptr<int64_t>(), index.size(0),
+                          index, c10::GradMode::is_enabled());
+}
+
+}  // namespace detail
+
 TensorDict operator==(const TensorDict& a, const TensorDict& b) {
   check_same_keys(a.impl(), b.impl(), "operator==");
   return TensorDictImpl::wrap(zip_leaves(
