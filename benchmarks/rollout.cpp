@@ -120,17 +120,22 @@ void BM_RawStepWrite(benchmark::State& state) {
 }
 BENCHMARK(BM_RawStepWrite);
 
-void BM_TdStepWrite(benchmark::State& state) {
+// One step of the rollout as a `[kStepE]` dict, from step_tensors().
+TensorDict step_dict() {
   const std::vector<at::Tensor> r = step_tensors();
-  const TensorDict row({{"observation", r[0]},
-                        {"action", r[1]},
-                        {"sample_log_prob", r[2]},
-                        {{"next", "observation"}, r[3]},
-                        {{"next", "reward"}, r[4]},
-                        {{"next", "done"}, r[5]},
-                        {{"next", "terminated"}, r[6]},
-                        {{"next", "truncated"}, r[7]}},
-                       {kStepE});
+  return TensorDict({{"observation", r[0]},
+                     {"action", r[1]},
+                     {"sample_log_prob", r[2]},
+                     {{"next", "observation"}, r[3]},
+                     {{"next", "reward"}, r[4]},
+                     {{"next", "done"}, r[5]},
+                     {{"next", "terminated"}, r[6]},
+                     {{"next", "truncated"}, r[7]}},
+                    {kStepE});
+}
+
+void BM_TdStepWrite(benchmark::State& state) {
+  const TensorDict row = step_dict();
   RolloutBuffer buf(kStepT, kStepE);
   buf.step(0, row);
   int64_t t = 0;
@@ -165,16 +170,7 @@ void BM_RawMinibatches(benchmark::State& state) {
 BENCHMARK(BM_RawMinibatches);
 
 void BM_TdMinibatches(benchmark::State& state) {
-  const std::vector<at::Tensor> r = step_tensors();
-  const TensorDict row({{"observation", r[0]},
-                        {"action", r[1]},
-                        {"sample_log_prob", r[2]},
-                        {{"next", "observation"}, r[3]},
-                        {{"next", "reward"}, r[4]},
-                        {{"next", "done"}, r[5]},
-                        {{"next", "terminated"}, r[6]},
-                        {{"next", "truncated"}, r[7]}},
-                       {kStepE});
+  const TensorDict row = step_dict();
   RolloutBuffer buf(kStepT, kStepE);
   buf.step(0, row);
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(0);

@@ -663,11 +663,10 @@ struct ReplayBuffer::Impl {
       throw;
     }
     schema = std::move(new_schema);
+    // Moving the vector keeps its elements where they are, so `pending`
+    // (filled against `new_slots`) still points at the right slots.
     slots = std::move(new_slots);
     allocated = true;
-    // `pending` points into the old vector: rebuild it.
-    pending.clear();
-    match_keys(schema, value, slots, pending);
   }
 
   // After `count` rows were written from row `first` (`n` rows given,
