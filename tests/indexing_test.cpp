@@ -829,8 +829,9 @@ TEST(IndexedWriteErrors, InPlaceWriteIntoALeafRequiringGradLeavesTheDictUnchange
   Snapshot s = TakeSnapshot(td);
   TensorDict row({{"a", torch::ones({3})}, {"new", torch::ones({1})}, {"w", torch::ones({2})}}, {});
   ExpectThrowsMsg([&] { td[1] = row; },
-                  "key w: cannot write in place into a leaf tensor that "
-                  "requires grad (write under torch::NoGradGuard)");
+                  "key w: a leaf tensor that requires grad cannot be "
+                  "modified in place (use torch::NoGradGuard, or detach it "
+                  "first)");
   ExpectUnchanged(td, s);
 }
 

@@ -226,7 +226,9 @@ class ReplayBuffer {
   /// Sets the priorities of storage rows `index` (prioritized sampler only):
   /// `index` and `priority` are 1-D of the same length, indices in
   /// `[0, size())`, priorities finite and >= 0 (`eps` is added, then the
-  /// power `alpha`). All-or-nothing: every entry is checked before any
+  /// power `alpha`). A row whose `(priority + eps)^alpha` is 0 is never
+  /// sampled, and the importance weights are taken relative to the smallest
+  /// positive probability, so they stay in (0, 1] (with `eps(0)` too). All-or-nothing: every entry is checked before any
   /// priority changes. With duplicate indices, the last one wins.
   void update_priority(const at::Tensor& index, const at::Tensor& priority);
 
@@ -247,7 +249,9 @@ class ReplayBuffer {
   /// `storage_dir`, its leaves are memory-mapped (`is_memmap()`), with
   /// `saved_path() == storage_dir + "/storage"`. Rows at or past
   /// `size()` hold zeros or stale data. Reading it is not synchronized with
-  /// concurrent writers.
+  /// concurrent writers. The dict is locked (`is_locked()`): the buffer
+  /// caches its leaves, so `set`, `erase`, `rename_key_` and the like throw,
+  /// while in-place writes into the rows are allowed.
   [[nodiscard]] TensorDict storage() const;
   [[nodiscard]] const ReplayBufferOptions& options() const;
 

@@ -180,7 +180,10 @@ class TensorDict {
   /// Removes `key` and returns what it held. Throws if it is missing.
   Entry pop(const NestedKey& key) const;
   /// Renames `old_key` to `new_key` (which may be nested). An entry already at
-  /// `new_key` is replaced. Throws if `old_key` is missing.
+  /// `new_key` is replaced where it stands, as in Python (keys `[c, a, b]`,
+  /// `rename_key_("a", "c")`: `[c, b]`); otherwise the entry moves to the end
+  /// of its new parent. Throws if `old_key` is missing, or if one key lies
+  /// inside the other.
   const TensorDict& rename_key_(const NestedKey& old_key,
                                 const NestedKey& new_key) const;
 
@@ -512,8 +515,21 @@ class TensorDict {
     return impl_ == other.impl_;
   }
 
-  /// The implementation, for library internals.
-  [[nodiscard]] detail::TensorDictImpl& impl() const { return *impl_; }
+  // ---- Locking (Python's `lock_()`) -----------------------------------------
+  //
+  // A locked dict keeps its keys and its stored entries: `set`, `erase`,
+  // `pop`, `rename_key_`, `update`, `memmap_`, and indexed writes or
+  // `stack_out`/`cat_out` that would allocate a missing key all throw,
+  // naming the key. Writes into the existing tensors are allowed: `set_`,
+  // `update_`, `td[i] = row` for keys it has, in-place arithmetic, `apply_`.
+  // Copies (`clone()`, `copy()`, `index()`, ...) are unlocked.
+
+  /// Locks this dict and every sub-dict. Returns `*this`.
+  const TensorDict& lock_() const;
+  /// Unlocks this dict and every sub-dict. Returns `*this`.
+  const TensorDict& unlock_() const;
+  /// True when this dict is locked.
+  [[nodiscard]] bool is_locked() const;
 
  private:
   friend class Entry;
@@ -568,12 +584,21 @@ class IndexedTensorDict {
   [[nodiscard]] bool all() const;
   [[nodiscard]] bool any() const;
   [[nodiscard]] TensorDict clone() const;
+
+  /// Chained indexing, `td[a][b]`. When the two indices compose into one
+  /// index of `td` (`a` made of integers, or `a` one slice and `b` an integer
+  /// or a slice), the result indexes `td` itself: reading gives views and
+  /// `td[a][b] = row` writes into `td`, allocating missing keys there.
+  /// Otherwise (for example `a` is a mask, whose result is a copy) the chain
+  /// reads as `td[a].value()[b]`, and writing through it throws rather than
+  /// write into the copy.
   [[nodiscard]] IndexedTensorDict operator[](int64_t i) const;
   [[nodiscard]] IndexedTensorDict operator[](
       const at::indexing::TensorIndex& index) const;
 
  private:
   friend class TensorDict;
+  friend struct detail::TensorDictImpl;
   struct IndexList;
   IndexedTensorDict(TensorDict parent, int64_t i);
   IndexedTensorDict(TensorDict parent, std::shared_ptr<const IndexList> list);
@@ -581,6 +606,9 @@ class IndexedTensorDict {
   TensorDict parent_;
   int64_t int_index_ = 0;
   std::shared_ptr<const IndexList> list_;  // null: the index is int_index_
+  // Set for `td[a][b]` when `a` and `b` do not compose into one index of
+  // `td` (e.g. `a` is a mask): `parent_` is then a copy, so writes throw.
+  bool chained_ = false;
 };
 
 // ---- Comparisons (element-wise, returning dicts of bool leaves) ----------

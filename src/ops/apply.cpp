@@ -16,7 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "internal.h"
+#include "core/internal.h"
+#include "core/write_plan.h"
 #include "tensordict/functional.h"
 #include "tensordict/tensor_dict.h"
 
@@ -57,23 +58,16 @@ void gather_pair(const TensorDictImpl& a, const TensorDictImpl& b,
                  TensorVec& va, TensorVec& vb) {
   for (const auto& n : a.nodes) {
     const Node* m = b.find(n.key);
+    // check_same_keys ran first.
+    TORCH_CHECK(m != nullptr && n.is_dict() == m->is_dict(), "key ", n.key,
+                " differs between the two TensorDicts");
     if (n.is_dict()) {
-      // An empty sub-dict of `a` may be missing from `b` (it has no leaves).
-      if (m != nullptr && m->is_dict()) gather_pair(*n.dict, *m->dict, va, vb);
+      gather_pair(*n.dict, *m->dict, va, vb);
       continue;
     }
-    TORCH_INTERNAL_ASSERT(m != nullptr && !m->is_dict());
     va.push_back(n.tensor);
     vb.push_back(m->tensor);
   }
-}
-
-// The key of the `i`-th leaf (for error messages only).
-NestedKey leaf_key(const TensorDictImpl& impl, size_t i) {
-  std::vector<NestedKey> keys;
-  collect_keys(impl, nullptr, /*include_nested=*/true, /*leaves_only=*/true,
-               keys);
-  return keys.at(i);
 }
 
 // A tree shaped like `src` whose leaves are `vals` (in `gather` order).
@@ -129,19 +123,6 @@ bool same_sizes(const TensorVec& a, const TensorVec& b) {
   return true;
 }
 
-// Throws unless `t` may be written in place.
-void check_writable(const char* op, const TensorDictImpl& root, size_t i,
-                    const at::Tensor& t) {
-  TORCH_CHECK(!(at::GradMode::is_enabled() && t.requires_grad() && t.is_leaf()),
-              op, ": key ", leaf_key(root, i).str(),
-              ": a leaf tensor that requires grad cannot be modified in place "
-              "(use torch::NoGradGuard, or detach it first)");
-  TORCH_CHECK(!t.is_inference() || c10::InferenceMode::is_enabled(), op,
-              ": key ", leaf_key(root, i).str(),
-              ": cannot modify an inference tensor in place outside "
-              "InferenceMode");
-}
-
 // A running path of key components (pointers into the walked dict, so that
 // walking allocates nothing), for callbacks and error messages.
 struct KeyPath {
@@ -153,27 +134,6 @@ struct KeyPath {
     return NestedKey(std::move(out));
   }
 };
-
-// Whether `b` has exactly `a`'s keys, recursively, with leaves and sub-dicts
-// in the same places. Allocation-free; a false answer is followed by
-// check_same_keys, which builds the error message (empty sub-dicts present on
-// one side only are not a difference there).
-bool same_structure(const TensorDictImpl& a, const TensorDictImpl& b) {
-  if (a.nodes.size() != b.nodes.size()) return false;
-  for (size_t i = 0; i < a.nodes.size(); ++i) {
-    const Node& n = a.nodes[i];
-    // Same order is the common case; fall back to a search.
-    const Node* m = b.nodes[i].key == n.key ? &b.nodes[i] : b.find(n.key);
-    if (m == nullptr || m->is_dict() != n.is_dict()) return false;
-    if (n.is_dict() && !same_structure(*n.dict, *m->dict)) return false;
-  }
-  return true;
-}
-
-void require_same_keys(const TensorDictImpl& a, const TensorDictImpl& b,
-                       const char* op) {
-  if (!same_structure(a, b)) check_same_keys(a, b, op);
-}
 
 // ===========================================================================
 // Apply
@@ -304,6 +264,24 @@ void check_inplace_dtype(Op op, const TensorDictImpl& root, size_t i,
               dtype_name(leaf.scalar_type()));
 }
 
+// LibTorch's rules for `alpha` in add/sub over the promoted dtype `rt`.
+void check_alpha(const char* op, const TensorDictImpl& root, size_t i,
+                 at::ScalarType rt, const at::Scalar& alpha) {
+  TORCH_CHECK(!alpha.isBoolean() || rt == at::kBool, op, ": key ",
+              leaf_key(root, i).str(),
+              ": a bool alpha is only supported for bool results");
+  TORCH_CHECK(at::isFloatingType(rt) || at::isComplexType(rt) ||
+                  alpha.isIntegral(/*includeBool=*/true),
+              op, ": key ", leaf_key(root, i).str(),
+              ": alpha must not be a floating-point number for a leaf of "
+              "dtype ",
+              dtype_name(rt));
+  TORCH_CHECK(at::isComplexType(rt) || !alpha.isComplex(), op, ": key ",
+              leaf_key(root, i).str(),
+              ": alpha must not be a complex number for a leaf of dtype ",
+              dtype_name(rt));
+}
+
 // `other` aligned to the leading dims of a leaf of `dim` dims: trailing
 // singleton dims appended.
 at::Tensor align_left(const at::Tensor& other, int64_t dim) {
@@ -404,9 +382,9 @@ void foreach_op_(Op op, const TensorVec& a, const at::Scalar& b) {
 
 TensorDict binary(Op op, const TensorDict& a, const TensorDict& b,
                   const at::Scalar& alpha = 1) {
-  require_same_keys(a.impl(), b.impl(), op_name(op, false));
+  check_same_keys(TensorDictImpl::of(a), TensorDictImpl::of(b), op_name(op, false));
   TensorVec va, vb;
-  gather_pair(a.impl(), b.impl(), va, vb);
+  gather_pair(TensorDictImpl::of(a), TensorDictImpl::of(b), va, vb);
   TensorVec out;
   if (foreach_ok(va, &vb) && same_sizes(va, vb)) {
     out = foreach_op(op, va, vb, alpha);
@@ -416,20 +394,20 @@ TensorDict binary(Op op, const TensorDict& a, const TensorDict& b,
       out.push_back(leaf_op(op, va[i], vb[i], alpha));
     }
   }
-  return rebuild_dict(a.impl(), std::move(out), op_name(op, false));
+  return rebuild_dict(TensorDictImpl::of(a), std::move(out), op_name(op, false));
 }
 
 TensorDict binary(Op op, const TensorDict& a, const at::Tensor& b) {
-  check_batch_broadcast(op_name(op, false), "tensor operand", a.impl(), b);
-  TensorVec va = leaves_of(a.impl());
+  check_batch_broadcast(op_name(op, false), "tensor operand", TensorDictImpl::of(a), b);
+  TensorVec va = leaves_of(TensorDictImpl::of(a));
   TensorVec out;
   out.reserve(va.size());
   for (const auto& t : va) out.push_back(leaf_op(op, t, align_left(b, t.dim()), 1));
-  return rebuild_dict(a.impl(), std::move(out), op_name(op, false));
+  return rebuild_dict(TensorDictImpl::of(a), std::move(out), op_name(op, false));
 }
 
 TensorDict binary(Op op, const TensorDict& a, const at::Scalar& b) {
-  TensorVec va = leaves_of(a.impl());
+  TensorVec va = leaves_of(TensorDictImpl::of(a));
   TensorVec out;
   if (foreach_ok(va)) {
     out = foreach_op(op, va, b);
@@ -437,7 +415,7 @@ TensorDict binary(Op op, const TensorDict& a, const at::Scalar& b) {
     out.reserve(va.size());
     for (const auto& t : va) out.push_back(leaf_op(op, t, b));
   }
-  return rebuild_dict(a.impl(), std::move(out), op_name(op, false));
+  return rebuild_dict(TensorDictImpl::of(a), std::move(out), op_name(op, false));
 }
 
 // ---- In place -------------------------------------------------------------
@@ -445,14 +423,19 @@ TensorDict binary(Op op, const TensorDict& a, const at::Scalar& b) {
 const TensorDict& binary_(Op op, const TensorDict& a, const TensorDict& b,
                           const at::Scalar& alpha = 1) {
   const char* name = op_name(op, true);
-  require_same_keys(a.impl(), b.impl(), name);
+  check_same_keys(TensorDictImpl::of(a), TensorDictImpl::of(b), name);
   TensorVec va, vb;
-  gather_pair(a.impl(), b.impl(), va, vb);
+  gather_pair(TensorDictImpl::of(a), TensorDictImpl::of(b), va, vb);
   for (size_t i = 0; i < va.size(); ++i) {
-    check_writable(name, a.impl(), i, va[i]);
-    check_inplace_dtype(op, a.impl(), i, va[i], promoted(va[i], vb[i]));
+    check_leaf_write(name, LeafName(TensorDictImpl::of(a), i), va[i], vb[i],
+                     WriteKind::kOp);
+    const at::ScalarType rt = promoted(va[i], vb[i]);
+    check_inplace_dtype(op, TensorDictImpl::of(a), i, va[i], rt);
+    if (op == Op::kAdd || op == Op::kSub) {
+      check_alpha(name, TensorDictImpl::of(a), i, rt, alpha);
+    }
     TORCH_CHECK(at::is_expandable_to(vb[i].sizes(), va[i].sizes()), name,
-                ": key ", leaf_key(a.impl(), i).str(), ": the other leaf's shape ",
+                ": key ", leaf_key(TensorDictImpl::of(a), i).str(), ": the other leaf's shape ",
                 shape_str(vb[i].sizes()), " does not broadcast to the leaf's shape ",
                 shape_str(va[i].sizes()));
   }
@@ -466,11 +449,13 @@ const TensorDict& binary_(Op op, const TensorDict& a, const TensorDict& b,
 
 const TensorDict& binary_(Op op, const TensorDict& a, const at::Tensor& b) {
   const char* name = op_name(op, true);
-  check_batch_broadcast(name, "tensor operand", a.impl(), b);
-  TensorVec va = leaves_of(a.impl());
+  check_batch_broadcast(name, "tensor operand", TensorDictImpl::of(a), b);
+  TensorVec va = leaves_of(TensorDictImpl::of(a));
   for (size_t i = 0; i < va.size(); ++i) {
-    check_writable(name, a.impl(), i, va[i]);
-    check_inplace_dtype(op, a.impl(), i, va[i], promoted(va[i], b));
+    check_leaf_write(name, LeafName(TensorDictImpl::of(a), i), va[i],
+                     align_left(b, va[i].dim()), WriteKind::kOp);
+    check_inplace_dtype(op, TensorDictImpl::of(a), i, va[i],
+                        promoted(va[i], b));
   }
   for (const auto& t : va) leaf_op_(op, t, align_left(b, t.dim()), 1);
   return a;
@@ -478,10 +463,12 @@ const TensorDict& binary_(Op op, const TensorDict& a, const at::Tensor& b) {
 
 const TensorDict& binary_(Op op, const TensorDict& a, const at::Scalar& b) {
   const char* name = op_name(op, true);
-  TensorVec va = leaves_of(a.impl());
+  TensorVec va = leaves_of(TensorDictImpl::of(a));
   for (size_t i = 0; i < va.size(); ++i) {
-    check_writable(name, a.impl(), i, va[i]);
-    check_inplace_dtype(op, a.impl(), i, va[i], promoted(va[i], b));
+    check_leaf_write(name, LeafName(TensorDictImpl::of(a), i), va[i],
+                     at::Tensor(), WriteKind::kOp);
+    check_inplace_dtype(op, TensorDictImpl::of(a), i, va[i],
+                        promoted(va[i], b));
   }
   if (foreach_ok(va)) {
     foreach_op_(op, va, b);
@@ -613,7 +600,7 @@ void update_rec(const TensorDict& dst, const TensorDictImpl& src) {
   const std::vector<Node> nodes = src.nodes;  // src may alias dst
   for (const auto& n : nodes) {
     if (n.is_dict()) {
-      Node* d = dst.impl().find(n.key);
+      Node* d = TensorDictImpl::of(dst).find(n.key);
       if (d != nullptr && d->is_dict()) {
         update_rec(TensorDictImpl::wrap(d->dict), *n.dict);
       } else {
@@ -756,7 +743,7 @@ TensorDict TensorDict::apply(
     const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& fn,
     const TensorDict& other,
     c10::optional<std::vector<int64_t>> batch_size) const {
-  require_same_keys(*impl_, *other.impl_, "apply");
+  check_same_keys(*impl_, *other.impl_, "apply");
   return run_apply(*impl_, {other.impl_.get()}, batch_size,
                    [&](const KeyPath&, const Node& n,
                        const std::vector<const Node*>& o) {
@@ -770,7 +757,7 @@ TensorDict TensorDict::apply(const LeafFnN& fn,
   std::vector<const TensorDictImpl*> impls;
   impls.reserve(others.size());
   for (const auto& o : others) {
-    require_same_keys(*impl_, *o.impl_, "apply");
+    check_same_keys(*impl_, *o.impl_, "apply");
     impls.push_back(o.impl_.get());
   }
   std::vector<at::Tensor> args;
@@ -801,7 +788,8 @@ const TensorDict& TensorDict::apply_(const LeafFn& fn) const {
   for (size_t i = 0; i < leaves.size(); ++i) {
     const at::Tensor& r = results[i];
     if (!r.defined() || r.is_same(leaves[i])) continue;
-    check_writable("apply_", *impl_, i, leaves[i]);
+    check_leaf_write("apply_", LeafName(*impl_, i), leaves[i], r,
+                     WriteKind::kCopy);
     TORCH_CHECK(at::is_expandable_to(r.sizes(), leaves[i].sizes()),
                 "apply_: key ", leaf_key(*impl_, i).str(),
                 ": cannot copy a result of shape ", shape_str(r.sizes()),
@@ -854,15 +842,9 @@ const TensorDict& TensorDict::update_(const TensorDict& other) const {
                 "update_: key ", key.str(), ": cannot write a value of shape ",
                 shape_str(v.sizes()), " into the stored tensor of shape ",
                 shape_str(n.tensor.sizes()));
-    TORCH_CHECK(!(at::GradMode::is_enabled() && n.tensor.requires_grad() &&
-                  n.tensor.is_leaf()),
-                "update_: key ", key.str(),
-                ": a leaf tensor that requires grad cannot be modified in "
-                "place (use torch::NoGradGuard, or detach it first)");
-    TORCH_CHECK(!n.tensor.is_inference() || c10::InferenceMode::is_enabled(),
-                "update_: key ", key.str(),
-                ": cannot modify an inference tensor in place outside "
-                "InferenceMode");
+    if (!n.tensor.is_same(v)) {
+      check_leaf_write("update_", key, n.tensor, v, WriteKind::kCopy);
+    }
     dst.push_back(n.tensor);
   }
   for (size_t i = 0; i < dst.size(); ++i) {
@@ -996,7 +978,7 @@ TensorDict TensorDict::where(const at::Tensor& cond,
   TORCH_CHECK_TYPE(cond.scalar_type() == at::kBool,
                    "where: the condition must be a bool tensor, got ",
                    dtype_name(cond.scalar_type()));
-  require_same_keys(*impl_, *other.impl_, "where");
+  check_same_keys(*impl_, *other.impl_, "where");
   TensorVec va, vb;
   gather_pair(*impl_, *other.impl_, va, vb);
   TensorVec out;
@@ -1045,7 +1027,8 @@ const TensorDict& TensorDict::masked_fill_(const at::Tensor& mask,
                    dtype_name(mask.scalar_type()));
   TensorVec va = leaves_of(*impl_);
   for (size_t i = 0; i < va.size(); ++i) {
-    check_writable("masked_fill_", *impl_, i, va[i]);
+    check_leaf_write("masked_fill_", LeafName(*impl_, i), va[i], at::Tensor(),
+                     WriteKind::kOp);
   }
   for (const auto& t : va) t.masked_fill_(align_left(mask, t.dim()), value);
   return *this;
@@ -1055,21 +1038,14 @@ const TensorDict& TensorDict::fill_(const NestedKey& key,
                                     const at::Scalar& value) const {
   const Node& n = lookup_or_throw(*impl_, key);
   if (!n.is_dict()) {
-    TORCH_CHECK(!(at::GradMode::is_enabled() && n.tensor.requires_grad() &&
-                  n.tensor.is_leaf()),
-                "fill_: key ", key.str(),
-                ": a leaf tensor that requires grad cannot be modified in "
-                "place (use torch::NoGradGuard, or detach it first)");
+    check_leaf_write("fill_", key, n.tensor, at::Tensor(), WriteKind::kOp);
     n.tensor.fill_(value);
     return *this;
   }
   TensorVec va = leaves_of(*n.dict);
   for (size_t i = 0; i < va.size(); ++i) {
-    TORCH_CHECK(!(at::GradMode::is_enabled() && va[i].requires_grad() &&
-                  va[i].is_leaf()),
-                "fill_: key ", key.join(leaf_key(*n.dict, i)).str(),
-                ": a leaf tensor that requires grad cannot be modified in "
-                "place (use torch::NoGradGuard, or detach it first)");
+    check_leaf_write("fill_", LeafName(*n.dict, i, &key), va[i], at::Tensor(),
+                     WriteKind::kOp);
   }
   for (const auto& t : va) t.fill_(value);
   return *this;
@@ -1171,13 +1147,13 @@ TensorDict operator*(const at::Scalar& a, const TensorDict& b) {
   return binary(Op::kMul, b, a);
 }
 TensorDict operator-(const TensorDict& a) {
-  TensorVec va = leaves_of(a.impl());
+  TensorVec va = leaves_of(TensorDictImpl::of(a));
   TensorVec out = foreach_ok(va) ? at::_foreach_neg(va) : TensorVec();
   if (out.empty()) {
     out.reserve(va.size());
     for (const auto& t : va) out.push_back(at::neg(t));
   }
-  return rebuild_dict(a.impl(), std::move(out), "neg");
+  return rebuild_dict(TensorDictImpl::of(a), std::move(out), "neg");
 }
 
 const TensorDict& operator+=(const TensorDict& a, const TensorDict& b) {

@@ -6,7 +6,7 @@
 #include <ATen/core/jit_type.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
-#include "internal.h"
+#include "core/internal.h"
 
 namespace tensordict {
 namespace {
@@ -27,7 +27,7 @@ c10::impl::GenericDict to_generic_dict(const detail::TensorDictImpl& impl) {
 }  // namespace
 
 std::vector<char> pickle_save(const TensorDict& td) {
-  return torch::jit::pickle_save(c10::IValue(to_generic_dict(td.impl())));
+  return torch::jit::pickle_save(c10::IValue(to_generic_dict(detail::TensorDictImpl::of(td))));
 }
 
 }  // namespace tensordict

@@ -31,7 +31,8 @@
 #include <utility>
 #include <vector>
 
-#include "internal.h"
+#include "core/internal.h"
+#include "core/write_plan.h"
 #include "tensordict/functional.h"
 #include "tensordict/tensor_dict.h"
 
@@ -43,6 +44,13 @@ using detail::TensorDictImpl;
 using detail::key_vec_str;
 using detail::make_impl;
 using detail::shape_str;
+using detail::LeafName;
+using detail::WriteKind;
+using detail::check_leaf_write;
+using detail::check_unlocked;
+using detail::copyable_devices;
+using detail::device_name;
+using detail::leaf_key;
 
 namespace {
 
@@ -413,6 +421,7 @@ void plan_out(TensorDictImpl* out, size_t new_idx, const TensorDictImpl& ref,
         plan_out(o->dict.get(), SIZE_MAX, *r.dict, spec, o->dict->device,
                  path, plan);
       } else {
+        if (out != nullptr) check_unlocked(*out, spec.op, path_key(path));
         NewDict nd{out, out ? SIZE_MAX : new_idx, &r.key, std::move(batch),
                    nullptr};
         plan.new_dicts.push_back(std::move(nd));
@@ -422,6 +431,9 @@ void plan_out(TensorDictImpl* out, size_t new_idx, const TensorDictImpl& ref,
       }
       path.pop_back();
       continue;
+    }
+    if (o == nullptr && out != nullptr) {
+      check_unlocked(*out, spec.op, path_key(path));
     }
     Slot s;
     s.parent = out;
@@ -436,19 +448,8 @@ void plan_out(TensorDictImpl* out, size_t new_idx, const TensorDictImpl& ref,
                   shape_str(d.sizes()), ", expected ", shape_str(s.shape),
                   spec.is_cat ? " (the concatenated shape)"
                               : " (the stacked shape)");
-      TORCH_CHECK(!d.is_inference() || c10::InferenceMode::is_enabled(),
-                  spec.op, ": key ", path_key(path).str(),
-                  ": cannot write in place into an inference tensor outside "
-                  "InferenceMode");
-      TORCH_CHECK(!(d.requires_grad() && d.is_leaf() &&
-                    c10::GradMode::is_enabled()),
-                  spec.op, ": key ", path_key(path).str(),
-                  ": cannot write in place into a leaf tensor that requires "
-                  "grad");
-      TORCH_CHECK(at::has_internal_overlap(d) != at::MemOverlap::Yes, spec.op,
-                  ": key ", path_key(path).str(),
-                  ": out's leaf has overlapping memory (for example an "
-                  "expanded tensor) and cannot be written in place");
+      check_leaf_write(spec.op, path_key(path), d, at::Tensor(),
+                       WriteKind::kOut);
       s.exists = true;
       s.index = static_cast<size_t>(o - out->nodes.data());
       s.dtype = d.scalar_type();
@@ -530,13 +531,13 @@ int64_t fast_pass(const std::vector<TensorDict>& tds, const TensorDictImpl& ref,
   for (int64_t i = 0; i < n; ++i) {
     // The walk chases pointers through small allocations: prefetch the
     // next inputs' dicts and node lists a few rows ahead.
-    if (i + 8 < n) prefetch(&tds[static_cast<size_t>(i + 8)].impl());
+    if (i + 8 < n) prefetch(&TensorDictImpl::of(tds[static_cast<size_t>(i + 8)]));
     if (i + 4 < n) {
       const char* p = reinterpret_cast<const char*>(
-          tds[static_cast<size_t>(i + 4)].impl().nodes.data());
+          TensorDictImpl::of(tds[static_cast<size_t>(i + 4)]).nodes.data());
       for (int j = 0; j < nodes_lines; ++j) prefetch(p + 64 * j);
     }
-    const TensorDictImpl& in = tds[static_cast<size_t>(i)].impl();
+    const TensorDictImpl& in = TensorDictImpl::of(tds[static_cast<size_t>(i)]);
     size_t k = 0;
     const size_t base = static_cast<size_t>(i) * num_leaves;
     if (!same_shape(in.batch_size, ref.batch_size) ||
@@ -565,7 +566,7 @@ ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
   TORCH_CHECK_VALUE(!tds.empty(), op,
                     ": expected a non-empty list of TensorDicts");
   const bool fresh = out == nullptr;
-  const TensorDictImpl& ref = tds[0].impl();
+  const TensorDictImpl& ref = TensorDictImpl::of(tds[0]);
   const int64_t n = static_cast<int64_t>(tds.size());
   const int64_t bd = ref.batch_dims();
   JoinSpec spec{op, is_cat, 0, n};
@@ -633,7 +634,7 @@ ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
   int64_t gathered = i0;  // inputs [0, gathered) are gathered
   int64_t failed = -1;    // the first input whose gather failed
   for (int64_t i = i0; i < n; ++i) {
-    const TensorDictImpl& in = tds[static_cast<size_t>(i)].impl();
+    const TensorDictImpl& in = TensorDictImpl::of(tds[static_cast<size_t>(i)]);
     const auto& b = in.batch_size;
     if (is_cat) {
       TORCH_CHECK(spec.compatible(ref.batch_size, b), op, ": input ", i,
@@ -652,7 +653,7 @@ ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
     // The walk chases pointers through many small allocations; prefetch
     // each level of the next inputs a few steps before it is needed.
     auto ahead = [&](int64_t j) -> const TensorDictImpl* {
-      return i + j < n ? &tds[static_cast<size_t>(i + j)].impl() : nullptr;
+      return i + j < n ? &TensorDictImpl::of(tds[static_cast<size_t>(i + j)]) : nullptr;
     };
     if (const auto* a = ahead(16)) prefetch(a);
     if (const auto* a = ahead(13)) prefetch_nodes(*a);
@@ -670,7 +671,7 @@ ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
     // structural error is reported when its input's turn comes.
     while (gathered < n && gathered <= i + 4 && failed < 0) {
       size_t k = 0;
-      if (gather(ref, tds[static_cast<size_t>(gathered)].impl(), spec,
+      if (gather(ref, TensorDictImpl::of(tds[static_cast<size_t>(gathered)]), spec,
                  static_cast<size_t>(gathered) * num_leaves, k, g) &&
           k == num_leaves) {
         ++gathered;
@@ -767,6 +768,46 @@ ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
     // destination's dtype, no autograd (the destination is checked below).
     fused[k] = g.src_fusable[k] && g.same_dtype[k] && !g.needs_grad[k] &&
                s.dtype == ref_st && s.device.is_cpu();
+  }
+
+  // ---- out's existing leaves against the inputs ---------------------------
+  // As LibTorch's out= ops: no input may share memory with out (the fused
+  // copy would read rows it has already written), and autograd's in-place
+  // rules hold when an input requires grad. Only inputs on out's storage
+  // need the overlap test.
+  for (size_t k = 0; k < num_leaves; ++k) {
+    const Slot& s = plan.slots[k];
+    // Fusable sources are dense CPU tensors: no need to look at each.
+    const bool all_cpu = g.src_fusable[k] != 0;
+    for (int64_t i = 0; !(all_cpu && copyable_devices(at::kCPU, s.device)) &&
+                        i < n;
+         ++i) {
+      const at::Tensor& t = *g.leaves[static_cast<size_t>(i) * num_leaves + k];
+      if (t.device() == s.device) continue;
+      TORCH_CHECK(copyable_devices(t.device(), s.device), op, ": key ",
+                  leaf_key(ref, k).str(), ": cannot write input ", i,
+                  "'s value on device ", device_name(t.device()),
+                  " into a buffer on device ", device_name(s.device));
+    }
+    if (!s.exists) continue;
+    const at::Tensor& dest = s.parent->nodes[s.index].tensor;
+    const c10::StorageImpl* dest_storage =
+        dest.unsafeGetTensorImpl()->has_storage()
+            ? dest.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl()
+            : nullptr;
+    bool grad_checked = !g.needs_grad[k];
+    for (int64_t i = 0; i < n; ++i) {
+      const at::Tensor& t = *g.leaves[static_cast<size_t>(i) * num_leaves + k];
+      const c10::TensorImpl* ti = t.unsafeGetTensorImpl();
+      const bool shares = dest_storage != nullptr && ti->has_storage() &&
+                          ti->unsafe_storage().unsafeGetStorageImpl() ==
+                              dest_storage;
+      const bool grad = !grad_checked && t.requires_grad();
+      if (shares || grad) {
+        check_leaf_write(op, LeafName(ref, k), dest, t, WriteKind::kOut);
+        grad_checked = grad_checked || grad;
+      }
+    }
   }
 
   // ---- Create what out lacks ---------------------------------------------
@@ -926,9 +967,13 @@ IndexedTensorDict join_into_indexed(const IndexedTensorDict& out,
                                     const char* op) {
   TORCH_CHECK_VALUE(!tds.empty(), op,
                     ": expected a non-empty list of TensorDicts");
-  if (out.is_view() && holds_all_keys(out.parent().impl(), tds[0].impl())) {
+  TORCH_CHECK(!TensorDictImpl::is_chained_copy(out), op,
+              ": out is td[a][b] where td[a] is a copy (an advanced index, "
+              "or indices that do not compose): the result would be lost; "
+              "index td once instead");
+  if (out.is_view() && holds_all_keys(TensorDictImpl::of(out.parent()), TensorDictImpl::of(tds[0]))) {
     TensorDict view = out.value();
-    join_into(&view.impl(), tds, dim, is_cat, op);
+    join_into(&TensorDictImpl::of(view), tds, dim, is_cat, op);
   } else {
     // Missing keys (or an advanced index): stack, then an indexed write,
     // which allocates what the parent lacks.
@@ -1065,7 +1110,7 @@ TensorDict cat(const std::vector<TensorDict>& tds, int64_t dim) {
 
 const TensorDict& stack_out(const TensorDict& out,
                             const std::vector<TensorDict>& tds, int64_t dim) {
-  join_into(&out.impl(), tds, dim, /*is_cat=*/false, "stack_out");
+  join_into(&TensorDictImpl::of(out), tds, dim, /*is_cat=*/false, "stack_out");
   return out;
 }
 
@@ -1081,7 +1126,7 @@ IndexedTensorDict cat_out(const IndexedTensorDict& out,
 
 const TensorDict& cat_out(const TensorDict& out,
                           const std::vector<TensorDict>& tds, int64_t dim) {
-  join_into(&out.impl(), tds, dim, /*is_cat=*/true, "cat_out");
+  join_into(&TensorDictImpl::of(out), tds, dim, /*is_cat=*/true, "cat_out");
   return out;
 }
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "internal.h"
+#include "core/internal.h"
 
 namespace tensordict {
 namespace {
@@ -36,7 +36,7 @@ std::string tensor_repr(const at::Tensor& t) {
 }
 
 std::string dict_repr(const TensorDict& td) {
-  const detail::TensorDictImpl& impl = td.impl();
+  const detail::TensorDictImpl& impl = detail::TensorDictImpl::of(td);
   std::vector<std::string> fields;
   fields.reserve(impl.nodes.size());
   for (const auto& n : impl.nodes) {

@@ -11,7 +11,8 @@
 #include <cstring>
 #include <functional>
 
-#include "internal.h"
+#include "core/internal.h"
+#include "core/write_plan.h"
 
 namespace tensordict {
 
@@ -185,6 +186,27 @@ const Node& lookup_or_throw(const TensorDictImpl& root, const NestedKey& key) {
   TORCH_CHECK_INDEX(n != nullptr, "key ", key.str(),
                     " not found in TensorDict with keys ", key_list_str(root));
   return *n;
+}
+
+NestedKey leaf_key(const TensorDictImpl& root, size_t i) {
+  std::vector<NestedKey> keys;
+  collect_keys(root, nullptr, /*include_nested=*/true, /*leaves_only=*/true,
+               keys);
+  return keys.at(i);
+}
+
+void check_unlocked(const TensorDictImpl& dict, const char* op,
+                    const NestedKey* key) {
+  if (!dict.locked) return;
+  if (key == nullptr) {
+    TORCH_CHECK(false, op,
+                ": the TensorDict is locked: its entries cannot be added, "
+                "removed, renamed or replaced (unlock_() it first)");
+  }
+  TORCH_CHECK(false, op, ": key ", key->str(),
+              ": the TensorDict is locked: its entries cannot be added, "
+              "removed, renamed or replaced (write into existing tensors "
+              "with set_() or td[i] = row, or unlock_() it first)");
 }
 
 bool reaches(const TensorDictImpl& from, const TensorDictImpl* target) {
@@ -417,23 +439,35 @@ ImplPtr index_impl(const TensorDictImpl& impl, const NormalizedIndex& norm,
 // Indexed writes
 // ---------------------------------------------------------------------------
 
-// Devices between which copy_ moves data.
-bool copyable_device(const at::Device& d) { return d.is_cpu() || d.is_cuda(); }
+// Whether `norm` holds only basic indices (integers, slices, None), which
+// select a view of each leaf.
+bool is_basic(const NormalizedIndex& norm) {
+  for (const auto& idx : norm.indices) {
+    if (idx.is_tensor()) return false;
+  }
+  return true;
+}
 
 // Pass 1 of index_put_: checks every leaf of `value` against `dst` without
 // changing anything. `dst` may be null (the whole sub-tree will be created).
 void validate_put(const TensorDictImpl* dst, const TensorDictImpl& value,
-                  int64_t dst_bd, int64_t value_bd, const NestedKey* prefix) {
+                  const NormalizedIndex& norm, bool basic, int64_t dst_bd,
+                  int64_t value_bd, const NestedKey* prefix) {
   for (const auto& vn : value.nodes) {
     const Node* dn = dst ? dst->find(vn.key) : nullptr;
     if (dn == nullptr) {
-      continue;  // allocated lazily: nothing can conflict
+      // Allocated lazily: nothing can conflict, unless keys are locked.
+      if (dst != nullptr) {
+        check_unlocked(*dst, "index_put_", prefixed(prefix, vn.key));
+      }
+      continue;
     }
     NestedKey key = prefixed(prefix, vn.key);
     if (vn.is_dict()) {
       TORCH_CHECK_TYPE(dn->is_dict(), "key ", key.str(),
                        ": cannot write a TensorDict where a tensor lives");
-      validate_put(dn->dict.get(), *vn.dict, dst_bd, value_bd, &key);
+      validate_put(dn->dict.get(), *vn.dict, norm, basic, dst_bd, value_bd,
+                   &key);
       continue;
     }
     TORCH_CHECK_TYPE(!dn->is_dict(), "key ", key.str(),
@@ -453,21 +487,18 @@ void validate_put(const TensorDictImpl* dst, const TensorDictImpl& value,
                      detail::dtype_name(src.scalar_type()),
                      " to the buffer's dtype ",
                      detail::dtype_name(dest.scalar_type()));
-    TORCH_CHECK(!dest.is_inference() || c10::InferenceMode::is_enabled(),
-                "key ", key.str(),
-                ": cannot write in place into an inference tensor outside "
-                "InferenceMode");
-    TORCH_CHECK(src.device() == dest.device() ||
-                    (copyable_device(src.device()) &&
-                     copyable_device(dest.device())),
-                "key ", key.str(), ": cannot write a value on device ",
-                detail::device_name(src.device()), " into a buffer on device ",
-                detail::device_name(dest.device()));
-    TORCH_CHECK(!(dest.requires_grad() && dest.is_leaf() &&
-                  c10::GradMode::is_enabled()),
-                "key ", key.str(),
-                ": cannot write in place into a leaf tensor that requires "
-                "grad (write under torch::NoGradGuard)");
+    // Basic indices write through a view of the leaf (`copy_`); advanced
+    // ones through `index_put_`, which rejects any overlap with the value.
+    // A stored leaf that requires grad is reported as itself.
+    if (dest.requires_grad() && dest.is_leaf()) {
+      check_leaf_write(nullptr, key, dest, src, WriteKind::kCopy);
+    }
+    if (basic) {
+      check_leaf_write(nullptr, key, dest.index(norm.indices), src,
+                       WriteKind::kCopy);
+    } else {
+      check_leaf_write(nullptr, key, dest, src, WriteKind::kOut);
+    }
   }
 }
 
@@ -596,7 +627,8 @@ void index_put_impl(TensorDictImpl& dst, const NormalizedIndex& norm,
     }
   }
 
-  validate_put(&dst, value, dst.batch_dims(), value.batch_dims(), nullptr);
+  validate_put(&dst, value, norm, is_basic(norm), dst.batch_dims(),
+               value.batch_dims(), nullptr);
   AppendLog log;
   try {
     execute_put(dst, value, norm, dst.batch_dims(), value.batch_dims(), log);
@@ -762,6 +794,7 @@ const TensorDict& TensorDict::set(const NestedKey& key,
                                   const at::Tensor& value) const {
   auto [parent, missing_from] = walk_for_set(*impl_, key);
   const bool parent_exists = missing_from + 1 == key.parts().size();
+  check_unlocked(*parent, "set", key);
   if (parent_exists) {
     const Node* existing = parent->find(key.back());
     TORCH_CHECK_TYPE(existing == nullptr || !existing->is_dict(), "key ",
@@ -784,6 +817,7 @@ const TensorDict& TensorDict::set(const NestedKey& key,
                                   const TensorDict& value) const {
   auto [parent, missing_from] = walk_for_set(*impl_, key);
   const bool parent_exists = missing_from + 1 == key.parts().size();
+  check_unlocked(*parent, "set", key);
   if (parent_exists) {
     const Node* existing = parent->find(key.back());
     TORCH_CHECK_TYPE(existing == nullptr || existing->is_dict(), "key ",
@@ -794,7 +828,9 @@ const TensorDict& TensorDict::set(const NestedKey& key,
               key.str(), ": the sub-TensorDict's batch_size ",
               shape_str(value.batch_size()), " must start with ",
               shape_str(parent->batch_size));
-  TORCH_CHECK(!reaches(*value.impl_, impl_.get()), "key ", key.str(),
+  // Any dict on the path, the root included, would end up inside `value`
+  // if `value` reaches the deepest existing one.
+  TORCH_CHECK(!reaches(*value.impl_, parent), "key ", key.str(),
               ": cannot set a TensorDict inside itself");
   ImplPtr v = value.impl_;
   if (parent->device && value.device() != parent->device) {
@@ -820,6 +856,7 @@ const TensorDict& TensorDict::set_(const NestedKey& key,
               key.str(), ": set_ cannot write a value of shape ",
               shape_str(value.sizes()), " into the stored tensor of shape ",
               shape_str(n.tensor.sizes()));
+  check_leaf_write("set_", key, n.tensor, value, WriteKind::kCopy);
   n.tensor.copy_(value);
   return *this;
 }
@@ -829,6 +866,7 @@ void TensorDict::erase(const NestedKey& key) const { (void)pop(key); }
 Entry TensorDict::pop(const NestedKey& key) const {
   (void)lookup_or_throw(*impl_, key);
   TensorDictImpl* parent = parent_of(*impl_, key);
+  check_unlocked(*parent, "erase", key);
   auto it = std::find_if(parent->nodes.begin(), parent->nodes.end(),
                          [&](const Node& n) { return n.key == key.back(); });
   Entry out = it->is_dict() ? Entry(it->dict) : Entry(it->tensor);
@@ -846,10 +884,34 @@ const TensorDict& TensorDict::rename_key_(const NestedKey& old_key,
                 std::equal(op.begin(), op.end(), np.begin())),
               "cannot rename key ", old_key.str(), " to ", new_key.str(),
               ": the new key lies inside the old one");
+  TORCH_CHECK(!(op.size() > np.size() &&
+                std::equal(np.begin(), np.end(), op.begin())),
+              "cannot rename key ", old_key.str(), " to ", new_key.str(),
+              ": the old key lies inside the new one");
+  check_unlocked(*parent_of(*impl_, old_key), "rename_key_", old_key);
   StructureSnapshot snapshot(*impl_);
   try {
-    if (contains(new_key)) erase(new_key);
-    if (e.is_tensor()) {
+    // As in Python, an entry already at `new_key` is replaced where it
+    // stands (keys [c, a, b], rename a -> c: [c, b]); otherwise the entry
+    // is appended.
+    if (lookup(*impl_, new_key) != nullptr) {
+      TensorDictImpl* parent = parent_of(*impl_, new_key);
+      check_unlocked(*parent, "rename_key_", new_key);
+      Node* n = parent->find(new_key.back());
+      if (e.is_tensor()) {
+        check_leading_dims(new_key, e.tensor(), parent->batch_size);
+        n->tensor = e.tensor();
+        n->dict.reset();
+      } else {
+        TensorDict sub = e.tensordict();
+        TORCH_CHECK(starts_with(sub.batch_size(), parent->batch_size), "key ",
+                    new_key.str(), ": the sub-TensorDict's batch_size ",
+                    shape_str(sub.batch_size()), " must start with ",
+                    shape_str(parent->batch_size));
+        n->dict = sub.impl_;
+        n->tensor = at::Tensor();
+      }
+    } else if (e.is_tensor()) {
       set(new_key, e.tensor());
     } else {
       set(new_key, e.tensordict());
@@ -861,6 +923,27 @@ const TensorDict& TensorDict::rename_key_(const NestedKey& old_key,
   }
   return *this;
 }
+
+namespace {
+void set_locked(TensorDictImpl& impl, bool locked) {
+  impl.locked = locked;
+  for (auto& n : impl.nodes) {
+    if (n.is_dict()) set_locked(*n.dict, locked);
+  }
+}
+}  // namespace
+
+const TensorDict& TensorDict::lock_() const {
+  set_locked(*impl_, true);
+  return *this;
+}
+
+const TensorDict& TensorDict::unlock_() const {
+  set_locked(*impl_, false);
+  return *this;
+}
+
+bool TensorDict::is_locked() const { return impl_->locked; }
 
 // ---------------------------------------------------------------------------
 // Indexing
@@ -940,6 +1023,11 @@ TensorDict TensorDict::detach() const {
 }
 
 const TensorDict& TensorDict::zero_() const {
+  size_t i = 0;
+  for_each_leaf(*impl_, [&](const at::Tensor& t) {
+    check_leaf_write("zero_", LeafName(*impl_, i++), t, at::Tensor(),
+                     WriteKind::kOp);
+  });
   for_each_leaf(*impl_, [](const at::Tensor& t) { t.zero_(); });
   return *this;
 }
@@ -977,11 +1065,40 @@ bool TensorDict::is_shared() const {
 
 namespace detail {
 
+namespace {
+
+// Whether `b` has exactly `a`'s keys, recursively, with leaves and sub-dicts
+// in the same places. Allocation-free: the common case of check_same_keys.
+bool same_structure(const TensorDictImpl& a, const TensorDictImpl& b) {
+  if (a.nodes.size() != b.nodes.size()) return false;
+  for (size_t i = 0; i < a.nodes.size(); ++i) {
+    const Node& n = a.nodes[i];
+    // Same order is the common case; fall back to a search.
+    const Node* m = b.nodes[i].key == n.key ? &b.nodes[i] : b.find(n.key);
+    if (m == nullptr || m->is_dict() != n.is_dict()) return false;
+    if (n.is_dict() && !same_structure(*n.dict, *m->dict)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void check_same_keys(const TensorDictImpl& a, const TensorDictImpl& b,
                      const char* op) {
-  std::vector<NestedKey> ka, kb;
-  collect_keys(a, nullptr, true, true, ka);
-  collect_keys(b, nullptr, true, true, kb);
+  if (same_structure(a, b)) return;
+  // The leaves and the empty sub-dicts: an empty sub-dict on one side only
+  // is a difference too (as in Python, where the key sets must match).
+  auto terminal_keys = [](const TensorDictImpl& root) {
+    std::vector<NestedKey> all, out;
+    collect_keys(root, nullptr, /*include_nested=*/true,
+                 /*leaves_only=*/false, all);
+    for (auto& k : all) {
+      const Node* n = lookup(root, k);
+      if (!n->is_dict() || n->dict->nodes.empty()) out.push_back(std::move(k));
+    }
+    return out;
+  };
+  const std::vector<NestedKey> ka = terminal_keys(a), kb = terminal_keys(b);
   std::vector<NestedKey> missing_b, missing_a;
   for (const auto& k : ka) {
     if (std::find(kb.begin(), kb.end(), k) == kb.end()) missing_b.push_back(k);
@@ -994,6 +1111,16 @@ void check_same_keys(const TensorDictImpl& a, const TensorDictImpl& b,
               "side: ",
               key_vec_str(missing_a), "; missing from the right-hand side: ",
               key_vec_str(missing_b));
+  std::vector<NestedKey> all;
+  collect_keys(a, nullptr, /*include_nested=*/true, /*leaves_only=*/false,
+               all);
+  for (const auto& k : all) {
+    const Node* m = lookup(b, k);
+    TORCH_CHECK_TYPE(m != nullptr && lookup(a, k)->is_dict() == m->is_dict(),
+                     op,
+                     ": key ", k.str(),
+                     " is a tensor on one side and a TensorDict on the other");
+  }
 }
 
 ImplPtr zip_leaves(
@@ -1002,9 +1129,9 @@ ImplPtr zip_leaves(
   auto out = make_impl(a.batch_size, a.device);
   for (const auto& n : a.nodes) {
     const Node* m = b.find(n.key);
-    TORCH_INTERNAL_ASSERT(m != nullptr);
-    TORCH_CHECK_TYPE(n.is_dict() == m->is_dict(), "key ", n.key,
-                     " is a tensor on one side and a TensorDict on the other");
+    // check_same_keys ran first.
+    TORCH_CHECK(m != nullptr && n.is_dict() == m->is_dict(), "key ", n.key,
+                " differs between the two TensorDicts");
     if (n.is_dict()) {
       out->nodes.push_back(Node{n.key, at::Tensor(), zip_leaves(*n.dict, *m->dict, fn)});
     } else {
@@ -1103,27 +1230,27 @@ ImplPtr gather_rows(const TensorDictImpl& src, const at::Tensor& index) {
 }  // namespace detail
 
 TensorDict operator==(const TensorDict& a, const TensorDict& b) {
-  check_same_keys(a.impl(), b.impl(), "operator==");
+  check_same_keys(TensorDictImpl::of(a), TensorDictImpl::of(b), "operator==");
   return TensorDictImpl::wrap(zip_leaves(
-      a.impl(), b.impl(),
+      TensorDictImpl::of(a), TensorDictImpl::of(b),
       [](const at::Tensor& x, const at::Tensor& y) { return x.eq(y); }));
 }
 
 TensorDict operator!=(const TensorDict& a, const TensorDict& b) {
-  check_same_keys(a.impl(), b.impl(), "operator!=");
+  check_same_keys(TensorDictImpl::of(a), TensorDictImpl::of(b), "operator!=");
   return TensorDictImpl::wrap(zip_leaves(
-      a.impl(), b.impl(),
+      TensorDictImpl::of(a), TensorDictImpl::of(b),
       [](const at::Tensor& x, const at::Tensor& y) { return x.ne(y); }));
 }
 
 TensorDict operator==(const TensorDict& a, const at::Scalar& b) {
   return TensorDictImpl::wrap(map_leaves(
-      a.impl(), [&](const at::Tensor& x) { return x.eq(b); }, a.impl().device));
+      TensorDictImpl::of(a), [&](const at::Tensor& x) { return x.eq(b); }, TensorDictImpl::of(a).device));
 }
 
 TensorDict operator!=(const TensorDict& a, const at::Scalar& b) {
   return TensorDictImpl::wrap(map_leaves(
-      a.impl(), [&](const at::Tensor& x) { return x.ne(b); }, a.impl().device));
+      TensorDictImpl::of(a), [&](const at::Tensor& x) { return x.ne(b); }, TensorDictImpl::of(a).device));
 }
 
 // ===========================================================================
@@ -1140,6 +1267,12 @@ IndexedTensorDict::IndexedTensorDict(TensorDict parent,
 IndexedTensorDict::~IndexedTensorDict() = default;
 
 IndexedTensorDict& IndexedTensorDict::operator=(const TensorDict& value) {
+  TORCH_CHECK(!chained_,
+              "cannot write through td[a][b] when td[a] is a copy (an "
+              "advanced index such as a mask or an index tensor, or an index "
+              "that does not compose with the next one): the write would be "
+              "lost; write with one index list instead, e.g. "
+              "td.index_put_({a, b}, value)");
   if (list_) {
     parent_.index_put_(list_->indices, value);
   } else {
@@ -1188,11 +1321,76 @@ std::vector<NestedKey> IndexedTensorDict::keys(bool include_nested,
 bool IndexedTensorDict::all() const { return value().all(); }
 bool IndexedTensorDict::any() const { return value().any(); }
 TensorDict IndexedTensorDict::clone() const { return value().clone(); }
-IndexedTensorDict IndexedTensorDict::operator[](int64_t i) const {
-  return value()[i];
+namespace {
+
+// Python's slice arithmetic over a dim of `size`: the first index, the
+// step and the number of elements.
+struct SliceRange {
+  int64_t start, step, len;
+};
+SliceRange slice_range(const at::indexing::Slice& s, int64_t size) {
+  const int64_t step = as_int(s.step());
+  auto clamp = [&](int64_t v) {
+    if (v < 0) v += size;
+    return std::min(std::max<int64_t>(v, 0), size);
+  };
+  const int64_t start = clamp(as_int(s.start()));
+  const int64_t stop = clamp(as_int(s.stop()));
+  const int64_t len = stop > start ? (stop - start + step - 1) / step : 0;
+  return {start, step, len};
 }
+
+}  // namespace
+
+IndexedTensorDict IndexedTensorDict::operator[](int64_t i) const {
+  return (*this)[TensorIndex(i)];
+}
+
 IndexedTensorDict IndexedTensorDict::operator[](const TensorIndex& index) const {
-  return value()[index];
+  // td[a][b] == td[a + b] when `a` is all integers: they remove their dims,
+  // and `b` indexes the dims that follow.
+  const bool ints_only =
+      !list_ || std::all_of(list_->indices.begin(), list_->indices.end(),
+                            [](const TensorIndex& t) { return t.is_integer(); });
+  if (!chained_ && ints_only) {
+    auto list = std::make_shared<IndexList>();
+    const size_t n = list_ ? list_->indices.size() : 1;
+    list->indices.reserve(n + 1);
+    if (list_) {
+      for (const auto& t : list_->indices) append_index(list->indices, t);
+    } else {
+      list->indices.emplace_back(int_index_);
+    }
+    append_index(list->indices, index);
+    return IndexedTensorDict(parent_, std::move(list));
+  }
+  // td[s][b] for one slice `s` over dim 0 and an integer or slice `b`: one
+  // index of dim 0.
+  if (!chained_ && list_ && list_->indices.size() == 1 &&
+      list_->indices[0].is_slice() && parent_.batch_dims() > 0 &&
+      (index.is_integer() || index.is_slice())) {
+    const SliceRange a =
+        slice_range(list_->indices[0].slice(), parent_.batch_size()[0]);
+    auto list = std::make_shared<IndexList>();
+    list->indices.reserve(1);
+    if (index.is_integer()) {
+      const int64_t i = as_int(index.integer());
+      TORCH_CHECK_INDEX(i >= -a.len && i < a.len, "index ", i,
+                        " is out of bounds for dim 0 with size ", a.len,
+                        " of TensorDict with batch_size ",
+                        shape_str(batch_size()));
+      list->indices.emplace_back(a.start + (i < 0 ? i + a.len : i) * a.step);
+    } else {
+      const SliceRange b = slice_range(index.slice(), a.len);
+      const int64_t start = a.start + b.start * a.step;
+      list->indices.emplace_back(at::indexing::Slice(
+          start, start + b.len * a.step * b.step, a.step * b.step));
+    }
+    return IndexedTensorDict(parent_, std::move(list));
+  }
+  IndexedTensorDict out = value()[index];
+  out.chained_ = true;
+  return out;
 }
 
 }  // namespace tensordict

@@ -45,6 +45,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <string>
@@ -54,8 +55,9 @@
 #include <sys/mman.h>
 #endif
 
-#include "internal.h"
-#include "segment_tree.h"
+#include "core/internal.h"
+#include "core/write_plan.h"
+#include "rl/segment_tree.h"
 
 namespace tensordict {
 
@@ -224,6 +226,7 @@ struct ReplayBuffer::Impl {
     }
     if (options.device()) device = detail::normalize_device(*options.device());
     storage = TensorDict(std::vector<Item>{}, {capacity}, device);
+    storage.lock_();  // storage() hands it out: its leaves are cached
     if (options.storage_dir()) open_dir();
     if (options.seed()) {
       rng.seed(*options.seed());
@@ -412,7 +415,7 @@ struct ReplayBuffer::Impl {
   [[nodiscard]] at::Tensor state_leaf(const TensorDict& td, const char* part,
                                       const char* key, at::ScalarType dtype,
                                       c10::IntArrayRef shape) const {
-    const Node* n = td.impl().find(key);
+    const Node* n = TensorDictImpl::of(td).find(key);
     const bool ok = n != nullptr && !n->is_dict() &&
                     n->tensor.scalar_type() == dtype &&
                     n->tensor.sizes() == shape &&
@@ -479,12 +482,12 @@ struct ReplayBuffer::Impl {
     if (has_storage) {
       st = load_part("storage");
       TORCH_CHECK(st.batch_size() == c10::IntArrayRef({capacity}) &&
-                      st.impl().device.value_or(at::kCPU).is_cpu(),
+                      TensorDictImpl::of(st).device.value_or(at::kCPU).is_cpu(),
                   "ReplayBuffer: cannot reopen the buffer in '", dir,
                   "': storage/ has batch size ", detail::shape_str(st.batch_size()),
                   ", expected [", capacity, "] on the CPU");
       std::vector<NestedKey> leaves;
-      detail::collect_keys(st.impl(), nullptr, true, true, leaves);
+      detail::collect_keys(TensorDictImpl::of(st), nullptr, true, true, leaves);
       TORCH_CHECK(!leaves.empty(), "ReplayBuffer: cannot reopen the buffer in '",
                   dir, "': storage/ has no leaves");
     }
@@ -493,7 +496,8 @@ struct ReplayBuffer::Impl {
     rows_written = rows;
     if (has_storage) {
       storage = st;
-      build_schema(storage.impl(), nullptr, schema, slots);
+      storage.lock_();
+      build_schema(TensorDictImpl::of(storage), nullptr, schema, slots);
       allocated = true;
     }
     if (kind == Kind::kPrioritized) {
@@ -509,8 +513,7 @@ struct ReplayBuffer::Impl {
         double raw = priority_ptr[i];
         if (!(std::isfinite(raw) && raw >= 0)) raw = max_priority;
         const double p = std::pow(raw + eps, alpha);
-        sum_tree->set(i, p);
-        min_tree->set(i, p);
+        set_priority(i, p);
       }
     }
   }
@@ -587,7 +590,7 @@ struct ReplayBuffer::Impl {
                 int64_t value_bd, const std::vector<SchemaNode>& sch,
                 const std::vector<Slot>& sl, PendingList& out) const {
     if (!match_keys(sch, value, sl, out)) {
-      auto want = all_keys(storage.impl());
+      auto want = all_keys(TensorDictImpl::of(storage));
       auto got = all_keys(value);
       TORCH_CHECK(false, "ReplayBuffer::", fn, ": the ", what,
                   "'s keys differ from the storage's: missing ",
@@ -607,7 +610,28 @@ struct ReplayBuffer::Impl {
                        ": key ", p.slot->key.str(), ": expected dtype ",
                        detail::dtype_name(p.slot->dtype), ", got ",
                        detail::dtype_name(src.scalar_type()));
+      TORCH_CHECK(detail::copyable_devices(src.device(), p.slot->tensor.device()),
+                  "ReplayBuffer::", fn, ": key ", p.slot->key.str(),
+                  ": cannot write a value on device ",
+                  detail::device_name(src.device()), " into a buffer on device ",
+                  detail::device_name(p.slot->tensor.device()));
     }
+  }
+
+  // Whether a source leaf shares memory with the storage (a view of it, as
+  // in `extend(rb.storage()[...])`): the write then reads a copy, since
+  // writing in place could read rows it has already written.
+  bool reads_storage(const PendingList& pending) const {
+    for (const auto& p : pending) {
+      if (!p.src->unsafeGetTensorImpl()->has_storage()) continue;
+      for (const auto& s : slots) {
+        if (s.tensor.unsafeGetTensorImpl()->has_storage() &&
+            s.tensor.storage().is_alias_of(p.src->storage())) {
+          return true;
+        }
+      }
+    }
+    return false;
   }
 
   // Copies `count` rows of `src` from `src_row` (a single row when
@@ -653,9 +677,10 @@ struct ReplayBuffer::Impl {
                                 : allocate_disk(value, value_bd);
     std::vector<SchemaNode> new_schema;
     std::vector<Slot> new_slots;
-    build_schema(st.impl(), nullptr, new_schema, new_slots);
+    build_schema(TensorDictImpl::of(st), nullptr, new_schema, new_slots);
     TensorDict old = storage;
     storage = st;
+    storage.lock_();
     try {
       validate(fn, what, value, value_bd, new_schema, new_slots, pending);
     } catch (...) {
@@ -685,8 +710,7 @@ struct ReplayBuffer::Impl {
     const double p = std::pow(max_priority + eps, alpha);
     for (int64_t k = 0; k < count; ++k) {
       const int64_t i = (first + k) % capacity;
-      sum_tree->set(i, p);
-      min_tree->set(i, p);
+      set_priority(i, p);
       if (priority_ptr != nullptr) priority_ptr[i] = max_priority;
     }
     persist_rows();
@@ -723,6 +747,15 @@ struct ReplayBuffer::Impl {
     }
   }
 
+  // Row `i`'s probability mass `p` = (priority + eps)^alpha. The min tree
+  // holds the positive masses only: a row of mass 0 is never sampled, and
+  // the importance weights (p_i / p_min)^-beta of the rows that are sampled
+  // stay in (0, 1] (a p_min of 0 would make them all 0).
+  void set_priority(int64_t i, double p) {
+    sum_tree->set(i, p);
+    min_tree->set(i, p > 0 ? p : std::numeric_limits<double>::infinity());
+  }
+
   at::Tensor sample_prioritized(int64_t n, int64_t* out) {
     const double total = sum_tree->root();
     TORCH_CHECK(total > 0 && std::isfinite(total),
@@ -749,12 +782,12 @@ struct ReplayBuffer::Impl {
   void find_trajectories(const SliceSampler& s) {
     if (trajs_writes == writes) return;
     const NestedKey& key = s.traj_key() ? *s.traj_key() : s.end_key();
-    const Node* node = detail::lookup(storage.impl(), key);
+    const Node* node = detail::lookup(TensorDictImpl::of(storage), key);
     TORCH_CHECK(node != nullptr && !node->is_dict(),
                 "ReplayBuffer::sample: the SliceSampler's ",
                 s.traj_key() ? "traj_key " : "end_key ", key.str(),
                 " is not a tensor of the storage (keys: ",
-                detail::key_list_str(storage.impl()), ")");
+                detail::key_list_str(TensorDictImpl::of(storage)), ")");
     at::Tensor t = node->tensor.reshape({capacity, -1});
     // ends[r]: row r is the last row of its trajectory.
     at::Tensor ends =
@@ -822,7 +855,14 @@ int64_t ReplayBuffer::add(const TensorDict& row) {
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
   PendingList pending;
-  m.prepare("add", "row", row.impl(), 0, pending);
+  m.prepare("add", "row", TensorDictImpl::of(row), 0, pending);
+  TensorDict staged;
+  if (m.reads_storage(pending)) {
+    staged = row.clone();
+    pending.clear();
+    m.validate("add", "row", TensorDictImpl::of(staged), 0, m.schema, m.slots,
+               pending);
+  }
   const int64_t i = m.cursor;
   for (const auto& p : pending) Impl::write_rows(p, i, 0, 1, 0);
   m.cursor = (i + 1) % m.capacity;
@@ -842,11 +882,18 @@ at::Tensor ReplayBuffer::extend(const TensorDict& batch) {
   PendingList pending;
   if (n == 0) {
     if (m.allocated)
-      m.validate("extend", "batch", batch.impl(), 1, m.schema, m.slots,
+      m.validate("extend", "batch", TensorDictImpl::of(batch), 1, m.schema, m.slots,
                  pending);
     return at::empty({0}, at::kLong);
   }
-  m.prepare("extend", "batch", batch.impl(), 1, pending);
+  m.prepare("extend", "batch", TensorDictImpl::of(batch), 1, pending);
+  TensorDict staged;
+  if (m.reads_storage(pending)) {
+    staged = batch.clone();
+    pending.clear();
+    m.validate("extend", "batch", TensorDictImpl::of(staged), 1, m.schema,
+               m.slots, pending);
+  }
   const int64_t kept = std::min(n, m.capacity);
   const int64_t skip = n - kept;
   const int64_t start = (m.cursor + skip) % m.capacity;
@@ -891,7 +938,7 @@ std::pair<TensorDict, SampleInfo> ReplayBuffer::sample(int64_t batch_size) {
       break;
   }
   TensorDict data =
-      TensorDictImpl::wrap(detail::gather_rows(m.storage.impl(), info.index));
+      TensorDictImpl::wrap(detail::gather_rows(TensorDictImpl::of(m.storage), info.index));
   return {std::move(data), std::move(info)};
 }
 
@@ -935,8 +982,7 @@ void ReplayBuffer::update_priority(const at::Tensor& index,
   for (int64_t k = 0; k < n; ++k) {
     m.max_priority = std::max(m.max_priority, pp[k]);
     const double p = std::pow(pp[k] + m.eps, m.alpha);
-    m.sum_tree->set(ip[k], p);
-    m.min_tree->set(ip[k], p);
+    m.set_priority(ip[k], p);
     if (m.priority_ptr != nullptr) m.priority_ptr[ip[k]] = pp[k];
   }
   if (m.max_priority_ptr != nullptr) *m.max_priority_ptr = m.max_priority;

@@ -30,7 +30,7 @@
 #include <utility>
 #include <vector>
 
-#include "internal.h"
+#include "core/internal.h"
 #include "tensordict/tensor_dict.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -908,6 +908,8 @@ ImplPtr consolidated_to(const TensorDictImpl& impl, at::Device device,
 // ===========================================================================
 
 const TensorDict& TensorDict::memmap_(const std::string& prefix) const {
+  // memmap_ replaces every stored tensor by one over its file.
+  detail::check_unlocked(*impl_, "memmap_", nullptr);
   memmap_impl(*impl_, prefix, WriteMode::kCopy, "memmap_");
   return *this;
 }
@@ -1006,10 +1008,10 @@ void TensorDict::save(const std::string& path) const {
     for (const at::Tensor* t : leaves) reuse = reuse && t->is_contiguous();
   }
   TensorDict c = reuse ? *this : cpu().consolidate();
-  const at::Tensor& buf = c.impl().consolidated;
+  const at::Tensor& buf = TensorDictImpl::of(c).consolidated;
   std::string meta;
   try {
-    meta = save_meta(c.impl(), buf).dump();
+    meta = save_meta(TensorDictImpl::of(c), buf).dump();
   } catch (const nlohmann::json::exception&) {
     TORCH_CHECK_VALUE(false, "save: a key is not valid UTF-8");
   }

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "internal.h"
+#include "core/internal.h"
 
 namespace tensordict {
 
@@ -143,7 +143,7 @@ TensorDict RolloutBuffer::data() const { return data_; }
 void RolloutBuffer::compute_gae(double gamma, double lambda,
                                 const GaeKeys& keys) {
   auto fetch = [&](const NestedKey& key, const char* role) -> at::Tensor {
-    const detail::Node* node = detail::lookup(data_.impl(), key);
+    const detail::Node* node = detail::lookup(detail::TensorDictImpl::of(data_), key);
     const bool is_value = std::strcmp(role, "value") == 0 ||
                           std::strcmp(role, "next value") == 0;
     TORCH_CHECK(node != nullptr, "RolloutBuffer::compute_gae: missing key ",
@@ -161,7 +161,7 @@ void RolloutBuffer::compute_gae(double gamma, double lambda,
   at::Tensor done = fetch(keys.done(), "done");
   const at::Tensor terminated = fetch(keys.terminated(), "terminated");
   at::Tensor truncated;
-  if (const detail::Node* n = detail::lookup(data_.impl(), keys.truncated())) {
+  if (const detail::Node* n = detail::lookup(detail::TensorDictImpl::of(data_), keys.truncated())) {
     TORCH_CHECK(!n->is_dict(), "RolloutBuffer::compute_gae: key ",
                 keys.truncated(), " (truncated) holds a TensorDict, expected a "
                 "tensor");
@@ -191,7 +191,7 @@ void RolloutBuffer::compute_gae(double gamma, double lambda,
     for (size_t i = 1; i <= parts.size(); ++i) {
       const NestedKey prefix(std::vector<std::string>(
           parts.begin(), parts.begin() + static_cast<std::ptrdiff_t>(i)));
-      const detail::Node* n = detail::lookup(data_.impl(), prefix);
+      const detail::Node* n = detail::lookup(detail::TensorDictImpl::of(data_), prefix);
       if (n == nullptr) return;
       TORCH_CHECK(i == parts.size() || n->is_dict(),
                   "RolloutBuffer::compute_gae: cannot store the ", role,
@@ -209,7 +209,7 @@ void RolloutBuffer::compute_gae(double gamma, double lambda,
                       lambda);
   // Reuse the previous rollout's tensors when they fit (no reallocation).
   auto store = [&](const NestedKey& key, const at::Tensor& t) {
-    const detail::Node* n = detail::lookup(data_.impl(), key);
+    const detail::Node* n = detail::lookup(detail::TensorDictImpl::of(data_), key);
     if (n != nullptr && !n->is_dict() && n->tensor.sizes() == t.sizes() &&
         n->tensor.scalar_type() == t.scalar_type()) {
       n->tensor.copy_(t);
@@ -241,7 +241,7 @@ std::vector<TensorDict> RolloutBuffer::minibatches(
     // The same rows as flat[idx]: a row memcpy per contiguous CPU leaf,
     // index_select for the others (the replay buffer's sample path).
     out.push_back(detail::TensorDictImpl::wrap(detail::gather_rows(
-        flat.impl(), perm.narrow(0, i * size, size))));
+        detail::TensorDictImpl::of(flat), perm.narrow(0, i * size, size))));
   }
   return out;
 }

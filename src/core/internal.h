@@ -35,6 +35,8 @@ struct TensorDictImpl {
   /// (every level of a consolidated tree holds the same buffer). The dict is
   /// consolidated while every leaf still lives in its storage.
   at::Tensor consolidated;
+  /// Set by `lock_()`: keys may not be added, removed, renamed or replaced.
+  bool locked = false;
 
   [[nodiscard]] Node* find(const std::string& key) noexcept {
     for (auto& n : nodes) {
@@ -51,6 +53,13 @@ struct TensorDictImpl {
   /// A handle on `impl` (TensorDict's constructor from an impl is private).
   static TensorDict wrap(std::shared_ptr<TensorDictImpl> impl) {
     return TensorDict(std::move(impl));
+  }
+  /// The implementation behind a handle.
+  static TensorDictImpl& of(const TensorDict& td) { return *td.impl_; }
+  /// Whether writes through `td[a][b]` would reach a copy (see
+  /// IndexedTensorDict::operator[]).
+  static bool is_chained_copy(const IndexedTensorDict& indexed) {
+    return indexed.chained_;
   }
 };
 
@@ -91,6 +100,17 @@ const Node* lookup(const TensorDictImpl& root, const NestedKey& key);
 TensorDictImpl* parent_of(TensorDictImpl& root, const NestedKey& key);
 /// The node at `key`; throws (listing the keys) when it is missing.
 const Node& lookup_or_throw(const TensorDictImpl& root, const NestedKey& key);
+/// Throws unless `dict` is unlocked: `op` would add, remove, rename or
+/// replace the entry at `key` (null: the whole dict).
+void check_unlocked(const TensorDictImpl& dict, const char* op,
+                    const NestedKey* key);
+inline void check_unlocked(const TensorDictImpl& dict, const char* op,
+                           const NestedKey& key) {
+  check_unlocked(dict, op, &key);
+}
+/// The key of the `i`-th leaf of `root`, in `keys(true, true)` order (for
+/// error messages).
+NestedKey leaf_key(const TensorDictImpl& root, size_t i);
 /// Whether `target` is `from` or one of its sub-dicts.
 bool reaches(const TensorDictImpl& from, const TensorDictImpl* target);
 /// A new dict tree with `fn` applied to every leaf; every level gets `device`.
@@ -103,7 +123,9 @@ ImplPtr shallow_copy(const TensorDictImpl& src);
 /// Calls `fn` on every leaf, depth first, in insertion order.
 void for_each_leaf(const TensorDictImpl& impl,
                    const std::function<void(const at::Tensor&)>& fn);
-/// Throws, listing the differences, unless both trees have the same leaf keys.
+/// Throws, listing the differences, unless both trees have the same keys
+/// (sub-dicts included, empty ones too), each a leaf on both sides or a
+/// sub-dict on both sides.
 void check_same_keys(const TensorDictImpl& a, const TensorDictImpl& b,
                      const char* op);
 /// A new tree with `fn(a_leaf, b_leaf)`, walked over `a`'s keys (same keys
