@@ -113,45 +113,14 @@ inline void check_unlocked(const TensorDictImpl& dict, const char* op,
 NestedKey leaf_key(const TensorDictImpl& root, size_t i);
 /// Whether `target` is `from` or one of its sub-dicts.
 bool reaches(const TensorDictImpl& from, const TensorDictImpl* target);
-/// A new dict tree with `fn` applied to every leaf; every level gets `device`.
-ImplPtr map_leaves(const TensorDictImpl& src,
-                   const std::function<at::Tensor(const at::Tensor&)>& fn,
-                   c10::optional<at::Device> device);
 /// New dict structure (every level, each keeping its batch size and device),
 /// same tensors.
 ImplPtr shallow_copy(const TensorDictImpl& src);
-/// Calls `fn` on every leaf, depth first, in insertion order.
-void for_each_leaf(const TensorDictImpl& impl,
-                   const std::function<void(const at::Tensor&)>& fn);
 /// Throws, listing the differences, unless both trees have the same keys
 /// (sub-dicts included, empty ones too), each a leaf on both sides or a
 /// sub-dict on both sides.
 void check_same_keys(const TensorDictImpl& a, const TensorDictImpl& b,
                      const char* op);
-/// A new tree with `fn(a_leaf, b_leaf)`, walked over `a`'s keys (same keys
-/// required); batch size and device are `a`'s.
-ImplPtr zip_leaves(
-    const TensorDictImpl& a, const TensorDictImpl& b,
-    const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& fn);
-
-/// Snapshot of the node lists of every dict in a tree, to undo a structural
-/// change that fails half-way. Restoring keeps every dict's identity.
-class StructureSnapshot {
- public:
-  explicit StructureSnapshot(TensorDictImpl& root) { take(root); }
-  void restore() {
-    for (auto& s : saved_) s.first->nodes = s.second;
-  }
-
- private:
-  void take(TensorDictImpl& impl) {
-    saved_.emplace_back(&impl, impl.nodes);
-    for (auto& n : impl.nodes) {
-      if (n.is_dict()) take(*n.dict);
-    }
-  }
-  std::vector<std::pair<TensorDictImpl*, std::vector<Node>>> saved_;
-};
 
 /// "[4, 8]".
 std::string shape_str(c10::IntArrayRef shape);

@@ -12,6 +12,7 @@
 #include <functional>
 
 #include "core/internal.h"
+#include "core/tree.h"
 #include "core/write_plan.h"
 
 namespace tensordict {
@@ -139,20 +140,16 @@ std::string key_list_str(const TensorDictImpl& impl) {
   return key_vec_str(keys);
 }
 
-// New dict structure (every level), same tensors.
+// New dict structure (every level, with its saved path and consolidated
+// buffer), same tensors.
 ImplPtr shallow_copy(const TensorDictImpl& src) {
-  auto out = make_impl(src.batch_size, src.device);
-  out->saved_path = src.saved_path;
-  out->consolidated = src.consolidated;
-  out->nodes.reserve(src.nodes.size());
-  for (const auto& n : src.nodes) {
-    if (n.is_dict()) {
-      out->nodes.push_back(Node{n.key, at::Tensor(), shallow_copy(*n.dict)});
-    } else {
-      out->nodes.push_back(Node{n.key, n.tensor, nullptr});
-    }
-  }
-  return out;
+  return rebuild(
+      src, src.batch_size,
+      [](const KeyPath&, const at::Tensor& t) { return t; }, nullptr,
+      [](const TensorDictImpl& from, TensorDictImpl& to) {
+        to.saved_path = from.saved_path;
+        to.consolidated = from.consolidated;
+      });
 }
 
 
@@ -215,34 +212,6 @@ bool reaches(const TensorDictImpl& from, const TensorDictImpl* target) {
     if (n.is_dict() && reaches(*n.dict, target)) return true;
   }
   return false;
-}
-
-// Builds a new dict tree with `fn` applied to every leaf. Sub-dicts keep
-// their batch dims; `device` sets the device of every level.
-ImplPtr map_leaves(const TensorDictImpl& src,
-                   const std::function<at::Tensor(const at::Tensor&)>& fn,
-                   c10::optional<at::Device> device) {
-  auto out = make_impl(src.batch_size, device);
-  out->nodes.reserve(src.nodes.size());
-  for (const auto& n : src.nodes) {
-    if (n.is_dict()) {
-      out->nodes.push_back(Node{n.key, at::Tensor(), map_leaves(*n.dict, fn, device)});
-    } else {
-      out->nodes.push_back(Node{n.key, fn(n.tensor), nullptr});
-    }
-  }
-  return out;
-}
-
-void for_each_leaf(const TensorDictImpl& impl,
-                   const std::function<void(const at::Tensor&)>& fn) {
-  for (const auto& n : impl.nodes) {
-    if (n.is_dict()) {
-      for_each_leaf(*n.dict, fn);
-    } else {
-      fn(n.tensor);
-    }
-  }
 }
 
 }  // namespace detail
@@ -415,24 +384,13 @@ at::Tensor row_view(const at::Tensor& t, int64_t i) {
 }
 
 ImplPtr index_impl(const TensorDictImpl& impl, const NormalizedIndex& norm,
-                   c10::IntArrayRef new_batch, int64_t parent_bd) {
-  std::vector<int64_t> batch =
-      concat(new_batch, c10::IntArrayRef(impl.batch_size).slice(
-                            static_cast<size_t>(parent_bd)));
-  auto out = make_impl(std::move(batch), impl.device);
-  out->nodes.reserve(impl.nodes.size());
+                   std::vector<int64_t> new_batch) {
   const bool single_int = norm.all_int && norm.ints.size() == 1;
-  for (const auto& n : impl.nodes) {
-    if (n.is_dict()) {
-      out->nodes.push_back(
-          Node{n.key, at::Tensor(), index_impl(*n.dict, norm, new_batch, parent_bd)});
-    } else if (single_int) {
-      out->nodes.push_back(Node{n.key, row_view(n.tensor, norm.ints[0]), nullptr});
-    } else {
-      out->nodes.push_back(Node{n.key, n.tensor.index(norm.indices), nullptr});
-    }
-  }
-  return out;
+  return rebuild(impl, std::move(new_batch),
+                 [&](const KeyPath&, const at::Tensor& t) {
+                   return single_int ? row_view(t, norm.ints[0])
+                                     : t.index(norm.indices);
+                 });
 }
 
 // ---------------------------------------------------------------------------
@@ -924,22 +882,13 @@ const TensorDict& TensorDict::rename_key_(const NestedKey& old_key,
   return *this;
 }
 
-namespace {
-void set_locked(TensorDictImpl& impl, bool locked) {
-  impl.locked = locked;
-  for (auto& n : impl.nodes) {
-    if (n.is_dict()) set_locked(*n.dict, locked);
-  }
-}
-}  // namespace
-
 const TensorDict& TensorDict::lock_() const {
-  set_locked(*impl_, true);
+  for_each_level(*impl_, [](TensorDictImpl& d) { d.locked = true; });
   return *this;
 }
 
 const TensorDict& TensorDict::unlock_() const {
-  set_locked(*impl_, false);
+  for_each_level(*impl_, [](TensorDictImpl& d) { d.locked = false; });
   return *this;
 }
 
@@ -952,7 +901,7 @@ bool TensorDict::is_locked() const { return impl_->locked; }
 TensorDict TensorDict::index(c10::ArrayRef<TensorIndex> indices) const {
   NormalizedIndex norm = normalize_index(*impl_, indices);
   auto shape = indexed_shape(*impl_, norm);
-  return TensorDict(index_impl(*impl_, norm, shape, impl_->batch_dims()));
+  return TensorDict(index_impl(*impl_, norm, std::move(shape)));
 }
 
 const TensorDict& TensorDict::index_put_(c10::ArrayRef<TensorIndex> indices,
@@ -989,22 +938,23 @@ TensorDict TensorDict::to(at::Device device, bool non_blocking) const {
       is_consolidated_impl(*impl_)) {
     return TensorDict(consolidated_to(*impl_, device, non_blocking));
   }
-  return TensorDict(map_leaves(
-      *impl_,
-      [&](const at::Tensor& t) { return t.to(device, non_blocking); },
-      device));
+  return TensorDict(rebuild(
+      *impl_, impl_->batch_size,
+      [&](const KeyPath&, const at::Tensor& t) {
+        return t.to(device, non_blocking);
+      },
+      nullptr,
+      [&](const TensorDictImpl&, TensorDictImpl& out) { out.device = device; }));
 }
 
 TensorDict TensorDict::to(at::ScalarType dtype) const {
-  return TensorDict(map_leaves(
-      *impl_, [&](const at::Tensor& t) { return t.to(dtype); }, impl_->device));
+  return TensorDict(rebuild_leaves(*impl_, [&](const at::Tensor& t) { return t.to(dtype); }));
 }
 
 TensorDict TensorDict::cpu() const { return to(at::Device(at::kCPU)); }
 
 TensorDict TensorDict::clone() const {
-  return TensorDict(map_leaves(
-      *impl_, [](const at::Tensor& t) { return t.clone(); }, impl_->device));
+  return TensorDict(rebuild_leaves(*impl_, [](const at::Tensor& t) { return t.clone(); }));
 }
 
 TensorDict TensorDict::copy() const {
@@ -1012,14 +962,11 @@ TensorDict TensorDict::copy() const {
 }
 
 TensorDict TensorDict::contiguous() const {
-  return TensorDict(map_leaves(
-      *impl_, [](const at::Tensor& t) { return t.contiguous(); },
-      impl_->device));
+  return TensorDict(rebuild_leaves(*impl_, [](const at::Tensor& t) { return t.contiguous(); }));
 }
 
 TensorDict TensorDict::detach() const {
-  return TensorDict(map_leaves(
-      *impl_, [](const at::Tensor& t) { return t.detach(); }, impl_->device));
+  return TensorDict(rebuild_leaves(*impl_, [](const at::Tensor& t) { return t.detach(); }));
 }
 
 const TensorDict& TensorDict::zero_() const {
@@ -1123,23 +1070,6 @@ void check_same_keys(const TensorDictImpl& a, const TensorDictImpl& b,
   }
 }
 
-ImplPtr zip_leaves(
-    const TensorDictImpl& a, const TensorDictImpl& b,
-    const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& fn) {
-  auto out = make_impl(a.batch_size, a.device);
-  for (const auto& n : a.nodes) {
-    const Node* m = b.find(n.key);
-    // check_same_keys ran first.
-    TORCH_CHECK(m != nullptr && n.is_dict() == m->is_dict(), "key ", n.key,
-                " differs between the two TensorDicts");
-    if (n.is_dict()) {
-      out->nodes.push_back(Node{n.key, at::Tensor(), zip_leaves(*n.dict, *m->dict, fn)});
-    } else {
-      out->nodes.push_back(Node{n.key, fn(n.tensor, m->tensor), nullptr});
-    }
-  }
-  return out;
-}
 
 }  // namespace detail
 
@@ -1182,39 +1112,23 @@ void gather_bytes(char* dst, const char* src, size_t row_bytes,
   }
 }
 
-ImplPtr gather_rows_impl(const TensorDictImpl& src, const int64_t* idx,
-                         int64_t n, const at::Tensor& index, bool grad_mode) {
-  std::vector<int64_t> batch = src.batch_size;
-  batch[0] = n;
-  ImplPtr out = make_impl(std::move(batch), src.device);
-  out->nodes.reserve(src.nodes.size());
-  for (const auto& node : src.nodes) {
-    if (node.is_dict()) {
-      out->nodes.push_back(Node{
-          node.key, at::Tensor(),
-          gather_rows_impl(*node.dict, idx, n, index, grad_mode)});
-      continue;
-    }
-    const at::Tensor& t = node.tensor;
-    at::Tensor g;
-    if (t.device().is_cpu() && t.layout() == at::kStrided &&
+// Rows `idx[0..n)` of `t` along dim 0.
+at::Tensor gather_leaf(const at::Tensor& t, const int64_t* idx, int64_t n,
+                       const at::Tensor& index, bool grad_mode) {
+  if (!(t.device().is_cpu() && t.layout() == at::kStrided &&
         t.is_contiguous() && !t.is_conj() && !t.is_neg() &&
-        !(grad_mode && t.requires_grad())) {
-      std::vector<int64_t> shape = t.sizes().vec();
-      shape[0] = n;
-      g = at::empty(shape, t.options());
-      const int64_t rows = t.size(0);
-      const size_t row_bytes =
-          rows == 0 ? 0
-                    : static_cast<size_t>(t.numel() / rows) * t.element_size();
-      gather_bytes(static_cast<char*>(g.data_ptr()),
-                   static_cast<const char*>(t.data_ptr()), row_bytes, idx, n);
-    } else {
-      g = t.index_select(0, index.to(t.device()));
-    }
-    out->nodes.push_back(Node{node.key, std::move(g), nullptr});
+        !(grad_mode && t.requires_grad()))) {
+    return t.index_select(0, index.to(t.device()));
   }
-  return out;
+  std::vector<int64_t> shape = t.sizes().vec();
+  shape[0] = n;
+  at::Tensor g = at::empty(shape, t.options());
+  const int64_t rows = t.size(0);
+  const size_t row_bytes =
+      rows == 0 ? 0 : static_cast<size_t>(t.numel() / rows) * t.element_size();
+  gather_bytes(static_cast<char*>(g.data_ptr()),
+               static_cast<const char*>(t.data_ptr()), row_bytes, idx, n);
+  return g;
 }
 
 }  // namespace
@@ -1223,34 +1137,52 @@ ImplPtr gather_rows(const TensorDictImpl& src, const at::Tensor& index) {
   TORCH_INTERNAL_ASSERT(index.device().is_cpu() &&
                         index.scalar_type() == at::kLong &&
                         index.dim() == 1 && index.is_contiguous());
-  return gather_rows_impl(src, index.data_ptr<int64_t>(), index.size(0),
-                          index, c10::GradMode::is_enabled());
+  const int64_t* idx = index.data_ptr<int64_t>();
+  const int64_t n = index.size(0);
+  const bool grad_mode = c10::GradMode::is_enabled();
+  std::vector<int64_t> batch = src.batch_size;
+  batch[0] = n;
+  return rebuild(src, std::move(batch),
+                 [&](const KeyPath&, const at::Tensor& t) {
+                   return gather_leaf(t, idx, n, index, grad_mode);
+                 });
 }
 
 }  // namespace detail
 
+namespace {
+
+// `fn(a_leaf, b_leaf)` over the matching leaves of `a` and `b`, shaped like
+// `a`.
+template <typename Fn>
+TensorDict zip(const TensorDict& a, const TensorDict& b, const char* op,
+               const Fn& fn) {
+  std::vector<at::Tensor> va, vb;
+  pair_leaves(TensorDictImpl::of(a), TensorDictImpl::of(b), op, va, vb);
+  for (size_t i = 0; i < va.size(); ++i) va[i] = fn(va[i], vb[i]);
+  return TensorDictImpl::wrap(rebuild_from(TensorDictImpl::of(a), std::move(va)));
+}
+
+}  // namespace
+
 TensorDict operator==(const TensorDict& a, const TensorDict& b) {
-  check_same_keys(TensorDictImpl::of(a), TensorDictImpl::of(b), "operator==");
-  return TensorDictImpl::wrap(zip_leaves(
-      TensorDictImpl::of(a), TensorDictImpl::of(b),
-      [](const at::Tensor& x, const at::Tensor& y) { return x.eq(y); }));
+  return zip(a, b, "operator==",
+             [](const at::Tensor& x, const at::Tensor& y) { return x.eq(y); });
 }
 
 TensorDict operator!=(const TensorDict& a, const TensorDict& b) {
-  check_same_keys(TensorDictImpl::of(a), TensorDictImpl::of(b), "operator!=");
-  return TensorDictImpl::wrap(zip_leaves(
-      TensorDictImpl::of(a), TensorDictImpl::of(b),
-      [](const at::Tensor& x, const at::Tensor& y) { return x.ne(y); }));
+  return zip(a, b, "operator!=",
+             [](const at::Tensor& x, const at::Tensor& y) { return x.ne(y); });
 }
 
 TensorDict operator==(const TensorDict& a, const at::Scalar& b) {
-  return TensorDictImpl::wrap(map_leaves(
-      TensorDictImpl::of(a), [&](const at::Tensor& x) { return x.eq(b); }, TensorDictImpl::of(a).device));
+  return TensorDictImpl::wrap(rebuild_leaves(
+      TensorDictImpl::of(a), [&](const at::Tensor& x) { return x.eq(b); }));
 }
 
 TensorDict operator!=(const TensorDict& a, const at::Scalar& b) {
-  return TensorDictImpl::wrap(map_leaves(
-      TensorDictImpl::of(a), [&](const at::Tensor& x) { return x.ne(b); }, TensorDictImpl::of(a).device));
+  return TensorDictImpl::wrap(rebuild_leaves(
+      TensorDictImpl::of(a), [&](const at::Tensor& x) { return x.ne(b); }));
 }
 
 // ===========================================================================

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "core/internal.h"
+#include "core/tree.h"
 #include "tensordict/tensor_dict.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -747,33 +748,19 @@ int64_t leaf_alignment(at::ScalarType t) {
   return std::max<int64_t>(8, static_cast<int64_t>(c10::elementSize(t)));
 }
 
-void collect_leaves(const TensorDictImpl& impl, std::vector<const at::Tensor*>& out) {
-  for (const auto& n : impl.nodes) {
-    if (n.is_dict()) {
-      collect_leaves(*n.dict, out);
-    } else {
-      out.push_back(&n.tensor);
-    }
-  }
-}
-
-// A tree shaped like `src` whose leaves are rebuilt by `fn`, with
-// `consolidated = buffer` at every level.
-ImplPtr rebuild(const TensorDictImpl& src, const at::Tensor& buffer,
-                c10::optional<at::Device> device,
-                const std::function<at::Tensor(const at::Tensor&)>& fn) {
-  auto out = detail::make_impl(src.batch_size, device);
-  out->consolidated = buffer;
-  out->nodes.reserve(src.nodes.size());
-  for (const auto& n : src.nodes) {
-    if (n.is_dict()) {
-      out->nodes.push_back(Node{n.key, at::Tensor(),
-                                rebuild(*n.dict, buffer, device ? device : n.dict->device, fn)});
-    } else {
-      out->nodes.push_back(Node{n.key, fn(n.tensor), nullptr});
-    }
-  }
-  return out;
+// A tree shaped like `src` whose leaves are `fn(leaf)`, with
+// `consolidated = buffer` at every level, and every level on `device` when
+// given.
+template <typename Fn>
+ImplPtr over_buffer(const TensorDictImpl& src, const at::Tensor& buffer,
+                    c10::optional<at::Device> device, const Fn& fn) {
+  return detail::rebuild(
+      src, src.batch_size,
+      [&](const detail::KeyPath&, const at::Tensor& t) { return fn(t); },
+      nullptr, [&](const TensorDictImpl&, TensorDictImpl& out) {
+        out.consolidated = buffer;
+        if (device) out.device = device;
+      });
 }
 
 // ---- single-file format ----------------------------------------------------
@@ -879,7 +866,7 @@ bool is_consolidated_impl(const TensorDictImpl& impl) {
   if (!impl.consolidated.defined()) return false;
   const void* base = impl.consolidated.storage().data_ptr().get();
   std::vector<const at::Tensor*> leaves;
-  collect_leaves(impl, leaves);
+  detail::leaf_ptrs(impl, leaves);
   for (const at::Tensor* t : leaves) {
     if (!t->has_storage() || t->storage().data_ptr().get() != base) return false;
   }
@@ -893,7 +880,7 @@ ImplPtr consolidated_to(const TensorDictImpl& impl, at::Device device,
   const int64_t base = buf.storage_offset();  // bytes (uint8)
   const c10::Storage& storage = moved.storage();
   const int64_t moved_base = moved.storage_offset();
-  return rebuild(impl, moved, device, [&](const at::Tensor& t) {
+  return over_buffer(impl, moved, device, [&](const at::Tensor& t) {
     const int64_t byte_off = t.storage_offset() * t.element_size() - base + moved_base;
     at::Tensor v = at::empty({0}, moved.options().dtype(t.scalar_type()));
     v.set_(storage, byte_off / t.element_size(), t.sizes(), t.strides());
@@ -936,7 +923,7 @@ TensorDict TensorDict::load_memmap(const std::string& prefix, bool read_only) {
 bool TensorDict::is_memmap() const {
   if (!impl_->saved_path.has_value()) return false;
   std::vector<const at::Tensor*> leaves;
-  collect_leaves(*impl_, leaves);
+  detail::leaf_ptrs(*impl_, leaves);
   for (const at::Tensor* t : leaves) {
     if (t->numel() > 0 && !detail::is_mapped_tensor(*t)) return false;
   }
@@ -949,7 +936,7 @@ c10::optional<std::string> TensorDict::saved_path() const {
 
 TensorDict TensorDict::consolidate() const {
   std::vector<const at::Tensor*> leaves;
-  collect_leaves(*impl_, leaves);
+  detail::leaf_ptrs(*impl_, leaves);
   c10::optional<at::Device> dev;
   std::vector<int64_t> offsets;
   offsets.reserve(leaves.size());
@@ -973,7 +960,7 @@ TensorDict TensorDict::consolidate() const {
   auto* base = static_cast<uint8_t*>(buffer.data_ptr());
   size_t i = 0;
   int64_t prev_end = 0;
-  ImplPtr out = rebuild(*impl_, buffer, impl_->device, [&](const at::Tensor& t) {
+  ImplPtr out = over_buffer(*impl_, buffer, impl_->device, [&](const at::Tensor& t) {
     const int64_t off = offsets[i++];
     const int64_t nbytes = t.numel() * static_cast<int64_t>(t.element_size());
     at::Tensor v = tensor_on(storage, off, t.scalar_type(), t.sizes(), buffer.options());
@@ -1004,7 +991,7 @@ void TensorDict::save(const std::string& path) const {
   bool reuse = is_consolidated() && impl_->consolidated.device().is_cpu();
   if (reuse) {
     std::vector<const at::Tensor*> leaves;
-    collect_leaves(*impl_, leaves);
+    detail::leaf_ptrs(*impl_, leaves);
     for (const at::Tensor* t : leaves) reuse = reuse && t->is_contiguous();
   }
   TensorDict c = reuse ? *this : cpu().consolidate();

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/internal.h"
+#include "core/tree.h"
 #include "core/write_plan.h"
 #include "tensordict/functional.h"
 #include "tensordict/tensor_dict.h"
@@ -33,70 +34,11 @@ namespace {
 
 using TensorVec = std::vector<at::Tensor>;
 
-// Appends every leaf of `impl` (depth first, insertion order: the order of
-// keys(true, true)).
-void gather(const TensorDictImpl& impl, TensorVec& out) {
-  for (const auto& n : impl.nodes) {
-    if (n.is_dict()) {
-      gather(*n.dict, out);
-    } else {
-      out.push_back(n.tensor);
-    }
-  }
-}
-
-TensorVec leaves_of(const TensorDictImpl& impl) {
-  TensorVec out;
-  out.reserve(impl.nodes.size());
-  gather(impl, out);
-  return out;
-}
-
-// Appends `a`'s leaves to `va` and the matching leaves of `b` (same keys,
-// checked beforehand) to `vb`, both in `a`'s order.
-void gather_pair(const TensorDictImpl& a, const TensorDictImpl& b,
-                 TensorVec& va, TensorVec& vb) {
-  for (const auto& n : a.nodes) {
-    const Node* m = b.find(n.key);
-    // check_same_keys ran first.
-    TORCH_CHECK(m != nullptr && n.is_dict() == m->is_dict(), "key ", n.key,
-                " differs between the two TensorDicts");
-    if (n.is_dict()) {
-      gather_pair(*n.dict, *m->dict, va, vb);
-      continue;
-    }
-    va.push_back(n.tensor);
-    vb.push_back(m->tensor);
-  }
-}
-
-// A tree shaped like `src` whose leaves are `vals` (in `gather` order).
-// Checks that each leaf starts with its dict's batch size.
-ImplPtr rebuild(const TensorDictImpl& src, TensorVec& vals, size_t& i,
-                const char* op, const TensorDictImpl& root) {
-  auto out = make_impl(src.batch_size, src.device);
-  out->nodes.reserve(src.nodes.size());
-  for (const auto& n : src.nodes) {
-    if (n.is_dict()) {
-      out->nodes.push_back(
-          Node{n.key, at::Tensor(), rebuild(*n.dict, vals, i, op, root)});
-      continue;
-    }
-    at::Tensor& t = vals[i];
-    TORCH_CHECK(starts_with(t.sizes(), src.batch_size), op, ": key ",
-                leaf_key(root, i).str(), ": the result's shape ",
-                shape_str(t.sizes()), " does not start with the batch_size ",
-                shape_str(src.batch_size));
-    out->nodes.push_back(Node{n.key, std::move(t), nullptr});
-    ++i;
-  }
-  return out;
-}
+TensorVec leaves_of(const TensorDictImpl& impl) { return leaf_tensors(impl); }
 
 TensorDict rebuild_dict(const TensorDictImpl& src, TensorVec vals,
                         const char* op) {
-  size_t i = 0;
-  return TensorDictImpl::wrap(rebuild(src, vals, i, op, src));
+  return TensorDictImpl::wrap(rebuild_from(src, std::move(vals), op));
 }
 
 // Whether a list may go through a `_foreach_` kernel: LibTorch 1.13 rejects
@@ -123,81 +65,15 @@ bool same_sizes(const TensorVec& a, const TensorVec& b) {
   return true;
 }
 
-// A running path of key components (pointers into the walked dict, so that
-// walking allocates nothing), for callbacks and error messages.
-struct KeyPath {
-  std::vector<const std::string*> parts;
-  [[nodiscard]] NestedKey key() const {
-    std::vector<std::string> out;
-    out.reserve(parts.size());
-    for (const auto* p : parts) out.push_back(*p);
-    return NestedKey(std::move(out));
-  }
-};
 
 // ===========================================================================
 // Apply
 // ===========================================================================
 
-// Builds the result of an apply over `src` (and the matching sub-trees of
-// `others`, walked in lockstep). `batch` is the batch size of this level of
-// the result. `leaf(path, node, other_nodes)` computes one leaf.
-template <typename LeafFnT>
-ImplPtr apply_tree(const TensorDictImpl& src,
-                   const std::vector<const TensorDictImpl*>& others,
-                   std::vector<int64_t> batch, KeyPath& path,
-                   bool& device_kept, const LeafFnT& leaf) {
-  const int64_t src_bd = src.batch_dims();
-  auto out = make_impl(std::move(batch), src.device);
-  out->nodes.reserve(src.nodes.size());
-  std::vector<const Node*> other_nodes(others.size());
-  for (const auto& n : src.nodes) {
-    path.parts.push_back(&n.key);
-    for (size_t j = 0; j < others.size(); ++j) {
-      other_nodes[j] = others[j]->find(n.key);
-    }
-    if (n.is_dict()) {
-      std::vector<const TensorDictImpl*> sub_others(others.size());
-      for (size_t j = 0; j < others.size(); ++j) {
-        const Node* m = other_nodes[j];
-        // Missing only when the sub-dict has no leaves (keys were checked).
-        sub_others[j] = (m != nullptr && m->is_dict()) ? m->dict.get()
-                                                       : n.dict.get();
-      }
-      auto sub_batch = concat(
-          out->batch_size,
-          c10::IntArrayRef(n.dict->batch_size).slice(static_cast<size_t>(src_bd)));
-      out->nodes.push_back(Node{
-          n.key, at::Tensor(),
-          apply_tree(*n.dict, sub_others, std::move(sub_batch), path,
-                     device_kept, leaf)});
-    } else {
-      at::Tensor r = leaf(path, n, other_nodes);
-      if (r.defined()) {
-        TORCH_CHECK(starts_with(r.sizes(), out->batch_size), "apply: key ",
-                    path.key().str(), ": the result's shape ",
-                    shape_str(r.sizes()),
-                    " does not start with the batch_size ",
-                    shape_str(out->batch_size));
-        if (out->device && r.device() != *out->device) device_kept = false;
-        out->nodes.push_back(Node{n.key, std::move(r), nullptr});
-      }
-    }
-    path.parts.pop_back();
-  }
-  return out;
-}
-
-void clear_device(TensorDictImpl& impl) {
-  impl.device = c10::nullopt;
-  for (auto& n : impl.nodes) {
-    if (n.is_dict()) clear_device(*n.dict);
-  }
-}
-
+// The result of an apply over `src`: `leaf(path, tensor)` computes each leaf
+// (see `rebuild`), and the root gets `batch_size` (default: src's).
 template <typename LeafFnT>
 TensorDict run_apply(const TensorDictImpl& src,
-                     const std::vector<const TensorDictImpl*>& others,
                      const c10::optional<std::vector<int64_t>>& batch_size,
                      const LeafFnT& leaf) {
   std::vector<int64_t> batch = batch_size ? *batch_size : src.batch_size;
@@ -205,11 +81,19 @@ TensorDict run_apply(const TensorDictImpl& src,
     TORCH_CHECK_VALUE(d >= 0, "apply: batch_size ", shape_str(batch),
                       " has a negative dimension");
   }
-  KeyPath path;
-  bool device_kept = true;
-  ImplPtr out = apply_tree(src, others, std::move(batch), path, device_kept, leaf);
+  ImplPtr out = rebuild(src, std::move(batch), leaf, "apply");
   // A result that left the dict's device has no dict-level device.
-  if (!device_kept) clear_device(*out);
+  bool device_kept = true;
+  for_each_level(*out, [&](TensorDictImpl& d) {
+    for (const auto& n : d.nodes) {
+      if (!n.is_dict() && d.device && n.tensor.device() != *d.device) {
+        device_kept = false;
+      }
+    }
+  });
+  if (!device_kept) {
+    for_each_level(*out, [](TensorDictImpl& d) { d.device = c10::nullopt; });
+  }
   return TensorDictImpl::wrap(std::move(out));
 }
 
@@ -382,9 +266,9 @@ void foreach_op_(Op op, const TensorVec& a, const at::Scalar& b) {
 
 TensorDict binary(Op op, const TensorDict& a, const TensorDict& b,
                   const at::Scalar& alpha = 1) {
-  check_same_keys(TensorDictImpl::of(a), TensorDictImpl::of(b), op_name(op, false));
   TensorVec va, vb;
-  gather_pair(TensorDictImpl::of(a), TensorDictImpl::of(b), va, vb);
+  pair_leaves(TensorDictImpl::of(a), TensorDictImpl::of(b), op_name(op, false),
+              va, vb);
   TensorVec out;
   if (foreach_ok(va, &vb) && same_sizes(va, vb)) {
     out = foreach_op(op, va, vb, alpha);
@@ -423,9 +307,8 @@ TensorDict binary(Op op, const TensorDict& a, const at::Scalar& b) {
 const TensorDict& binary_(Op op, const TensorDict& a, const TensorDict& b,
                           const at::Scalar& alpha = 1) {
   const char* name = op_name(op, true);
-  check_same_keys(TensorDictImpl::of(a), TensorDictImpl::of(b), name);
   TensorVec va, vb;
-  gather_pair(TensorDictImpl::of(a), TensorDictImpl::of(b), va, vb);
+  pair_leaves(TensorDictImpl::of(a), TensorDictImpl::of(b), name, va, vb);
   for (size_t i = 0; i < va.size(); ++i) {
     check_leaf_write(name, LeafName(TensorDictImpl::of(a), i), va[i], vb[i],
                      WriteKind::kOp);
@@ -533,9 +416,9 @@ at::Tensor reduce_leaf(Reduce r, const at::Tensor& t, c10::IntArrayRef dims,
 }
 
 // `dims`: the reduced dims (of the root batch); `keepdim` keeps them as 1.
-ImplPtr reduce_tree(Reduce r, const TensorDictImpl& src,
-                    const std::vector<int64_t>& dims, bool keepdim,
-                    KeyPath& path) {
+// Reduces every leaf over batch dims `dims`.
+TensorDict reduce_tree(Reduce r, const TensorDictImpl& src,
+                       const std::vector<int64_t>& dims, bool keepdim) {
   std::vector<int64_t> batch;
   for (int64_t d = 0; d < src.batch_dims(); ++d) {
     const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
@@ -545,40 +428,28 @@ ImplPtr reduce_tree(Reduce r, const TensorDictImpl& src,
       batch.push_back(1);
     }
   }
-  auto out = make_impl(std::move(batch), src.device);
-  out->nodes.reserve(src.nodes.size());
-  for (const auto& n : src.nodes) {
-    path.parts.push_back(&n.key);
-    if (n.is_dict()) {
-      out->nodes.push_back(
-          Node{n.key, at::Tensor(), reduce_tree(r, *n.dict, dims, keepdim, path)});
-    } else {
-      const at::Tensor& t = n.tensor;
-      TORCH_CHECK_TYPE(r != Reduce::kMean || at::isFloatingType(t.scalar_type()) ||
-                           at::isComplexType(t.scalar_type()),
-                       "mean: key ", path.key().str(), " has dtype ",
-                       dtype_name(t.scalar_type()),
-                       "; mean needs floating-point or complex leaves (cast "
-                       "with to_float() first)");
-      at::Tensor v;
-      try {
-        v = reduce_leaf(r, t, dims, keepdim);
-      } catch (const c10::Error& e) {
-        TORCH_CHECK(false, reduce_name(r), ": key ", path.key().str(), ": ",
-                    e.msg());
-      }
-      out->nodes.push_back(Node{n.key, std::move(v), nullptr});
-    }
-    path.parts.pop_back();
-  }
-  return out;
+  return TensorDictImpl::wrap(rebuild(
+      src, std::move(batch), [&](const KeyPath& path, const at::Tensor& t) {
+        TORCH_CHECK_TYPE(r != Reduce::kMean ||
+                             at::isFloatingType(t.scalar_type()) ||
+                             at::isComplexType(t.scalar_type()),
+                         "mean: key ", path.key().str(), " has dtype ",
+                         dtype_name(t.scalar_type()),
+                         "; mean needs floating-point or complex leaves (cast "
+                         "with to_float() first)");
+        try {
+          return reduce_leaf(r, t, dims, keepdim);
+        } catch (const c10::Error& e) {
+          TORCH_CHECK(false, reduce_name(r), ": key ", path.key().str(), ": ",
+                      e.msg());
+        }
+      }));
 }
 
 TensorDict reduce_all(Reduce r, const TensorDictImpl& impl) {
   std::vector<int64_t> dims(static_cast<size_t>(impl.batch_dims()));
   for (size_t d = 0; d < dims.size(); ++d) dims[d] = static_cast<int64_t>(d);
-  KeyPath path;
-  return TensorDictImpl::wrap(reduce_tree(r, impl, dims, false, path));
+  return reduce_tree(r, impl, dims, false);
 }
 
 TensorDict reduce_dim(Reduce r, const TensorDictImpl& impl, int64_t dim,
@@ -588,8 +459,7 @@ TensorDict reduce_dim(Reduce r, const TensorDictImpl& impl, int64_t dim,
                     " is out of range for TensorDict with batch_size ",
                     shape_str(impl.batch_size), " (", bd, " batch dims)");
   if (dim < 0) dim += bd;
-  KeyPath path;
-  return TensorDictImpl::wrap(reduce_tree(r, impl, {dim}, keepdim, path));
+  return reduce_tree(r, impl, {dim}, keepdim);
 }
 
 // ===========================================================================
@@ -734,49 +604,48 @@ void flatten_into(const TensorDictImpl& src, const std::string& prefix,
 
 TensorDict TensorDict::apply(const LeafFn& fn,
                              c10::optional<std::vector<int64_t>> batch_size) const {
-  return run_apply(*impl_, {}, batch_size,
-                   [&](const KeyPath&, const Node& n,
-                       const std::vector<const Node*>&) { return fn(n.tensor); });
+  return run_apply(*impl_, batch_size,
+                   [&](const KeyPath&, const at::Tensor& t) { return fn(t); });
 }
 
 TensorDict TensorDict::apply(
     const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& fn,
     const TensorDict& other,
     c10::optional<std::vector<int64_t>> batch_size) const {
-  check_same_keys(*impl_, *other.impl_, "apply");
-  return run_apply(*impl_, {other.impl_.get()}, batch_size,
-                   [&](const KeyPath&, const Node& n,
-                       const std::vector<const Node*>& o) {
-                     return fn(n.tensor, o[0]->tensor);
+  TensorVec mine, theirs;
+  pair_leaves(*impl_, *other.impl_, "apply", mine, theirs);
+  size_t i = 0;
+  return run_apply(*impl_, batch_size,
+                   [&](const KeyPath&, const at::Tensor& t) {
+                     return fn(t, theirs[i++]);
                    });
 }
 
 TensorDict TensorDict::apply(const LeafFnN& fn,
                              const std::vector<TensorDict>& others,
                              c10::optional<std::vector<int64_t>> batch_size) const {
-  std::vector<const TensorDictImpl*> impls;
-  impls.reserve(others.size());
-  for (const auto& o : others) {
-    check_same_keys(*impl_, *o.impl_, "apply");
-    impls.push_back(o.impl_.get());
+  std::vector<TensorVec> theirs(others.size());
+  for (size_t j = 0; j < others.size(); ++j) {
+    TensorVec mine;
+    pair_leaves(*impl_, *others[j].impl_, "apply", mine, theirs[j]);
   }
   std::vector<at::Tensor> args;
-  return run_apply(*impl_, impls, batch_size,
-                   [&](const KeyPath&, const Node& n,
-                       const std::vector<const Node*>& o) {
+  size_t i = 0;
+  return run_apply(*impl_, batch_size,
+                   [&](const KeyPath&, const at::Tensor& t) {
                      args.clear();
-                     args.push_back(n.tensor);
-                     for (const Node* m : o) args.push_back(m->tensor);
+                     args.push_back(t);
+                     for (const auto& o : theirs) args.push_back(o[i]);
+                     ++i;
                      return fn(args);
                    });
 }
 
 TensorDict TensorDict::named_apply(
     const NamedLeafFn& fn, c10::optional<std::vector<int64_t>> batch_size) const {
-  return run_apply(*impl_, {}, batch_size,
-                   [&](const KeyPath& path, const Node& n,
-                       const std::vector<const Node*>&) {
-                     return fn(path.key(), n.tensor);
+  return run_apply(*impl_, batch_size,
+                   [&](const KeyPath& path, const at::Tensor& t) {
+                     return fn(path.key(), t);
                    });
 }
 
@@ -978,9 +847,8 @@ TensorDict TensorDict::where(const at::Tensor& cond,
   TORCH_CHECK_TYPE(cond.scalar_type() == at::kBool,
                    "where: the condition must be a bool tensor, got ",
                    dtype_name(cond.scalar_type()));
-  check_same_keys(*impl_, *other.impl_, "where");
   TensorVec va, vb;
-  gather_pair(*impl_, *other.impl_, va, vb);
+  pair_leaves(*impl_, *other.impl_, "where", va, vb);
   TensorVec out;
   out.reserve(va.size());
   for (size_t i = 0; i < va.size(); ++i) {
@@ -1095,9 +963,8 @@ const TensorDict& TensorDict::detach_() const {
 TensorDict TensorDict::pin_memory() const {
   TORCH_CHECK(at::globalContext().hasCUDA(),
               "pin_memory: no CUDA device is available");
-  return TensorDict(map_leaves(
-      *impl_, [](const at::Tensor& t) { return t.pin_memory(); },
-      impl_->device));
+  return TensorDict(rebuild_leaves(
+      *impl_, [](const at::Tensor& t) { return t.pin_memory(); }));
 }
 
 // ===========================================================================

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "core/internal.h"
+#include "core/tree.h"
 #include "core/write_plan.h"
 #include "tensordict/functional.h"
 #include "tensordict/tensor_dict.h"
@@ -126,17 +127,6 @@ struct JoinSpec {
   }
 };
 
-// Collects `ref`'s leaves in depth-first order.
-void collect_leaves(const TensorDictImpl& ref,
-                    std::vector<const at::Tensor*>& out) {
-  for (const auto& n : ref.nodes) {
-    if (n.dict) {
-      collect_leaves(*n.dict, out);
-    } else {
-      out.push_back(&n.tensor);
-    }
-  }
-}
 
 // Key equality without a library call: keys are short.
 inline bool same_key(const std::string& a, const std::string& b) {
@@ -582,7 +572,7 @@ ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
 
   // ---- One pass over the inputs: batch sizes, keys, leaf shapes ----------
   Gathered g;
-  collect_leaves(ref, g.ref_leaves);
+  detail::leaf_ptrs(ref, g.ref_leaves);
   const size_t num_leaves = g.ref_leaves.size();
   g.num_leaves = num_leaves;
   g.ref_sizes.resize(num_leaves);
@@ -987,24 +977,14 @@ IndexedTensorDict join_into_indexed(const IndexedTensorDict& out,
 // Shape ops and splitting
 // ===========================================================================
 
-// A new tree with `fn(leaf)` on every leaf; each (sub-)dict's batch size
-// becomes `new_top` followed by its own dims beyond the root's `old_bd`.
+// A new tree with `fn(leaf)` on every leaf; the root's batch size becomes
+// `batch` (each sub-dict's: `batch` followed by its own extra dims).
 template <typename Fn>
-ImplPtr map_batch(const TensorDictImpl& src, c10::IntArrayRef new_top,
-                  size_t old_bd, const Fn& fn) {
-  auto out = make_impl(
-      detail::concat(new_top, c10::IntArrayRef(src.batch_size).slice(old_bd)),
-      src.device);
-  out->nodes.reserve(src.nodes.size());
-  for (const auto& n : src.nodes) {
-    if (n.is_dict()) {
-      out->nodes.push_back(
-          Node{n.key, at::Tensor(), map_batch(*n.dict, new_top, old_bd, fn)});
-    } else {
-      out->nodes.push_back(Node{n.key, fn(n.tensor), nullptr});
-    }
-  }
-  return out;
+ImplPtr with_batch(const TensorDictImpl& src, c10::IntArrayRef batch,
+                   const Fn& fn) {
+  return detail::rebuild(
+      src, batch.vec(),
+      [&](const detail::KeyPath&, const at::Tensor& t) { return fn(t); });
 }
 
 // `shape` followed by `t`'s dims beyond `bd`.
@@ -1054,33 +1034,20 @@ struct Pieces {
 
 std::vector<ImplPtr> split_impl(const TensorDictImpl& src, size_t d,
                                 const Pieces& p) {
-  const size_t count = p.starts.size();
-  std::vector<ImplPtr> out(count);
-  for (size_t j = 0; j < count; ++j) {
+  const int64_t dim = static_cast<int64_t>(d);
+  std::vector<ImplPtr> out;
+  out.reserve(p.starts.size());
+  for (size_t j = 0; j < p.starts.size(); ++j) {
     std::vector<int64_t> batch = src.batch_size;
     if (p.lengths[j] < 0) {
-      batch.erase(batch.begin() + static_cast<int64_t>(d));
+      batch.erase(batch.begin() + dim);
     } else {
       batch[d] = p.lengths[j];
     }
-    out[j] = make_impl(std::move(batch), src.device);
-    out[j]->nodes.reserve(src.nodes.size());
-  }
-  const int64_t dim = static_cast<int64_t>(d);
-  for (const auto& n : src.nodes) {
-    if (n.is_dict()) {
-      auto subs = split_impl(*n.dict, d, p);
-      for (size_t j = 0; j < count; ++j) {
-        out[j]->nodes.push_back(Node{n.key, at::Tensor(), std::move(subs[j])});
-      }
-      continue;
-    }
-    for (size_t j = 0; j < count; ++j) {
-      at::Tensor piece = p.lengths[j] < 0
-                             ? n.tensor.select(dim, p.starts[j])
-                             : n.tensor.narrow(dim, p.starts[j], p.lengths[j]);
-      out[j]->nodes.push_back(Node{n.key, std::move(piece), nullptr});
-    }
+    out.push_back(with_batch(src, batch, [&](const at::Tensor& t) {
+      return p.lengths[j] < 0 ? t.select(dim, p.starts[j])
+                              : t.narrow(dim, p.starts[j], p.lengths[j]);
+    }));
   }
   return out;
 }
@@ -1212,7 +1179,7 @@ TensorDict TensorDict::reshape(c10::IntArrayRef shape) const {
   const size_t bd = impl_->batch_size.size();
   auto nb = infer_shape("reshape", shape, impl_->batch_size);
   return TensorDictImpl::wrap(
-      map_batch(*impl_, nb, bd, [&](const at::Tensor& t) {
+      with_batch(*impl_, nb, [&](const at::Tensor& t) {
         return t.reshape(with_trailing(nb, t, bd));
       }));
 }
@@ -1222,7 +1189,7 @@ TensorDict TensorDict::view(c10::IntArrayRef shape) const {
   auto nb = infer_shape("view", shape, impl_->batch_size);
   size_t k = 0;  // the leaf's index, in depth-first order
   return TensorDictImpl::wrap(
-      map_batch(*impl_, nb, bd, [&](const at::Tensor& t) {
+      with_batch(*impl_, nb, [&](const at::Tensor& t) {
         try {
           at::Tensor v = t.view(with_trailing(nb, t, bd));
           ++k;
@@ -1245,8 +1212,8 @@ TensorDict TensorDict::unsqueeze(int64_t dim) const {
   const int64_t d = wrap_dim("unsqueeze", dim, impl_->batch_dims() + 1, b);
   std::vector<int64_t> nb = b;
   nb.insert(nb.begin() + d, 1);
-  return TensorDictImpl::wrap(map_batch(
-      *impl_, nb, b.size(), [&](const at::Tensor& t) { return t.unsqueeze(d); }));
+  return TensorDictImpl::wrap(with_batch(
+      *impl_, nb, [&](const at::Tensor& t) { return t.unsqueeze(d); }));
 }
 
 TensorDict TensorDict::squeeze() const {
@@ -1262,7 +1229,7 @@ TensorDict TensorDict::squeeze() const {
     if (s != 1) nb.push_back(s);
   }
   return TensorDictImpl::wrap(
-      map_batch(*impl_, nb, b.size(), [&](const at::Tensor& t) {
+      with_batch(*impl_, nb, [&](const at::Tensor& t) {
         at::Tensor r = t;
         for (int64_t j : removed) r = r.squeeze(j);
         return r;
@@ -1274,8 +1241,8 @@ TensorDict TensorDict::squeeze(int64_t dim) const {
   const int64_t d = wrap_dim("squeeze", dim, impl_->batch_dims(), b);
   std::vector<int64_t> nb = b;
   if (nb[static_cast<size_t>(d)] == 1) nb.erase(nb.begin() + d);
-  return TensorDictImpl::wrap(map_batch(
-      *impl_, nb, b.size(), [&](const at::Tensor& t) { return t.squeeze(d); }));
+  return TensorDictImpl::wrap(with_batch(
+      *impl_, nb, [&](const at::Tensor& t) { return t.squeeze(d); }));
 }
 
 TensorDict TensorDict::permute(c10::IntArrayRef dims) const {
@@ -1302,7 +1269,7 @@ TensorDict TensorDict::permute(c10::IntArrayRef dims) const {
   std::vector<int64_t> nb;
   for (int64_t p : perm) nb.push_back(b[static_cast<size_t>(p)]);
   return TensorDictImpl::wrap(
-      map_batch(*impl_, nb, b.size(), [&](const at::Tensor& t) {
+      with_batch(*impl_, nb, [&](const at::Tensor& t) {
         std::vector<int64_t> full = perm;
         for (int64_t j = bd; j < t.dim(); ++j) full.push_back(j);
         return t.permute(full);
@@ -1316,7 +1283,7 @@ TensorDict TensorDict::transpose(int64_t dim0, int64_t dim1) const {
   std::vector<int64_t> nb = b;
   std::swap(nb[static_cast<size_t>(d0)], nb[static_cast<size_t>(d1)]);
   return TensorDictImpl::wrap(
-      map_batch(*impl_, nb, b.size(),
+      with_batch(*impl_, nb,
                 [&](const at::Tensor& t) { return t.transpose(d0, d1); }));
 }
 
@@ -1333,7 +1300,7 @@ TensorDict TensorDict::flatten(int64_t start_dim, int64_t end_dim) const {
   nb.push_back(prod);
   nb.insert(nb.end(), b.begin() + e + 1, b.end());
   return TensorDictImpl::wrap(
-      map_batch(*impl_, nb, b.size(),
+      with_batch(*impl_, nb,
                 [&](const at::Tensor& t) { return t.flatten(s, e); }));
 }
 
@@ -1355,7 +1322,7 @@ TensorDict TensorDict::unflatten(int64_t dim, c10::IntArrayRef sizes) const {
   nb.insert(nb.end(), resolved.begin(), resolved.end());
   nb.insert(nb.end(), b.begin() + d + 1, b.end());
   return TensorDictImpl::wrap(
-      map_batch(*impl_, nb, b.size(), [&](const at::Tensor& t) {
+      with_batch(*impl_, nb, [&](const at::Tensor& t) {
         std::vector<int64_t> shape(t.sizes().begin(), t.sizes().begin() + d);
         shape.insert(shape.end(), resolved.begin(), resolved.end());
         shape.insert(shape.end(), t.sizes().begin() + d + 1, t.sizes().end());
@@ -1389,7 +1356,7 @@ TensorDict TensorDict::expand(c10::IntArrayRef shape) const {
   TORCH_CHECK(ok, "expand: cannot expand a TensorDict with batch_size ",
               shape_str(b), " to ", shape_str(shape));
   return TensorDictImpl::wrap(
-      map_batch(*impl_, nb, bd, [&](const at::Tensor& t) {
+      with_batch(*impl_, nb, [&](const at::Tensor& t) {
         return t.expand(with_trailing(nb, t, bd));
       }));
 }
