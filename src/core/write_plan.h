@@ -74,5 +74,12 @@ void check_leaf_write(const char* op, const LeafName& name,
                       const at::Tensor& dest, const at::Tensor& src,
                       WriteKind kind);
 
+struct NormalizedIndex;
+
+/// `dst[norm] = value` (TensorDict::index_put_): see tensor_dict.h for the
+/// contract.
+void index_put(TensorDictImpl& dst, const NormalizedIndex& norm,
+               const TensorDictImpl& value);
+
 }  // namespace detail
 }  // namespace tensordict

@@ -1,0 +1,446 @@
+// Indexing over the batch dims: `index`, `td[i]`, chained `td[a][b]`, and
+// the row gather of the replay and rollout buffers.
+#include "core/indexing.h"
+
+#include <ATen/ATen.h>
+#include <ATen/TensorIndexing.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/csrc/autograd/VariableTypeUtils.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/internal.h"
+#include "core/tree.h"
+#include "core/write_plan.h"
+#include "tensordict/tensor_dict.h"
+
+namespace tensordict {
+
+using at::indexing::TensorIndex;
+using namespace detail;  // NOLINT(google-build-using-namespace)
+
+namespace detail {
+
+// ---------------------------------------------------------------------------
+// Index normalization
+// ---------------------------------------------------------------------------
+
+
+bool is_mask(const at::Tensor& t) {
+  return t.scalar_type() == at::kBool || t.scalar_type() == at::kByte;
+}
+
+// Appends a copy of `idx`, built from its parts. LibTorch's TensorIndex
+// leaves its bool member uninitialized unless it holds a bool, so its
+// implicit copy constructor reads an indeterminate value (UBSan reports it).
+// Callers reserve capacity first, so the vector never moves its elements.
+void append_index(std::vector<TensorIndex>& v, const TensorIndex& idx) {
+  if (idx.is_none()) {
+    v.emplace_back(at::indexing::None);
+  } else if (idx.is_ellipsis()) {
+    v.emplace_back(at::indexing::Ellipsis);
+  } else if (idx.is_integer()) {
+    v.emplace_back(as_int(idx.integer()));
+  } else if (idx.is_boolean()) {
+    v.emplace_back(idx.boolean());
+  } else if (idx.is_slice()) {
+    v.emplace_back(idx.slice());
+  } else {
+    v.emplace_back(idx.tensor());
+  }
+}
+
+NormalizedIndex normalize_index(const TensorDictImpl& impl,
+                                c10::ArrayRef<TensorIndex> indices) {
+  const int64_t bd = impl.batch_dims();
+  TORCH_CHECK_INDEX(bd > 0,
+                    "cannot index a TensorDict with no batch dimensions "
+                    "(batch_size [])");
+  int64_t consumed = 0;
+  int64_t ellipses = 0;
+  for (const auto& idx : indices) {
+    if (idx.is_integer() || idx.is_slice()) {
+      ++consumed;
+    } else if (idx.is_tensor()) {
+      const auto& t = idx.tensor();
+      consumed += is_mask(t) ? std::max<int64_t>(t.dim(), 1) : 1;
+    } else if (idx.is_ellipsis()) {
+      ++ellipses;
+    }
+  }
+  TORCH_CHECK_INDEX(ellipses <= 1,
+                    "an index can only have a single ellipsis ('...')");
+  TORCH_CHECK_INDEX(consumed <= bd, "too many indices for TensorDict with batch_size ",
+                    shape_str(impl.batch_size), ": ", consumed,
+                    " batch dims were indexed");
+  NormalizedIndex out;
+  out.indices.reserve(indices.size() + static_cast<size_t>(bd));
+  int64_t dim = 0;
+  for (const auto& idx : indices) {
+    if (idx.is_integer()) {
+      const int64_t size = impl.batch_size[static_cast<size_t>(dim)];
+      int64_t i = as_int(idx.integer());
+      TORCH_CHECK_INDEX(i >= -size && i < size, "index ", i,
+                        " is out of bounds for dim ", dim, " with size ", size,
+                        " of TensorDict with batch_size ",
+                        shape_str(impl.batch_size));
+      if (i < 0) i += size;
+      out.indices.emplace_back(i);
+      out.ints.push_back(i);
+      ++dim;
+    } else if (idx.is_ellipsis()) {
+      for (int64_t k = 0; k < bd - consumed; ++k) {
+        out.indices.emplace_back(at::indexing::Slice());
+      }
+      dim += bd - consumed;
+      out.all_int = false;
+    } else {
+      append_index(out.indices, idx);
+      out.all_int = false;
+      if (idx.is_slice()) {
+        ++dim;
+      } else if (idx.is_tensor()) {
+        const auto& t = idx.tensor();
+        dim += is_mask(t) ? std::max<int64_t>(t.dim(), 1) : 1;
+      }
+    }
+  }
+  if (out.indices.empty()) out.all_int = false;
+  return out;
+}
+
+// The batch shape that `norm` selects from `batch_size`.
+std::vector<int64_t> indexed_shape(const TensorDictImpl& impl,
+                                   const NormalizedIndex& norm) {
+  if (norm.all_int) {
+    return std::vector<int64_t>(impl.batch_size.begin() +
+                                    static_cast<int64_t>(norm.ints.size()),
+                                impl.batch_size.end());
+  }
+  // Index a zero-strided stand-in of the batch shape: LibTorch then checks
+  // masks, index tensors and bounds, and computes the shape for us.
+  at::Device dev = at::kCPU;
+  for (const auto& idx : norm.indices) {
+    if (idx.is_tensor()) dev = idx.tensor().device();
+  }
+  at::Tensor dummy =
+      at::empty({}, at::TensorOptions().dtype(at::kByte).device(dev))
+          .expand(impl.batch_size);
+  try {
+    return dummy.index(norm.indices).sizes().vec();
+  } catch (const c10::Error& e) {
+    TORCH_CHECK_INDEX(false, "invalid index for TensorDict with batch_size ",
+                      shape_str(impl.batch_size), ": ", e.msg());
+  }
+}
+
+// `torch::autograd::as_view` lost its `view_func` std::function parameter
+// in favour of a ViewFunc object plus a reverse function in LibTorch 2.x; call
+// whichever form this LibTorch has.
+template <typename Base>
+auto as_view_compat(const Base& base, const at::Tensor& view,
+                    torch::autograd::CreationMeta meta, int)
+    -> decltype(torch::autograd::as_view(base, view, true, true, nullptr,
+                                         meta)) {
+  return torch::autograd::as_view(base, view, true, true, nullptr, meta);
+}
+template <typename Base>
+auto as_view_compat(const Base& base, const at::Tensor& view,
+                    torch::autograd::CreationMeta meta, long)
+    -> decltype(torch::autograd::as_view(base, view, true, true, nullptr,
+                                         nullptr, meta)) {
+  return torch::autograd::as_view(base, view, true, true, nullptr, nullptr,
+                                  meta);
+}
+
+// Row `i` of `t` along dim 0: what `t.select(0, i)` returns, built without
+// the dispatcher for plain dense CPU/CUDA tensors (the dispatched op costs
+// several times more than the view itself). The view is registered with
+// autograd exactly as LibTorch's view ops register theirs (`as_view`), so it
+// shares the version counter and in-place ops on it are tracked.
+at::Tensor row_view(const at::Tensor& t, int64_t i) {
+  c10::TensorImpl* bi = t.unsafeGetTensorImpl();
+  if (t.dim() == 0 || t.layout() != at::kStrided ||
+      !(t.is_cpu() || t.is_cuda()) || t.is_quantized() || t.has_names() ||
+      !bi->has_storage()) {
+    return t.select(0, i);
+  }
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      c10::TensorImpl::VIEW, c10::Storage(bi->storage()), bi->key_set(),
+      bi->dtype());
+  impl->set_sizes_and_strides(bi->sizes().slice(1), bi->strides().slice(1));
+  impl->set_storage_offset(bi->storage_offset() + i * bi->strides()[0]);
+  at::Tensor view(std::move(impl));
+  if (t.is_inference()) return view;  // no version counter, no autograd
+  using torch::autograd::CreationMeta;
+  const CreationMeta meta = c10::InferenceMode::is_enabled()
+                                ? CreationMeta::INFERENCE_MODE
+                                : (c10::GradMode::is_enabled()
+                                       ? CreationMeta::DEFAULT
+                                       : CreationMeta::NO_GRAD_MODE);
+  return as_view_compat(t, view, meta, 0);
+}
+
+ImplPtr index_impl(const TensorDictImpl& impl, const NormalizedIndex& norm,
+                   std::vector<int64_t> new_batch) {
+  const bool single_int = norm.all_int && norm.ints.size() == 1;
+  return rebuild(impl, std::move(new_batch),
+                 [&](const KeyPath&, const at::Tensor& t) {
+                   return single_int ? row_view(t, norm.ints[0])
+                                     : t.index(norm.indices);
+                 });
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------
+// Indexing
+// ---------------------------------------------------------------------------
+
+TensorDict TensorDict::index(c10::ArrayRef<TensorIndex> indices) const {
+  NormalizedIndex norm = normalize_index(*impl_, indices);
+  auto shape = indexed_shape(*impl_, norm);
+  return TensorDict(index_impl(*impl_, norm, std::move(shape)));
+}
+
+const TensorDict& TensorDict::index_put_(c10::ArrayRef<TensorIndex> indices,
+                                         const TensorDict& value) const {
+  NormalizedIndex norm = normalize_index(*impl_, indices);
+  detail::index_put(*impl_, norm, *value.impl_);
+  return *this;
+}
+
+IndexedTensorDict TensorDict::operator[](int64_t i) const {
+  return IndexedTensorDict(*this, i);
+}
+
+struct IndexedTensorDict::IndexList {
+  std::vector<TensorIndex> indices;
+};
+
+IndexedTensorDict TensorDict::operator[](const TensorIndex& index) const {
+  if (index.is_integer()) return IndexedTensorDict(*this, as_int(index.integer()));
+  auto list = std::make_shared<IndexedTensorDict::IndexList>();
+  list->indices.reserve(1);
+  append_index(list->indices, index);
+  return IndexedTensorDict(*this, std::move(list));
+}
+
+namespace detail {
+namespace {
+
+// Copies rows `idx[0..n)` of a contiguous leaf whose rows are `row_bytes`
+// long into `dst`, specialized for the tiny rows of scalar leaves.
+template <typename T>
+void gather_bytes_typed(char* dst, const char* src, const int64_t* idx,
+                        int64_t n) {
+  T* d = reinterpret_cast<T*>(dst);
+  const T* s = reinterpret_cast<const T*>(src);
+  for (int64_t q = 0; q < n; ++q) d[q] = s[idx[q]];
+}
+
+void gather_bytes(char* dst, const char* src, size_t row_bytes,
+                  const int64_t* idx, int64_t n) {
+  switch (row_bytes) {
+    case 0:
+      return;  // empty leaves: the pointers may be null
+    case 1:
+      return gather_bytes_typed<uint8_t>(dst, src, idx, n);
+    case 2:
+      return gather_bytes_typed<uint16_t>(dst, src, idx, n);
+    case 4:
+      return gather_bytes_typed<uint32_t>(dst, src, idx, n);
+    case 8:
+      return gather_bytes_typed<uint64_t>(dst, src, idx, n);
+    default:
+      for (int64_t q = 0; q < n; ++q) {
+        if (q + 4 < n) {  // rows are scattered: fetch a few ahead
+          const char* ahead = src + static_cast<size_t>(idx[q + 4]) * row_bytes;
+          for (size_t b = 0; b < row_bytes; b += 64)
+            __builtin_prefetch(ahead + b);
+        }
+        std::memcpy(dst + static_cast<size_t>(q) * row_bytes,
+                    src + static_cast<size_t>(idx[q]) * row_bytes, row_bytes);
+      }
+  }
+}
+
+// Rows `idx[0..n)` of `t` along dim 0.
+at::Tensor gather_leaf(const at::Tensor& t, const int64_t* idx, int64_t n,
+                       const at::Tensor& index, bool grad_mode) {
+  if (!(t.device().is_cpu() && t.layout() == at::kStrided &&
+        t.is_contiguous() && !t.is_conj() && !t.is_neg() &&
+        !(grad_mode && t.requires_grad()))) {
+    return t.index_select(0, index.to(t.device()));
+  }
+  std::vector<int64_t> shape = t.sizes().vec();
+  shape[0] = n;
+  at::Tensor g = at::empty(shape, t.options());
+  const int64_t rows = t.size(0);
+  const size_t row_bytes =
+      rows == 0 ? 0 : static_cast<size_t>(t.numel() / rows) * t.element_size();
+  gather_bytes(static_cast<char*>(g.data_ptr()),
+               static_cast<const char*>(t.data_ptr()), row_bytes, idx, n);
+  return g;
+}
+
+}  // namespace
+
+ImplPtr gather_rows(const TensorDictImpl& src, const at::Tensor& index) {
+  TORCH_INTERNAL_ASSERT(index.device().is_cpu() &&
+                        index.scalar_type() == at::kLong &&
+                        index.dim() == 1 && index.is_contiguous());
+  const int64_t* idx = index.data_ptr<int64_t>();
+  const int64_t n = index.size(0);
+  const bool grad_mode = c10::GradMode::is_enabled();
+  std::vector<int64_t> batch = src.batch_size;
+  batch[0] = n;
+  return rebuild(src, std::move(batch),
+                 [&](const KeyPath&, const at::Tensor& t) {
+                   return gather_leaf(t, idx, n, index, grad_mode);
+                 });
+}
+
+}  // namespace detail
+// ===========================================================================
+// IndexedTensorDict
+// ===========================================================================
+
+IndexedTensorDict::IndexedTensorDict(TensorDict parent, int64_t i)
+    : parent_(std::move(parent)), int_index_(i) {}
+
+IndexedTensorDict::IndexedTensorDict(TensorDict parent,
+                                     std::shared_ptr<const IndexList> list)
+    : parent_(std::move(parent)), list_(std::move(list)) {}
+
+IndexedTensorDict::~IndexedTensorDict() = default;
+
+IndexedTensorDict& IndexedTensorDict::operator=(const TensorDict& value) {
+  TORCH_CHECK(!chained_,
+              "cannot write through td[a][b] when td[a] is a copy (an "
+              "advanced index such as a mask or an index tensor, or an index "
+              "that does not compose with the next one): the write would be "
+              "lost; write with one index list instead, e.g. "
+              "td.index_put_({a, b}, value)");
+  if (list_) {
+    parent_.index_put_(list_->indices, value);
+  } else {
+    parent_.index_put_({TensorIndex(int_index_)}, value);
+  }
+  return *this;
+}
+
+IndexedTensorDict& IndexedTensorDict::operator=(const IndexedTensorDict& value) {
+  return *this = value.value();
+}
+
+IndexedTensorDict& IndexedTensorDict::operator=(IndexedTensorDict&& value) {
+  return *this = value.value();
+}
+
+bool IndexedTensorDict::is_view() const {
+  if (!list_) return true;
+  for (const auto& idx : list_->indices) {
+    if (!(idx.is_integer() || idx.is_slice() || idx.is_none() ||
+          idx.is_ellipsis())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+TensorDict IndexedTensorDict::value() const {
+  if (list_) return parent_.index(list_->indices);
+  return parent_.index({TensorIndex(int_index_)});
+}
+
+at::Tensor IndexedTensorDict::get(const NestedKey& key) const {
+  return value().get(key);
+}
+TensorDict IndexedTensorDict::get_tensordict(const NestedKey& key) const {
+  return value().get_tensordict(key);
+}
+std::vector<int64_t> IndexedTensorDict::batch_size() const {
+  return value().batch_size().vec();
+}
+std::vector<NestedKey> IndexedTensorDict::keys(bool include_nested,
+                                               bool leaves_only) const {
+  return parent_.keys(include_nested, leaves_only);
+}
+bool IndexedTensorDict::all() const { return value().all(); }
+bool IndexedTensorDict::any() const { return value().any(); }
+TensorDict IndexedTensorDict::clone() const { return value().clone(); }
+namespace {
+
+// Python's slice arithmetic over a dim of `size`: the first index, the
+// step and the number of elements.
+struct SliceRange {
+  int64_t start, step, len;
+};
+SliceRange slice_range(const at::indexing::Slice& s, int64_t size) {
+  const int64_t step = as_int(s.step());
+  auto clamp = [&](int64_t v) {
+    if (v < 0) v += size;
+    return std::min(std::max<int64_t>(v, 0), size);
+  };
+  const int64_t start = clamp(as_int(s.start()));
+  const int64_t stop = clamp(as_int(s.stop()));
+  const int64_t len = stop > start ? (stop - start + step - 1) / step : 0;
+  return {start, step, len};
+}
+
+}  // namespace
+
+IndexedTensorDict IndexedTensorDict::operator[](int64_t i) const {
+  return (*this)[TensorIndex(i)];
+}
+
+IndexedTensorDict IndexedTensorDict::operator[](const TensorIndex& index) const {
+  // td[a][b] == td[a + b] when `a` is all integers: they remove their dims,
+  // and `b` indexes the dims that follow.
+  const bool ints_only =
+      !list_ || std::all_of(list_->indices.begin(), list_->indices.end(),
+                            [](const TensorIndex& t) { return t.is_integer(); });
+  if (!chained_ && ints_only) {
+    auto list = std::make_shared<IndexList>();
+    const size_t n = list_ ? list_->indices.size() : 1;
+    list->indices.reserve(n + 1);
+    if (list_) {
+      for (const auto& t : list_->indices) append_index(list->indices, t);
+    } else {
+      list->indices.emplace_back(int_index_);
+    }
+    append_index(list->indices, index);
+    return IndexedTensorDict(parent_, std::move(list));
+  }
+  // td[s][b] for one slice `s` over dim 0 and an integer or slice `b`: one
+  // index of dim 0.
+  if (!chained_ && list_ && list_->indices.size() == 1 &&
+      list_->indices[0].is_slice() && parent_.batch_dims() > 0 &&
+      (index.is_integer() || index.is_slice())) {
+    const SliceRange a =
+        slice_range(list_->indices[0].slice(), parent_.batch_size()[0]);
+    auto list = std::make_shared<IndexList>();
+    list->indices.reserve(1);
+    if (index.is_integer()) {
+      const int64_t i = as_int(index.integer());
+      TORCH_CHECK_INDEX(i >= -a.len && i < a.len, "index ", i,
+                        " is out of bounds for dim 0 with size ", a.len,
+                        " of TensorDict with batch_size ",
+                        shape_str(batch_size()));
+      list->indices.emplace_back(a.start + (i < 0 ? i + a.len : i) * a.step);
+    } else {
+      const SliceRange b = slice_range(index.slice(), a.len);
+      const int64_t start = a.start + b.start * a.step;
+      list->indices.emplace_back(at::indexing::Slice(
+          start, start + b.len * a.step * b.step, a.step * b.step));
+    }
+    return IndexedTensorDict(parent_, std::move(list));
+  }
+  IndexedTensorDict out = value()[index];
+  out.chained_ = true;
+  return out;
+}
+
+}  // namespace tensordict

@@ -1,0 +1,39 @@
+// Internal: indexing over the batch dims (index normalization, the indexed
+// batch shape, row views) shared by reads (`index`, `td[i]`) and writes
+// (the write plan).
+#pragma once
+
+#include <ATen/TensorIndexing.h>
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/internal.h"
+
+namespace tensordict {
+namespace detail {
+
+/// An index list checked against a dict's batch size.
+struct NormalizedIndex {
+  using TensorIndex = at::indexing::TensorIndex;
+  std::vector<TensorIndex> indices;  // Ellipsis expanded, ints non-negative
+  std::vector<int64_t> ints;          // the ints, when all_int
+  bool all_int = true;                // only integers
+};
+
+/// Checks `indices` against `impl`'s batch size (bounds of integers, number
+/// of indexed dims, one ellipsis) and normalizes them.
+NormalizedIndex normalize_index(const TensorDictImpl& impl,
+                                c10::ArrayRef<at::indexing::TensorIndex> indices);
+/// The batch shape that `norm` selects from `impl`'s batch size.
+std::vector<int64_t> indexed_shape(const TensorDictImpl& impl,
+                                   const NormalizedIndex& norm);
+/// Appends a copy of `idx` built from its parts (see indexing.cpp).
+void append_index(std::vector<at::indexing::TensorIndex>& v,
+                  const at::indexing::TensorIndex& idx);
+/// Row `i` of `t` along dim 0, as `t.select(0, i)` returns it.
+at::Tensor row_view(const at::Tensor& t, int64_t i);
+
+}  // namespace detail
+}  // namespace tensordict
