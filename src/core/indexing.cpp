@@ -111,12 +111,43 @@ NormalizedIndex normalize_index(const TensorDictImpl& impl,
 }
 
 // The batch shape that `norm` selects from `batch_size`.
+SliceRange slice_range(const at::indexing::Slice& s, int64_t size) {
+  const int64_t step = as_int(s.step());
+  auto clamp = [&](int64_t v) {
+    if (v < 0) v += size;
+    return std::min(std::max<int64_t>(v, 0), size);
+  };
+  const int64_t start = clamp(as_int(s.start()));
+  const int64_t stop = clamp(as_int(s.stop()));
+  const int64_t len =
+      stop > start && step > 0 ? (stop - start + step - 1) / step : 0;
+  return {start, step, len};
+}
+
 std::vector<int64_t> indexed_shape(const TensorDictImpl& impl,
                                    const NormalizedIndex& norm) {
   if (norm.all_int) {
     return std::vector<int64_t>(impl.batch_size.begin() +
                                     static_cast<int64_t>(norm.ints.size()),
                                 impl.batch_size.end());
+  }
+  // Integers and positive-step slices: the shape by Python's slice rules.
+  if (std::all_of(norm.indices.begin(), norm.indices.end(),
+                  [](const TensorIndex& t) {
+                    return t.is_integer() ||
+                           (t.is_slice() && as_int(t.slice().step()) > 0);
+                  })) {
+    std::vector<int64_t> out;
+    size_t d = 0;
+    for (const auto& t : norm.indices) {
+      if (t.is_slice()) {
+        out.push_back(slice_range(t.slice(), impl.batch_size[d]).len);
+      }
+      ++d;
+    }
+    out.insert(out.end(), impl.batch_size.begin() + static_cast<int64_t>(d),
+               impl.batch_size.end());
+    return out;
   }
   // Index a zero-strided stand-in of the batch shape: LibTorch then checks
   // masks, index tensors and bounds, and computes the shape for us.
@@ -371,27 +402,6 @@ std::vector<NestedKey> IndexedTensorDict::keys(bool include_nested,
 bool IndexedTensorDict::all() const { return value().all(); }
 bool IndexedTensorDict::any() const { return value().any(); }
 TensorDict IndexedTensorDict::clone() const { return value().clone(); }
-namespace {
-
-// Python's slice arithmetic over a dim of `size`: the first index, the
-// step and the number of elements.
-struct SliceRange {
-  int64_t start, step, len;
-};
-SliceRange slice_range(const at::indexing::Slice& s, int64_t size) {
-  const int64_t step = as_int(s.step());
-  auto clamp = [&](int64_t v) {
-    if (v < 0) v += size;
-    return std::min(std::max<int64_t>(v, 0), size);
-  };
-  const int64_t start = clamp(as_int(s.start()));
-  const int64_t stop = clamp(as_int(s.stop()));
-  const int64_t len = stop > start ? (stop - start + step - 1) / step : 0;
-  return {start, step, len};
-}
-
-}  // namespace
-
 IndexedTensorDict IndexedTensorDict::operator[](int64_t i) const {
   return (*this)[TensorIndex(i)];
 }

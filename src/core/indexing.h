@@ -29,6 +29,12 @@ NormalizedIndex normalize_index(const TensorDictImpl& impl,
 /// The batch shape that `norm` selects from `impl`'s batch size.
 std::vector<int64_t> indexed_shape(const TensorDictImpl& impl,
                                    const NormalizedIndex& norm);
+/// Python's slice arithmetic over a dim of `size`: the first index, the
+/// step and the number of elements (0 for a non-positive step).
+struct SliceRange {
+  int64_t start, step, len;
+};
+SliceRange slice_range(const at::indexing::Slice& s, int64_t size);
 /// Appends a copy of `idx` built from its parts (see indexing.cpp).
 void append_index(std::vector<at::indexing::TensorIndex>& v,
                   const at::indexing::TensorIndex& idx);

@@ -2,6 +2,10 @@
 
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
+#include <c10/util/SmallVector.h>
+
+#include <algorithm>
+#include <cstring>
 #include <ATen/core/grad_mode.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
@@ -106,97 +110,153 @@ void check_leaf_write(const char* op, const LeafName& name,
   }
 }
 
+// ---------------------------------------------------------------------------
+// The write plan of an indexed write
+// ---------------------------------------------------------------------------
+
 namespace {
 
-// ---------------------------------------------------------------------------
-// Indexed writes
-// ---------------------------------------------------------------------------
-
-// Whether `norm` holds only basic indices (integers, slices, None), which
-// select a view of each leaf.
-bool is_basic(const NormalizedIndex& norm) {
-  for (const auto& idx : norm.indices) {
-    if (idx.is_tensor()) return false;
-  }
-  return true;
-}
-
-// Pass 1 of index_put_: checks every leaf of `value` against `dst` without
-// changing anything. `dst` may be null (the whole sub-tree will be created).
-void validate_put(const TensorDictImpl* dst, const TensorDictImpl& value,
-                  const NormalizedIndex& norm, bool basic, int64_t dst_bd,
-                  int64_t value_bd, const NestedKey* prefix) {
-  for (const auto& vn : value.nodes) {
-    const Node* dn = dst ? dst->find(vn.key) : nullptr;
-    if (dn == nullptr) {
-      // Allocated lazily: nothing can conflict, unless keys are locked.
-      if (dst != nullptr) {
-        check_unlocked(*dst, "index_put_", prefixed(prefix, vn.key));
-      }
-      continue;
-    }
-    NestedKey key = prefixed(prefix, vn.key);
-    if (vn.is_dict()) {
-      TORCH_CHECK_TYPE(dn->is_dict(), "key ", key.str(),
-                       ": cannot write a TensorDict where a tensor lives");
-      validate_put(dn->dict.get(), *vn.dict, norm, basic, dst_bd, value_bd,
-                   &key);
-      continue;
-    }
-    TORCH_CHECK_TYPE(!dn->is_dict(), "key ", key.str(),
-                     ": cannot write a tensor where a TensorDict lives");
-    const at::Tensor& src = vn.tensor;
-    const at::Tensor& dest = dn->tensor;
-    auto src_trailing = src.sizes().slice(static_cast<size_t>(value_bd));
-    auto dst_trailing = dest.sizes().slice(static_cast<size_t>(dst_bd));
-    TORCH_CHECK(src_trailing == dst_trailing, "key ", key.str(),
-                ": the value's trailing shape ", shape_str(src_trailing),
-                " (value shape ", shape_str(src.sizes()),
-                ") does not match the existing buffer's trailing shape ",
-                shape_str(dst_trailing), " (buffer shape ",
-                shape_str(dest.sizes()), ")");
-    TORCH_CHECK_TYPE(c10::canCast(src.scalar_type(), dest.scalar_type()),
-                     "key ", key.str(), ": cannot cast the value's dtype ",
-                     detail::dtype_name(src.scalar_type()),
-                     " to the buffer's dtype ",
-                     detail::dtype_name(dest.scalar_type()));
-    // Basic indices write through a view of the leaf (`copy_`); advanced
-    // ones through `index_put_`, which rejects any overlap with the value.
-    // A stored leaf that requires grad is reported as itself.
-    if (dest.requires_grad() && dest.is_leaf()) {
-      check_leaf_write(nullptr, key, dest, src, WriteKind::kCopy);
-    }
-    if (basic) {
-      check_leaf_write(nullptr, key, dest.index(norm.indices), src,
-                       WriteKind::kCopy);
-    } else {
-      check_leaf_write(nullptr, key, dest, src, WriteKind::kOut);
-    }
-  }
-}
-
-struct ByteCopy {
-  char* dst;
-  const char* src;
-  size_t nbytes;
-  c10::TensorImpl* dst_impl;
+// The rows an index selects when they form one contiguous block of every
+// contiguous leaf: `k` leading integers, then at most one step-1 slice
+// `[start, start + len)` of dim k, then only full dims.
+struct Block {
+  bool ok = false;
+  size_t k = 0;
+  bool slice = false;
+  int64_t start = 0, len = 0;
 };
 
-// Plans the byte-copy fast path of an all-integer index write. Returns false
-// when any leaf is missing or not eligible (then the general path runs).
-bool plan_fast_put(const TensorDictImpl& dst, const TensorDictImpl& value,
-                   c10::ArrayRef<int64_t> ints,
-                   c10::SmallVectorImpl<ByteCopy>& ops) {
-  const size_t k = ints.size();
-  for (const auto& vn : value.nodes) {
-    const Node* dn = dst.find(vn.key);
-    if (dn == nullptr || dn->is_dict() != vn.is_dict()) return false;
-    if (vn.is_dict()) {
-      if (!plan_fast_put(*dn->dict, *vn.dict, ints, ops)) return false;
-      continue;
+Block block_of(const TensorDictImpl& dst, const NormalizedIndex& norm) {
+  Block b;
+  if (norm.all_int) {
+    b.ok = true;
+    b.k = norm.ints.size();
+    return b;
+  }
+  const auto& idx = norm.indices;
+  size_t j = 0;
+  while (j < idx.size() && idx[j].is_integer()) ++j;
+  b.k = j;
+  if (j < idx.size()) {
+    if (!idx[j].is_slice()) return b;
+    const SliceRange r = slice_range(idx[j].slice(), dst.batch_size[j]);
+    if (r.step != 1) return b;
+    b.slice = true;
+    b.start = r.start;
+    b.len = r.len;
+    for (++j; j < idx.size(); ++j) {
+      if (!idx[j].is_slice()) return b;
+      const SliceRange f = slice_range(idx[j].slice(), dst.batch_size[j]);
+      if (f.start != 0 || f.step != 1 || f.len != dst.batch_size[j]) return b;
     }
-    const at::Tensor& src = vn.tensor;
-    const at::Tensor& dest = dn->tensor;
+  }
+  b.ok = true;
+  return b;
+}
+
+// One leaf of `value` and where it goes.
+struct LeafStep {
+  const at::Tensor* src;
+  bool exists;              // false: allocate
+  TensorDictImpl* parent;   // the dict holding the leaf (null: a new dict's)
+  size_t index;             // the existing leaf's place in parent->nodes
+  int new_parent;           // index into WritePlan::dicts when parent is null
+  const Node* value;        // the leaf of `value`
+  // The byte copy, when eligible.
+  char* dst_bytes;
+  const char* src_bytes;
+  size_t nbytes;
+};
+
+// A sub-dict of `value` that `dst` lacks: created by the write.
+struct DictStep {
+  TensorDictImpl* parent;  // null: a new dict's (new_parent)
+  int new_parent;
+  const Node* value;       // the sub-dict of `value`
+  std::vector<int64_t> batch;
+  c10::optional<at::Device> device;
+  ImplPtr impl;  // made when the write runs
+};
+
+// `dst[norm] = value`: pairs the two trees once, decides per leaf between a
+// byte copy (contiguous CPU leaves of one dtype, a contiguous region), a
+// LibTorch copy and an allocation, validates every leaf, then writes.
+class WritePlan {
+ public:
+  WritePlan(TensorDictImpl& dst, const NormalizedIndex& norm,
+            const TensorDictImpl& value, c10::IntArrayRef shape)
+      : norm_(norm), value_(value),
+        dst_bd_(dst.batch_dims()), value_bd_(value.batch_dims()),
+        block_(value.batch_size.size() == shape.size() ? block_of(dst, norm)
+                                                       : Block{}) {
+    pair(&dst, -1, value);
+  }
+
+  void run() {
+    if (all_bytes_) {
+      for (const auto& l : leaves_) {
+        if (l.nbytes != 0) std::memmove(l.dst_bytes, l.src_bytes, l.nbytes);
+      }
+      for (const auto& l : leaves_) {
+        dest_of(l).unsafeGetTensorImpl()->bump_version();
+      }
+      return;
+    }
+    validate();
+    execute();
+  }
+
+ private:
+  void pair(TensorDictImpl* dst, int new_parent, const TensorDictImpl& value) {
+    for (const auto& vn : value.nodes) {
+      Node* dn = dst ? dst->find(vn.key) : nullptr;
+      if (vn.is_dict()) {
+        if (dn != nullptr) {
+          TORCH_CHECK_TYPE(dn->is_dict(), "key ", key_of(vn).str(),
+                           ": cannot write a TensorDict where a tensor lives");
+          pair(dn->dict.get(), -1, *vn.dict);
+          continue;
+        }
+        all_bytes_ = false;
+        DictStep d{dst, new_parent, &vn, {}, {}, nullptr};
+        const std::vector<int64_t>& parent_batch =
+            dst ? dst->batch_size : dicts_[static_cast<size_t>(new_parent)].batch;
+        d.batch = concat(
+            c10::IntArrayRef(parent_batch).slice(0, static_cast<size_t>(dst_bd_)),
+            c10::IntArrayRef(vn.dict->batch_size)
+                .slice(static_cast<size_t>(value_bd_)));
+        d.device = dst ? dst->device
+                       : dicts_[static_cast<size_t>(new_parent)].device;
+        dicts_.push_back(std::move(d));
+        creations_.emplace_back(true, dicts_.size() - 1);
+        pair(nullptr, static_cast<int>(dicts_.size() - 1), *vn.dict);
+        continue;
+      }
+      if (dn != nullptr) {
+        TORCH_CHECK_TYPE(!dn->is_dict(), "key ", key_of(vn).str(),
+                         ": cannot write a tensor where a TensorDict lives");
+      }
+      const size_t index =
+          dn ? static_cast<size_t>(dn - dst->nodes.data()) : 0;
+      LeafStep l{&vn.tensor, dn != nullptr, dst,     index, new_parent,
+                 &vn,        nullptr,       nullptr, 0};
+      if (dn == nullptr) creations_.emplace_back(false, leaves_.size());
+      if (dn == nullptr || !plan_bytes(l)) all_bytes_ = false;
+      leaves_.push_back(l);
+    }
+  }
+
+  // The stored leaf that `l` writes into. Nodes are addressed by index:
+  // appending new keys may move a dict's node list.
+  static const at::Tensor& dest_of(const LeafStep& l) {
+    return l.parent->nodes[l.index].tensor;
+  }
+
+  // Fills in the byte copy of `l` when its leaves allow one.
+  bool plan_bytes(LeafStep& l) const {
+    if (!block_.ok) return false;
+    const at::Tensor& src = *l.src;
+    const at::Tensor& dest = dest_of(l);
     if (!dest.device().is_cpu() || !src.device().is_cpu() ||
         dest.scalar_type() != src.scalar_type() ||
         dest.layout() != at::kStrided || src.layout() != at::kStrided ||
@@ -206,72 +266,159 @@ bool plan_fast_put(const TensorDictImpl& dst, const TensorDictImpl& value,
         (dest.is_inference() && !c10::InferenceMode::is_enabled())) {
       return false;
     }
-    if (!(src.sizes() == dest.sizes().slice(k))) return false;
+    const size_t k = block_.k;
+    auto rest = dest.sizes().slice(k + (block_.slice ? 1 : 0));
+    if (block_.slice) {
+      if (src.dim() != static_cast<int64_t>(rest.size()) + 1 ||
+          src.size(0) != block_.len || !(src.sizes().slice(1) == rest)) {
+        return false;
+      }
+    } else if (!(src.sizes() == rest)) {
+      return false;
+    }
     const size_t itemsize = dest.element_size();
     int64_t offset = 0;
-    for (size_t j = 0; j < k; ++j) offset += ints[j] * dest.stride(static_cast<int64_t>(j));
-    const size_t nbytes = static_cast<size_t>(src.numel()) * itemsize;
-    ops.push_back(ByteCopy{static_cast<char*>(dest.data_ptr()) +
-                               static_cast<size_t>(offset) * itemsize,
-                           static_cast<const char*>(src.data_ptr()), nbytes,
-                           dest.unsafeGetTensorImpl()});
+    for (size_t j = 0; j < k; ++j) {
+      offset += norm_.ints[j] * dest.stride(static_cast<int64_t>(j));
+    }
+    if (block_.slice) offset += block_.start * dest.stride(static_cast<int64_t>(k));
+    l.dst_bytes = static_cast<char*>(dest.data_ptr()) +
+                  static_cast<size_t>(offset) * itemsize;
+    l.src_bytes = static_cast<const char*>(src.data_ptr());
+    l.nbytes = static_cast<size_t>(src.numel()) * itemsize;
+    return true;
   }
-  return true;
-}
 
-// Remembers the node count of every dict that gets new keys, so that a
-// failure mid-way can drop them again.
-using AppendLog = std::vector<std::pair<TensorDictImpl*, size_t>>;
-
-void write_leaf(const at::Tensor& dest, const at::Tensor& src,
-                const NormalizedIndex& norm) {
-  if (norm.all_int && norm.ints.size() == 1) {
-    dest.select(0, norm.ints[0]).copy_(src);
-    return;
-  }
-  at::Tensor s = src;
-  if (s.scalar_type() != dest.scalar_type() || s.device() != dest.device()) {
-    s = s.to(dest.device(), dest.scalar_type());
-  }
-  at::Tensor d = dest;
-  d.index_put_(norm.indices, s);
-}
-
-// Pass 2 of index_put_: writes (allocating missing keys).
-void execute_put(TensorDictImpl& dst, const TensorDictImpl& value,
-                 const NormalizedIndex& norm, int64_t dst_bd,
-                 int64_t value_bd, AppendLog& log) {
-  for (const auto& vn : value.nodes) {
-    Node* dn = dst.find(vn.key);
-    if (dn != nullptr) {
-      if (vn.is_dict()) {
-        execute_put(*dn->dict, *vn.dict, norm, dst_bd, value_bd, log);
-      } else {
-        write_leaf(dn->tensor, vn.tensor, norm);
+  // Every check LibTorch would make, before anything is written.
+  void validate() const {
+    for (const auto& d : dicts_) {
+      if (d.parent != nullptr) {
+        check_unlocked(*d.parent, "index_put_", key_of(*d.value));
       }
-      continue;
     }
-    const auto top_batch =
-        c10::IntArrayRef(dst.batch_size).slice(0, static_cast<size_t>(dst_bd));
-    if (vn.is_dict()) {
-      auto extra = c10::IntArrayRef(vn.dict->batch_size)
-                       .slice(static_cast<size_t>(value_bd));
-      auto sub = make_impl(concat(top_batch, extra), dst.device);
-      execute_put(*sub, *vn.dict, norm, dst_bd, value_bd, log);
-      log.emplace_back(&dst, dst.nodes.size());
-      dst.nodes.push_back(Node{vn.key, at::Tensor(), std::move(sub)});
-    } else {
-      const at::Tensor& src = vn.tensor;
-      auto shape =
-          concat(top_batch, src.sizes().slice(static_cast<size_t>(value_bd)));
-      at::Tensor buf = at::zeros(
-          shape, src.options().device(dst.device ? *dst.device : src.device()));
-      write_leaf(buf, src, norm);
-      log.emplace_back(&dst, dst.nodes.size());
-      dst.nodes.push_back(Node{vn.key, std::move(buf), nullptr});
+    const bool basic = std::none_of(
+        norm_.indices.begin(), norm_.indices.end(),
+        [](const at::indexing::TensorIndex& t) { return t.is_tensor(); });
+    for (const LeafStep& l : leaves_) {
+      if (!l.exists) {
+        if (l.parent != nullptr) {
+          check_unlocked(*l.parent, "index_put_", key_of(*l.value));
+        }
+        continue;
+      }
+      if (l.dst_bytes != nullptr) continue;  // eligible: nothing to reject
+      const NestedKey key = key_of(*l.value);
+      const at::Tensor& src = *l.src;
+      const at::Tensor& dest = dest_of(l);
+      auto src_trailing = src.sizes().slice(static_cast<size_t>(value_bd_));
+      auto dst_trailing = dest.sizes().slice(static_cast<size_t>(dst_bd_));
+      TORCH_CHECK(src_trailing == dst_trailing, "key ", key.str(),
+                  ": the value's trailing shape ", shape_str(src_trailing),
+                  " (value shape ", shape_str(src.sizes()),
+                  ") does not match the existing buffer's trailing shape ",
+                  shape_str(dst_trailing), " (buffer shape ",
+                  shape_str(dest.sizes()), ")");
+      TORCH_CHECK_TYPE(c10::canCast(src.scalar_type(), dest.scalar_type()),
+                       "key ", key.str(), ": cannot cast the value's dtype ",
+                       dtype_name(src.scalar_type()), " to the buffer's dtype ",
+                       dtype_name(dest.scalar_type()));
+      // Basic indices write through a view of the leaf (`copy_`); advanced
+      // ones through `index_put_`, which rejects any overlap with the
+      // value. A stored leaf that requires grad is reported as itself.
+      if (dest.requires_grad() && dest.is_leaf()) {
+        check_leaf_write(nullptr, key, dest, src, WriteKind::kCopy);
+      }
+      if (basic) {
+        check_leaf_write(nullptr, key, dest.index(norm_.indices), src,
+                         WriteKind::kCopy);
+      } else {
+        check_leaf_write(nullptr, key, dest, src, WriteKind::kOut);
+      }
     }
   }
-}
+
+  // Allocates what is missing, then writes; a failure drops every key the
+  // write created.
+  void execute() {
+    std::vector<std::pair<TensorDictImpl*, size_t>> log;
+    try {
+      // New keys, in `value`'s order.
+      for (const auto& c : creations_) {
+        if (c.first) {
+          DictStep& d = dicts_[c.second];
+          TensorDictImpl* parent =
+              d.parent ? d.parent
+                       : dicts_[static_cast<size_t>(d.new_parent)].impl.get();
+          d.impl = make_impl(d.batch, d.device);
+          if (d.parent) log.emplace_back(parent, parent->nodes.size());
+          parent->nodes.push_back(Node{d.value->key, at::Tensor(), d.impl});
+          continue;
+        }
+        const LeafStep& l = leaves_[c.second];
+        TensorDictImpl* parent =
+            l.parent ? l.parent : dicts_[static_cast<size_t>(l.new_parent)].impl.get();
+        const at::Tensor& src = *l.src;
+        auto shape = concat(
+            c10::IntArrayRef(parent->batch_size).slice(0, static_cast<size_t>(dst_bd_)),
+            src.sizes().slice(static_cast<size_t>(value_bd_)));
+        at::Tensor buf = at::zeros(
+            shape, src.options().device(parent->device ? *parent->device
+                                                       : src.device()));
+        write_leaf(buf, src);
+        if (l.parent) log.emplace_back(parent, parent->nodes.size());
+        parent->nodes.push_back(Node{l.value->key, std::move(buf), nullptr});
+      }
+      for (const auto& l : leaves_) {
+        if (!l.exists) continue;
+        if (l.dst_bytes != nullptr) {
+          if (l.nbytes != 0) std::memmove(l.dst_bytes, l.src_bytes, l.nbytes);
+          dest_of(l).unsafeGetTensorImpl()->bump_version();
+        } else {
+          write_leaf(dest_of(l), *l.src);
+        }
+      }
+    } catch (...) {
+      for (auto it = log.rbegin(); it != log.rend(); ++it) {
+        it->first->nodes.resize(std::min(it->first->nodes.size(), it->second));
+      }
+      throw;
+    }
+  }
+
+  void write_leaf(const at::Tensor& dest, const at::Tensor& src) const {
+    if (norm_.all_int && norm_.ints.size() == 1) {
+      dest.select(0, norm_.ints[0]).copy_(src);
+      return;
+    }
+    at::Tensor s = src;
+    if (s.scalar_type() != dest.scalar_type() || s.device() != dest.device()) {
+      s = s.to(dest.device(), dest.scalar_type());
+    }
+    at::Tensor d = dest;
+    d.index_put_(norm_.indices, s);
+  }
+
+  // The full key of a node of `value` (for errors only).
+  NestedKey key_of(const Node& vn) const {
+    std::vector<NestedKey> keys;
+    collect_keys(value_, nullptr, true, false, keys);
+    for (auto& k : keys) {
+      if (lookup(value_, k) == &vn) return k;
+    }
+    return NestedKey(vn.key);
+  }
+
+  const NormalizedIndex& norm_;
+  const TensorDictImpl& value_;
+  const int64_t dst_bd_, value_bd_;
+  const Block block_;
+  bool all_bytes_ = true;
+  c10::SmallVector<LeafStep, 16> leaves_;
+  std::vector<DictStep> dicts_;
+  // What the write creates, in `value`'s order: {is_dict, index into
+  // dicts_ or leaves_}.
+  std::vector<std::pair<bool, size_t>> creations_;
+};
 
 // Whether `vb` fits the indexed shape `s`: equal, or a suffix (broadcast from
 // the left).
@@ -280,44 +427,17 @@ bool batch_fits(c10::IntArrayRef vb, c10::IntArrayRef s) {
   return std::equal(vb.begin(), vb.end(), s.end() - static_cast<int64_t>(vb.size()));
 }
 
-void index_put_impl(TensorDictImpl& dst, const NormalizedIndex& norm,
-                    const TensorDictImpl& value) {
+}  // namespace
+
+void index_put(TensorDictImpl& dst, const NormalizedIndex& norm,
+               const TensorDictImpl& value) {
   const auto s = indexed_shape(dst, norm);
   const c10::IntArrayRef vb(value.batch_size);
   TORCH_CHECK(batch_fits(vb, s), "cannot write a TensorDict with batch_size ",
               shape_str(vb), " into an indexed region of batch shape ",
               shape_str(s), " (TensorDict batch_size ",
               shape_str(dst.batch_size), ")");
-
-  if (norm.all_int && vb.size() == s.size()) {
-    c10::SmallVector<ByteCopy, 16> ops;
-    if (plan_fast_put(dst, value, norm.ints, ops)) {
-      for (const auto& op : ops) {
-        if (op.nbytes != 0) std::memmove(op.dst, op.src, op.nbytes);
-      }
-      for (const auto& op : ops) op.dst_impl->bump_version();
-      return;
-    }
-  }
-
-  validate_put(&dst, value, norm, is_basic(norm), dst.batch_dims(),
-               value.batch_dims(), nullptr);
-  AppendLog log;
-  try {
-    execute_put(dst, value, norm, dst.batch_dims(), value.batch_dims(), log);
-  } catch (...) {
-    for (auto it = log.rbegin(); it != log.rend(); ++it) {
-      it->first->nodes.resize(std::min(it->first->nodes.size(), it->second));
-    }
-    throw;
-  }
-}
-
-}  // namespace
-
-void index_put(TensorDictImpl& dst, const NormalizedIndex& norm,
-               const TensorDictImpl& value) {
-  index_put_impl(dst, norm, value);
+  WritePlan(dst, norm, value, s).run();
 }
 
 }  // namespace detail
