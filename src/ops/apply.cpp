@@ -1,5 +1,5 @@
 // Apply, key manipulation, arithmetic, masking, reductions, dtype and
-// autograd helpers of TensorDict (issue 3).
+// autograd helpers of TensorDict.
 //
 // Leaf-wise operations walk the tree depth first in insertion order. The
 // in-place ones validate every leaf before they write any, so a failed call
