@@ -547,264 +547,304 @@ int64_t fast_pass(const std::vector<TensorDict>& tds, const TensorDictImpl& ref,
   return n;
 }
 
-// The core of stack / cat / stack_out / cat_out. With `out` null (stack()
-// and cat()), the result dict is created here and returned: its fused
+// The core of stack / cat / stack_out / cat_out, in phases. With `out` null
+// (stack() and cat()), the result dict is created here and returned: its fused
 // buffers are allocated with at::empty (every element is written) and its
 // general-path leaves are LibTorch's stack/cat results, stored directly.
-ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
-                  int64_t dim, bool is_cat, const char* op) {
-  TORCH_CHECK_VALUE(!tds.empty(), op,
-                    ": expected a non-empty list of TensorDicts");
-  const bool fresh = out == nullptr;
-  const TensorDictImpl& ref = TensorDictImpl::of(tds[0]);
-  const int64_t n = static_cast<int64_t>(tds.size());
-  const int64_t bd = ref.batch_dims();
-  JoinSpec spec{op, is_cat, 0, n};
-  if (is_cat) {
-    TORCH_CHECK_INDEX(bd > 0, op,
-                      ": cannot concatenate TensorDicts with no batch "
-                      "dimensions (batch_size [])");
-    spec.dim = wrap_dim(op, dim, bd, ref.batch_size, "TensorDicts");
-  } else {
-    spec.dim = wrap_dim(op, dim, bd + 1, ref.batch_size, "TensorDicts");
-  }
-  const size_t d = static_cast<size_t>(spec.dim);
-
-  // ---- One pass over the inputs: batch sizes, keys, leaf shapes ----------
-  Gathered g;
-  detail::leaf_ptrs(ref, g.ref_leaves);
-  const size_t num_leaves = g.ref_leaves.size();
-  g.num_leaves = num_leaves;
-  g.ref_sizes.resize(num_leaves);
-  g.ref_dtype.resize(num_leaves);
-  g.ref_keys.resize(num_leaves);
-  for (size_t k = 0; k < num_leaves; ++k) {
-    const c10::TensorImpl* t = g.ref_leaves[k]->unsafeGetTensorImpl();
-    g.ref_sizes[k] = t->sizes();
-    g.ref_dtype[k] = t->dtype();
-    g.ref_keys[k] = t->key_set();
-  }
-  g.src_fusable.resize(num_leaves);
-  for (size_t k = 0; k < num_leaves; ++k) {
-    g.src_fusable[k] =
-        spec.dim == 0 && fusable_src(g.ref_leaves[k]->unsafeGetTensorImpl());
-  }
-  g.needs_grad.assign(num_leaves, 0);
-  g.same_dtype.assign(num_leaves, 1);
-  const size_t slots = num_leaves * static_cast<size_t>(n);
-  g.leaves.resize(slots);
-  g.data.resize(slots);
-  std::vector<int64_t> lens(is_cat ? static_cast<size_t>(n) : 0);
-  const bool grad_mode = c10::GradMode::is_enabled();
-  int64_t total = 0;
-  c10::optional<at::Device> common_device = ref.device;
-  // The fast pass: a dim-0 stack of inputs shaped exactly like the first,
-  // with fusable leaves, covers inputs [0, i0); the general pass below
-  // takes over from the first input it does not cover.
-  int64_t i0 = 0;
-  std::vector<at::Tensor> prefill;  // stack(): rows [0, i0) written
-  if (!is_cat && spec.dim == 0 && num_leaves > 0 &&
-      std::all_of(g.src_fusable.begin(), g.src_fusable.end(),
-                  [](char c) { return c != 0; })) {
-    // stack(): the rows are copied into fresh buffers as they are
-    // validated (a later failure just drops the buffers); the result's
-    // leaves live on the CPU unless the inputs are on another device.
-    if (fresh && (!ref.device || ref.device->is_cpu())) {
-      prefill.resize(num_leaves);
-      for (size_t k = 0; k < num_leaves; ++k) {
-        prefill[k] = at::empty(spec.joined(g.ref_sizes[k]),
-                               at::TensorOptions()
-                                   .dtype(g.ref_dtype[k])
-                                   .device(at::kCPU));
-      }
-    }
-    i0 = fast_pass(tds, ref, g, grad_mode, common_device, prefill);
-  }
-  if (i0 < n) g.impls.resize(slots);
-  int64_t gathered = i0;  // inputs [0, gathered) are gathered
-  int64_t failed = -1;    // the first input whose gather failed
-  for (int64_t i = i0; i < n; ++i) {
-    const TensorDictImpl& in = TensorDictImpl::of(tds[static_cast<size_t>(i)]);
-    const auto& b = in.batch_size;
+// Nothing is written before every phase that can reject the inputs has run;
+// from `create_missing` on, a failure drops the keys created so far.
+class Join {
+ public:
+  Join(TensorDictImpl* out_arg, const std::vector<TensorDict>& tds_arg,
+       int64_t dim, bool is_cat_arg, const char* op_arg)
+      : tds(tds_arg), op(op_arg), is_cat(is_cat_arg), out(out_arg),
+        fresh(out_arg == nullptr), ref(first_input(tds_arg, op_arg)),
+        n(static_cast<int64_t>(tds_arg.size())) {
+    const int64_t bd = ref.batch_dims();
+    spec = JoinSpec{op, is_cat, 0, n};
     if (is_cat) {
-      TORCH_CHECK(spec.compatible(ref.batch_size, b), op, ": input ", i,
-                  " has batch_size ", shape_str(b),
-                  ", which does not match input 0's batch_size ",
-                  shape_str(ref.batch_size), " outside dim ", spec.dim);
-      lens[static_cast<size_t>(i)] = b[d];
-      total += b[d];
+      TORCH_CHECK_INDEX(bd > 0, op,
+                        ": cannot concatenate TensorDicts with no batch "
+                        "dimensions (batch_size [])");
+      spec.dim = wrap_dim(op, dim, bd, ref.batch_size, "TensorDicts");
     } else {
-      TORCH_CHECK(same_shape(b, ref.batch_size), op, ": input ", i,
-                  " has batch_size ",
-                  shape_str(b), ", expected ", shape_str(ref.batch_size),
-                  " (the batch_size of input 0)");
+      spec.dim = wrap_dim(op, dim, bd + 1, ref.batch_size, "TensorDicts");
     }
-    if (in.device != common_device) common_device = c10::nullopt;
-    // The walk chases pointers through many small allocations; prefetch
-    // each level of the next inputs a few steps before it is needed.
-    auto ahead = [&](int64_t j) -> const TensorDictImpl* {
-      return i + j < n ? &TensorDictImpl::of(tds[static_cast<size_t>(i + j)]) : nullptr;
-    };
-    if (const auto* a = ahead(16)) prefetch(a);
-    if (const auto* a = ahead(13)) prefetch_nodes(*a);
-    if (const auto* a = ahead(10)) {
-      for (const auto& nd : a->nodes) {
-        if (nd.dict) prefetch(nd.dict.get());
+    d = static_cast<size_t>(spec.dim);
+  }
+
+  ImplPtr run() {
+    gather_inputs();
+    plan_out_leaves();
+    check_inputs_against_out();
+    try {
+      create_missing();
+      copy_fused();
+      copy_general();
+    } catch (...) {
+      for (auto it = log.rbegin(); it != log.rend(); ++it) {
+        it->first->nodes.resize(std::min(it->first->nodes.size(), it->second));
       }
+      throw;
     }
-    if (const auto* a = ahead(7)) {
-      for (const auto& nd : a->nodes) {
-        if (nd.dict) prefetch_nodes(*nd.dict);
-      }
-    }
-    // Gather four inputs ahead, so that their leaves can be prefetched; a
-    // structural error is reported when its input's turn comes.
-    while (gathered < n && gathered <= i + 4 && failed < 0) {
-      size_t k = 0;
-      if (gather(ref, TensorDictImpl::of(tds[static_cast<size_t>(gathered)]), spec,
-                 static_cast<size_t>(gathered) * num_leaves, k, g) &&
-          k == num_leaves) {
-        ++gathered;
-      } else {
-        failed = gathered;
-      }
-    }
-    if (failed == i) diagnose_structure(ref, in, spec, i);
-    if (i + 4 < gathered) {
-      const c10::TensorImpl* const* row =
-          g.impls.data() + static_cast<size_t>(i + 4) * num_leaves;
-      for (size_t k = 0; k < num_leaves; ++k) {
-        prefetch_lines(row[k], sizeof(c10::TensorImpl));
-      }
-    }
-    if (i + 2 < gathered) {
-      const c10::TensorImpl* const* row =
-          g.impls.data() + static_cast<size_t>(i + 2) * num_leaves;
-      for (size_t k = 0; k < num_leaves; ++k) {
-        if (const auto* st = row[k]->unsafe_storage().unsafeGetStorageImpl()) {
-          prefetch(st);
-        }
-      }
-    }
-    const size_t base = static_cast<size_t>(i) * num_leaves;
-    // Leaf shapes and per-key properties.
+    return created;
+  }
+
+ private:
+  static const TensorDictImpl& first_input(const std::vector<TensorDict>& tds,
+                                           const char* op) {
+    TORCH_CHECK_VALUE(!tds.empty(), op,
+                      ": expected a non-empty list of TensorDicts");
+    return TensorDictImpl::of(tds[0]);
+  }
+
+  // One pass over the inputs: batch sizes, keys, leaf shapes.
+  void gather_inputs() {
+    detail::leaf_ptrs(ref, g.ref_leaves);
+    num_leaves = g.ref_leaves.size();
+    g.num_leaves = num_leaves;
+    g.ref_sizes.resize(num_leaves);
+    g.ref_dtype.resize(num_leaves);
+    g.ref_keys.resize(num_leaves);
     for (size_t k = 0; k < num_leaves; ++k) {
-      const size_t slot = base + k;
-      const c10::TensorImpl* t = g.impls[slot];
-      const auto sizes = t->sizes();
-      if (!spec.compatible(g.ref_sizes[k], sizes)) {
-        throw_shape_error(spec, ref, k, i, sizes, g.ref_sizes[k]);
+      const c10::TensorImpl* t = g.ref_leaves[k]->unsafeGetTensorImpl();
+      g.ref_sizes[k] = t->sizes();
+      g.ref_dtype[k] = t->dtype();
+      g.ref_keys[k] = t->key_set();
+    }
+    g.src_fusable.resize(num_leaves);
+    for (size_t k = 0; k < num_leaves; ++k) {
+      g.src_fusable[k] =
+          spec.dim == 0 && fusable_src(g.ref_leaves[k]->unsafeGetTensorImpl());
+    }
+    g.needs_grad.assign(num_leaves, 0);
+    g.same_dtype.assign(num_leaves, 1);
+    const size_t slots = num_leaves * static_cast<size_t>(n);
+    g.leaves.resize(slots);
+    g.data.resize(slots);
+    lens.assign(is_cat ? static_cast<size_t>(n) : 0, 0);
+    grad_mode = c10::GradMode::is_enabled();
+    common_device = ref.device;
+    // The fast pass: a dim-0 stack of inputs shaped exactly like the first,
+    // with fusable leaves, covers inputs [0, i0); the general pass below
+    // takes over from the first input it does not cover.
+    if (!is_cat && spec.dim == 0 && num_leaves > 0 &&
+        std::all_of(g.src_fusable.begin(), g.src_fusable.end(),
+                    [](char c) { return c != 0; })) {
+      // stack(): the rows are copied into fresh buffers as they are
+      // validated (a later failure just drops the buffers); the result's
+      // leaves live on the CPU unless the inputs are on another device.
+      if (fresh && (!ref.device || ref.device->is_cpu())) {
+        prefill.resize(num_leaves);
+        for (size_t k = 0; k < num_leaves; ++k) {
+          prefill[k] = at::empty(spec.joined(g.ref_sizes[k]),
+                                 at::TensorOptions()
+                                     .dtype(g.ref_dtype[k])
+                                     .device(at::kCPU));
+        }
       }
-      if (t->dtype() != g.ref_dtype[k]) g.same_dtype[k] = 0;
-      // requires_grad() is an out-of-line call; most leaves have no
-      // autograd metadata at all.
-      if (grad_mode && t->autograd_meta() != nullptr && t->requires_grad()) {
-        g.needs_grad[k] = 1;
+      i0 = fast_pass(tds, ref, g, grad_mode, common_device, prefill);
+    }
+    if (i0 < n) g.impls.resize(slots);
+    int64_t gathered = i0;  // inputs [0, gathered) are gathered
+    int64_t failed = -1;    // the first input whose gather failed
+    for (int64_t i = i0; i < n; ++i) {
+      const TensorDictImpl& in = TensorDictImpl::of(tds[static_cast<size_t>(i)]);
+      const auto& b = in.batch_size;
+      if (is_cat) {
+        TORCH_CHECK(spec.compatible(ref.batch_size, b), op, ": input ", i,
+                    " has batch_size ", shape_str(b),
+                    ", which does not match input 0's batch_size ",
+                    shape_str(ref.batch_size), " outside dim ", spec.dim);
+        lens[static_cast<size_t>(i)] = b[d];
+        total += b[d];
+      } else {
+        TORCH_CHECK(same_shape(b, ref.batch_size), op, ": input ", i,
+                    " has batch_size ",
+                    shape_str(b), ", expected ", shape_str(ref.batch_size),
+                    " (the batch_size of input 0)");
       }
-      if (g.src_fusable[k]) {
-        // The same dispatch keys as a fusable first leaf imply a dense,
-        // CPU, non-conj, non-neg, non-quantized tensor.
-        if (t->key_set() == g.ref_keys[k]
-                ? (t->is_contiguous() && t->unsafe_storage())
-                : fusable_src(t)) {
-          g.data[slot] = static_cast<const char*>(t->unsafe_storage().data()) +
-                         t->storage_offset() *
-                             static_cast<int64_t>(t->dtype().itemsize());
+      if (in.device != common_device) common_device = c10::nullopt;
+      // The walk chases pointers through many small allocations; prefetch
+      // each level of the next inputs a few steps before it is needed.
+      auto ahead = [&](int64_t j) -> const TensorDictImpl* {
+        return i + j < n ? &TensorDictImpl::of(tds[static_cast<size_t>(i + j)]) : nullptr;
+      };
+      if (const auto* a = ahead(16)) prefetch(a);
+      if (const auto* a = ahead(13)) prefetch_nodes(*a);
+      if (const auto* a = ahead(10)) {
+        for (const auto& nd : a->nodes) {
+          if (nd.dict) prefetch(nd.dict.get());
+        }
+      }
+      if (const auto* a = ahead(7)) {
+        for (const auto& nd : a->nodes) {
+          if (nd.dict) prefetch_nodes(*nd.dict);
+        }
+      }
+      // Gather four inputs ahead, so that their leaves can be prefetched; a
+      // structural error is reported when its input's turn comes.
+      while (gathered < n && gathered <= i + 4 && failed < 0) {
+        size_t k = 0;
+        if (gather(ref, TensorDictImpl::of(tds[static_cast<size_t>(gathered)]), spec,
+                   static_cast<size_t>(gathered) * num_leaves, k, g) &&
+            k == num_leaves) {
+          ++gathered;
         } else {
-          g.src_fusable[k] = 0;
+          failed = gathered;
+        }
+      }
+      if (failed == i) diagnose_structure(ref, in, spec, i);
+      if (i + 4 < gathered) {
+        const c10::TensorImpl* const* row =
+            g.impls.data() + static_cast<size_t>(i + 4) * num_leaves;
+        for (size_t k = 0; k < num_leaves; ++k) {
+          prefetch_lines(row[k], sizeof(c10::TensorImpl));
+        }
+      }
+      if (i + 2 < gathered) {
+        const c10::TensorImpl* const* row =
+            g.impls.data() + static_cast<size_t>(i + 2) * num_leaves;
+        for (size_t k = 0; k < num_leaves; ++k) {
+          if (const auto* st = row[k]->unsafe_storage().unsafeGetStorageImpl()) {
+            prefetch(st);
+          }
+        }
+      }
+      const size_t base = static_cast<size_t>(i) * num_leaves;
+      // Leaf shapes and per-key properties.
+      for (size_t k = 0; k < num_leaves; ++k) {
+        const size_t slot = base + k;
+        const c10::TensorImpl* t = g.impls[slot];
+        const auto sizes = t->sizes();
+        if (!spec.compatible(g.ref_sizes[k], sizes)) {
+          throw_shape_error(spec, ref, k, i, sizes, g.ref_sizes[k]);
+        }
+        if (t->dtype() != g.ref_dtype[k]) g.same_dtype[k] = 0;
+        // requires_grad() is an out-of-line call; most leaves have no
+        // autograd metadata at all.
+        if (grad_mode && t->autograd_meta() != nullptr && t->requires_grad()) {
+          g.needs_grad[k] = 1;
+        }
+        if (g.src_fusable[k]) {
+          // The same dispatch keys as a fusable first leaf imply a dense,
+          // CPU, non-conj, non-neg, non-quantized tensor.
+          if (t->key_set() == g.ref_keys[k]
+                  ? (t->is_contiguous() && t->unsafe_storage())
+                  : fusable_src(t)) {
+            g.data[slot] = static_cast<const char*>(t->unsafe_storage().data()) +
+                           t->storage_offset() *
+                               static_cast<int64_t>(t->dtype().itemsize());
+          } else {
+            g.src_fusable[k] = 0;
+          }
         }
       }
     }
   }
-  spec.total = total;
-  const std::vector<int64_t> result_batch = spec.joined(ref.batch_size);
-  ImplPtr created;
-  if (fresh) {
-    created = make_impl(result_batch, common_device);
-    out = created.get();
-  }
-  TORCH_CHECK(out->batch_size == result_batch, op, ": out has batch_size ",
-              shape_str(out->batch_size), ", expected ",
-              shape_str(result_batch),
-              is_cat ? " (the concatenated batch_size)"
-                     : " (the stacked batch_size)");
 
-  // ---- out: keys, shapes, dtypes -------------------------------------------
-  OutPlan plan;
-  plan.slots.reserve(num_leaves);
-  {
-    Path path;
-    plan_out(out, SIZE_MAX, ref, spec, out->device, path, plan);
+  // The result's batch size; out's keys, shapes and dtypes; which keys take
+  // the fused byte copy.
+  void plan_out_leaves() {
+    spec.total = total;
+    const std::vector<int64_t> result_batch = spec.joined(ref.batch_size);
+    if (fresh) {
+      created = make_impl(result_batch, common_device);
+      out = created.get();
+    }
+    TORCH_CHECK(out->batch_size == result_batch, op, ": out has batch_size ",
+                shape_str(out->batch_size), ", expected ",
+                shape_str(result_batch),
+                is_cat ? " (the concatenated batch_size)"
+                       : " (the stacked batch_size)");
+
+    // ---- out: keys, shapes, dtypes -------------------------------------------
+    plan.slots.reserve(num_leaves);
+    {
+      Path path;
+      plan_out(out, SIZE_MAX, ref, spec, out->device, path, plan);
+    }
+    TORCH_INTERNAL_ASSERT(plan.slots.size() == num_leaves);
+    fused.assign(num_leaves, 0);
+    for (size_t k = 0; k < num_leaves; ++k) {
+      const Slot& s = plan.slots[k];
+      const at::ScalarType ref_st = c10::typeMetaToScalarType(g.ref_dtype[k]);
+      if (!g.same_dtype[k] || s.dtype != ref_st) {
+        for (int64_t i = 0; i < n; ++i) {
+          const at::ScalarType st =
+              g.leaves[static_cast<size_t>(i) * num_leaves + k]->scalar_type();
+          if (c10::canCast(st, s.dtype)) continue;
+          std::vector<NestedKey> keys;
+          detail::collect_keys(ref, nullptr, true, true, keys);
+          TORCH_CHECK_TYPE(false, op, ": key ", keys[k].str(),
+                           ": cannot cast input ", i, "'s dtype ",
+                           detail::dtype_name(st), " to the destination dtype ",
+                           detail::dtype_name(s.dtype));
+        }
+      }
+      // The fused byte copy: dim 0, contiguous CPU sources of the
+      // destination's dtype, no autograd (the destination is checked below).
+      fused[k] = g.src_fusable[k] && g.same_dtype[k] && !g.needs_grad[k] &&
+                 s.dtype == ref_st && s.device.is_cpu();
+    }
   }
-  TORCH_INTERNAL_ASSERT(plan.slots.size() == num_leaves);
-  std::vector<char> fused(num_leaves, 0);
-  for (size_t k = 0; k < num_leaves; ++k) {
-    const Slot& s = plan.slots[k];
-    const at::ScalarType ref_st = c10::typeMetaToScalarType(g.ref_dtype[k]);
-    if (!g.same_dtype[k] || s.dtype != ref_st) {
+
+  // out's existing leaves against the inputs.
+  void check_inputs_against_out() {
+    // As LibTorch's out= ops: no input may share memory with out (the fused
+    // copy would read rows it has already written), and autograd's in-place
+    // rules hold when an input requires grad. Only inputs on out's storage
+    // need the overlap test.
+    for (size_t k = 0; k < num_leaves; ++k) {
+      const Slot& s = plan.slots[k];
+      // Fusable sources are dense CPU tensors: no need to look at each.
+      const bool all_cpu = g.src_fusable[k] != 0;
+      for (int64_t i = 0; !(all_cpu && copyable_devices(at::kCPU, s.device)) &&
+                          i < n;
+           ++i) {
+        const at::Tensor& t = *g.leaves[static_cast<size_t>(i) * num_leaves + k];
+        if (t.device() == s.device) continue;
+        TORCH_CHECK(copyable_devices(t.device(), s.device), op, ": key ",
+                    leaf_key(ref, k).str(), ": cannot write input ", i,
+                    "'s value on device ", device_name(t.device()),
+                    " into a buffer on device ", device_name(s.device));
+      }
+      if (!s.exists) continue;
+      const at::Tensor& dest = s.parent->nodes[s.index].tensor;
+      const c10::TensorImpl* di = dest.unsafeGetTensorImpl();
+      if (!di->has_storage()) continue;
+      const c10::StorageImpl* dest_storage =
+          di->unsafe_storage().unsafeGetStorageImpl();
+      const char* lo = static_cast<const char*>(di->unsafe_storage().data());
+      const char* hi = lo + di->unsafe_storage().nbytes();
+      const at::Tensor* needs_grad = nullptr;
       for (int64_t i = 0; i < n; ++i) {
-        const at::ScalarType st =
-            g.leaves[static_cast<size_t>(i) * num_leaves + k]->scalar_type();
-        if (c10::canCast(st, s.dtype)) continue;
-        std::vector<NestedKey> keys;
-        detail::collect_keys(ref, nullptr, true, true, keys);
-        TORCH_CHECK_TYPE(false, op, ": key ", keys[k].str(),
-                         ": cannot cast input ", i, "'s dtype ",
-                         detail::dtype_name(st), " to the destination dtype ",
-                         detail::dtype_name(s.dtype));
+        const size_t slot = static_cast<size_t>(i) * num_leaves + k;
+        const at::Tensor& t = *g.leaves[slot];
+        // Fusable sources: their bytes are known, no need to visit them.
+        const bool shares =
+            all_cpu ? (g.data[slot] >= lo && g.data[slot] < hi && lo != hi)
+                    : (t.unsafeGetTensorImpl()->has_storage() &&
+                       t.unsafeGetTensorImpl()
+                               ->unsafe_storage()
+                               .unsafeGetStorageImpl() == dest_storage);
+        if (shares) {
+          check_leaf_write(op, LeafName(ref, k), dest, t, WriteKind::kOut);
+        }
+        if (g.needs_grad[k] && needs_grad == nullptr && t.requires_grad()) {
+          needs_grad = &t;
+        }
       }
-    }
-    // The fused byte copy: dim 0, contiguous CPU sources of the
-    // destination's dtype, no autograd (the destination is checked below).
-    fused[k] = g.src_fusable[k] && g.same_dtype[k] && !g.needs_grad[k] &&
-               s.dtype == ref_st && s.device.is_cpu();
-  }
-
-  // ---- out's existing leaves against the inputs ---------------------------
-  // As LibTorch's out= ops: no input may share memory with out (the fused
-  // copy would read rows it has already written), and autograd's in-place
-  // rules hold when an input requires grad. Only inputs on out's storage
-  // need the overlap test.
-  for (size_t k = 0; k < num_leaves; ++k) {
-    const Slot& s = plan.slots[k];
-    // Fusable sources are dense CPU tensors: no need to look at each.
-    const bool all_cpu = g.src_fusable[k] != 0;
-    for (int64_t i = 0; !(all_cpu && copyable_devices(at::kCPU, s.device)) &&
-                        i < n;
-         ++i) {
-      const at::Tensor& t = *g.leaves[static_cast<size_t>(i) * num_leaves + k];
-      if (t.device() == s.device) continue;
-      TORCH_CHECK(copyable_devices(t.device(), s.device), op, ": key ",
-                  leaf_key(ref, k).str(), ": cannot write input ", i,
-                  "'s value on device ", device_name(t.device()),
-                  " into a buffer on device ", device_name(s.device));
-    }
-    if (!s.exists) continue;
-    const at::Tensor& dest = s.parent->nodes[s.index].tensor;
-    const c10::StorageImpl* dest_storage =
-        dest.unsafeGetTensorImpl()->has_storage()
-            ? dest.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl()
-            : nullptr;
-    bool grad_checked = !g.needs_grad[k];
-    for (int64_t i = 0; i < n; ++i) {
-      const at::Tensor& t = *g.leaves[static_cast<size_t>(i) * num_leaves + k];
-      const c10::TensorImpl* ti = t.unsafeGetTensorImpl();
-      const bool shares = dest_storage != nullptr && ti->has_storage() &&
-                          ti->unsafe_storage().unsafeGetStorageImpl() ==
-                              dest_storage;
-      const bool grad = !grad_checked && t.requires_grad();
-      if (shares || grad) {
-        check_leaf_write(op, LeafName(ref, k), dest, t, WriteKind::kOut);
-        grad_checked = grad_checked || grad;
+      if (needs_grad != nullptr) {
+        check_leaf_write(op, LeafName(ref, k), dest, *needs_grad,
+                         WriteKind::kOut);
       }
     }
   }
 
-  // ---- Create what out lacks ---------------------------------------------
-  // From here on, a failure drops the keys created so far.
-  std::vector<std::pair<TensorDictImpl*, size_t>> log;
-  std::vector<at::Tensor> dests(num_leaves);
-  try {
+  // Creates what out lacks.
+  void create_missing() {
+    dests.resize(num_leaves);
     for (size_t k = 0; k < num_leaves; ++k) {
       Slot& s = plan.slots[k];
       if (!s.exists) continue;
@@ -843,8 +883,10 @@ ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
       s.parent->nodes.push_back(Node{*s.key, buf, nullptr});
       dests[k] = std::move(buf);
     }
+  }
 
-    // ---- Write: the fused byte copy ----------------------------------------
+  // The fused byte copy.
+  void copy_fused() {
     std::vector<size_t> fk;  // the fused keys
     for (size_t k = 0; k < num_leaves; ++k) {
       if (fused[k]) fk.push_back(k);
@@ -899,8 +941,10 @@ ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
         }
       }
     }
+  }
 
-    // ---- Write: the general path, one LibTorch op per key ---------------------
+  // The general path, one LibTorch op per key.
+  void copy_general() {
     for (size_t k = 0; k < num_leaves; ++k) {
       if (fused[k]) continue;
       const Slot& s = plan.slots[k];
@@ -931,13 +975,40 @@ ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
         at::stack_out(dest, srcs, spec.dim);
       }
     }
-  } catch (...) {
-    for (auto it = log.rbegin(); it != log.rend(); ++it) {
-      it->first->nodes.resize(std::min(it->first->nodes.size(), it->second));
-    }
-    throw;
   }
-  return created;
+
+  const std::vector<TensorDict>& tds;
+  const char* op;
+  const bool is_cat;
+  TensorDictImpl* out;
+  const bool fresh;
+  const TensorDictImpl& ref;
+  const int64_t n;
+  JoinSpec spec{};
+  size_t d = 0;
+  // gather_inputs
+  Gathered g;
+  size_t num_leaves = 0;
+  std::vector<int64_t> lens;
+  bool grad_mode = false;
+  int64_t total = 0;
+  c10::optional<at::Device> common_device;
+  // The fast pass: a dim-0 stack of inputs shaped exactly like the first,
+  // with fusable leaves, covers inputs [0, i0).
+  int64_t i0 = 0;
+  std::vector<at::Tensor> prefill;  // stack(): rows [0, i0) written
+  // plan_out_leaves
+  ImplPtr created;
+  OutPlan plan;
+  std::vector<char> fused;
+  // create_missing and after
+  std::vector<std::pair<TensorDictImpl*, size_t>> log;
+  std::vector<at::Tensor> dests;
+};
+
+ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
+                  int64_t dim, bool is_cat, const char* op) {
+  return Join(out, tds, dim, is_cat, op).run();
 }
 
 // Whether `parent` holds every key of `ref` (leaves and sub-dicts alike).
