@@ -3,7 +3,8 @@
 //
 // Each sequence builds a small dict (batch [6] or [4, 3]; float, int64 and
 // bool leaves; a sub-dict "next"; optionally an expanded leaf "e" with a
-// stride-0 dim, a leaf "g" that requires grad and a meta leaf "m"), then runs
+// stride-0 dim, a leaf "g" that requires grad and a meta leaf "m"; optionally
+// locked), then runs
 // random operations on it, each with valid or deliberately bad inputs. Before
 // every operation the dict is snapshotted; when the operation throws a
 // `c10::Error`, the dict must equal the snapshot: the same keys in the same
@@ -88,7 +89,13 @@ constexpr Family kFamilies[kNumFamilies] = {
     {"replay_buffer", true},  // ReplayBuffer::add / extend
 };
 
-enum FeatureId : int { kExpandedLeaf, kGradLeaf, kMetaLeaf, kNumFeatures };
+enum FeatureId : int {
+  kExpandedLeaf,
+  kGradLeaf,
+  kMetaLeaf,
+  kLocked,
+  kNumFeatures
+};
 
 struct Feature {
   const char* name;
@@ -102,6 +109,9 @@ constexpr Feature kFeatures[kNumFeatures] = {
     {"expanded leaf 'e' (stride 0)", true, 0.3},
     {"leaf 'g' requiring grad", true, 0.3},
     {"meta leaf 'm'", true, 0.25},
+    // lock_(): adding, removing, renaming or replacing keys throws; in-place
+    // writes still go through.
+    {"locked dict", true, 0.2},
 };
 
 // Inputs that are views of the destination (stack_out / cat_out / index_put_
@@ -503,7 +513,7 @@ bool FeatureOn(Rng& rng, FeatureId f) {
 // {"a": f32 [B, 3], "i": i64 [B], "b": bool [B, 2],
 //  "next": {"obs": f32 [B, 3], "r": i64 [B]},
 //  optional "e": f32 [B, 3] expanded, "g": f32 [B, 2] requiring grad,
-//  "m": f32 [B, 2] on meta}, with B = [6] or [4, 3].
+//  "m": f32 [B, 2] on meta}, with B = [6] or [4, 3]; optionally locked.
 TensorDict MakeDict(Rng& rng) {
   const Shape batch = Coin(rng, 0.5) ? Shape{6} : Shape{4, 3};
   TensorDict td{c10::IntArrayRef(batch)};
@@ -520,6 +530,7 @@ TensorDict MakeDict(Rng& rng) {
     td.set("g", RandT(rng, Cat(batch, {2}), at::kFloat).requires_grad_());
   }
   if (FeatureOn(rng, kMetaLeaf)) td.set("m", MetaT(Cat(batch, {2}), at::kFloat));
+  if (FeatureOn(rng, kLocked)) td.lock_();
   return td;
 }
 
