@@ -1,0 +1,812 @@
+// Focused tests for the pre-write checks (src/core/write_plan) and the defect
+// families fixed with them: partial writes (a write that LibTorch rejects at a
+// late leaf must not have written the earlier ones), writes whose source
+// aliases the destination, cycles, chained indexed writes, key-set
+// differences that used to reach internal asserts, rename_key_ order,
+// locking, and prioritized weights with eps(0).
+//
+// Every error test checks the exact message and then that nothing changed
+// (keys, order, identity, values, versions). The offending leaf comes last in
+// key order, so that a write validating one leaf at a time would already have
+// written the others.
+#include <gtest/gtest.h>
+#include <tensordict/tensordict.h>
+
+#include "test_util.h"
+
+#include <ATen/ATen.h>
+#include <ATen/TensorIndexing.h>
+#include <c10/core/GradMode.h>
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace tensordict_test;  // NOLINT(google-build-using-namespace)
+
+using at::indexing::Slice;
+using tensordict::NestedKey;
+using tensordict::PrioritizedSampler;
+using tensordict::ReplayBuffer;
+using tensordict::ReplayBufferOptions;
+using tensordict::TensorDict;
+
+// ---------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------
+
+at::Tensor Meta(c10::IntArrayRef shape) {
+  return at::empty(shape, at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
+}
+
+// Like ExpectUnchanged, for dicts with meta leaves (whose values cannot be
+// compared): identity and version for every leaf, values for the others.
+void ExpectUnchangedMeta(const TensorDict& td, const Snapshot& s) {
+  ASSERT_EQ(td.keys(true), s.keys);
+  size_t leaf = 0;
+  for (const auto& k : s.keys) {
+    tensordict::Entry e = td.get_entry(k);
+    if (!e.is_tensor()) continue;
+    EXPECT_TRUE(e.tensor().is_same(s.leaves[leaf])) << k;
+    EXPECT_EQ(e.tensor()._version(), s.versions[leaf]) << k;
+    if (!e.tensor().is_meta()) {
+      EXPECT_TRUE(at::equal(e.tensor(), s.values[leaf])) << k;
+    }
+    ++leaf;
+  }
+}
+
+Snapshot TakeSnapshotMeta(const TensorDict& td) {
+  Snapshot s;
+  s.keys = td.keys(true);
+  s.batch_sizes.push_back(td.batch_size().vec());
+  for (const auto& k : s.keys) {
+    tensordict::Entry e = td.get_entry(k);
+    if (!e.is_tensor()) continue;
+    s.leaves.push_back(e.tensor());
+    s.values.push_back(e.tensor().is_meta() ? e.tensor()
+                                            : e.tensor().detach().clone());
+    s.versions.push_back(e.tensor()._version());
+  }
+  return s;
+}
+
+// {"a": [6, 3] f32, "i": [6] i64, "e": [6, 3] expanded from [1, 3]}, batch
+// [6]: the expanded leaf comes last.
+TensorDict MakeExpanded() {
+  return TensorDict({{"a", torch::zeros({6, 3})},
+                     {"i", torch::zeros({6}, torch::kLong)},
+                     {"e", torch::zeros({1, 3}).expand({6, 3})}},
+                    {6});
+}
+
+// A dict shaped like MakeExpanded() with every leaf dense and equal to `v`.
+TensorDict Filled(double v, int64_t n = 6) {
+  return TensorDict({{"a", torch::full({n, 3}, v)},
+                     {"i", torch::full({n}, static_cast<int64_t>(v), torch::kLong)},
+                     {"e", torch::full({n, 3}, v)}},
+                    {n});
+}
+
+// {"a", "i", "g"}, batch [6], where "g" (last) requires grad.
+TensorDict MakeGrad() {
+  return TensorDict({{"a", torch::zeros({6, 3})},
+                     {"i", torch::zeros({6}, torch::kLong)},
+                     {"g", torch::zeros({6, 3}).requires_grad_()}},
+                    {6});
+}
+
+TensorDict GradRow(double v) {
+  return TensorDict({{"a", torch::full({3}, v)},
+                     {"i", torch::full({}, static_cast<int64_t>(v), torch::kLong)},
+                     {"g", torch::full({3}, v)}},
+                    {});
+}
+
+// {"a": arange [6, 3], "i": arange [6] * 10}, batch [6]: distinct rows.
+TensorDict MakeRows() {
+  return TensorDict({{"a", torch::arange(18, torch::kFloat).reshape({6, 3})},
+                     {"i", torch::arange(6, torch::kLong) * 10}},
+                    {6});
+}
+
+const std::string kExpandedMsg =
+    "key e: the destination has overlapping memory (for example an expanded "
+    "tensor) and cannot be written in place; clone() it first";
+const std::string kViewOfGradLeafMsg =
+    "key g: a view of a leaf tensor that requires grad cannot be modified in "
+    "place (use torch::NoGradGuard, or detach it first)";
+const std::string kAliasMsg =
+    "the value shares memory with the destination (it is a view of the data "
+    "being written), so the write would read what it has already written; "
+    "clone() the value first";
+const std::string kLockedMsg =
+    ": the TensorDict is locked: its entries cannot be added, removed, renamed "
+    "or replaced (write into existing tensors with set_() or td[i] = row, or "
+    "unlock_() it first)";
+
+// ===========================================================================
+// a. Partial writes: a late leaf that cannot be written
+// ===========================================================================
+
+TEST(WriteSafetyTest, SliceWriteIntoAnExpandedLeafThrowsAndChangesNothing) {
+  TensorDict td = MakeExpanded();
+  Snapshot s = TakeSnapshot(td);
+  ExpectThrowsMsg([&] { td[Slice(0, 2)] = Filled(1, 2); }, kExpandedMsg);
+  ExpectUnchanged(td, s);
+}
+
+TEST(WriteSafetyTest, AddScalarIntoAnExpandedLeafThrowsAndChangesNothing) {
+  TensorDict td = MakeExpanded();
+  Snapshot s = TakeSnapshot(td);
+  ExpectThrowsMsg([&] { td.add_(1); }, "add_: " + kExpandedMsg);
+  ExpectUnchanged(td, s);
+}
+
+TEST(WriteSafetyTest, ApplyInPlaceIntoAnExpandedLeafThrowsAndChangesNothing) {
+  TensorDict td = MakeExpanded();
+  Snapshot s = TakeSnapshot(td);
+  ExpectThrowsMsg(
+      [&] { td.apply_([](const at::Tensor& t) { return t + 1; }); },
+      "apply_: " + kExpandedMsg);
+  ExpectUnchanged(td, s);
+}
+
+TEST(WriteSafetyTest, UpdateInPlaceIntoAnExpandedLeafThrowsAndChangesNothing) {
+  TensorDict td = MakeExpanded();
+  Snapshot s = TakeSnapshot(td);
+  ExpectThrowsMsg([&] { td.update_(Filled(1)); }, "update_: " + kExpandedMsg);
+  ExpectUnchanged(td, s);
+}
+
+TEST(WriteSafetyTest, OtherInPlaceWritePathsRejectAnExpandedLeafUpFront) {
+  TensorDict td = MakeExpanded();
+  Snapshot s = TakeSnapshot(td);
+  ExpectThrowsMsg([&] { td.zero_(); }, "zero_: " + kExpandedMsg);
+  ExpectUnchanged(td, s);
+  ExpectThrowsMsg([&] { td.masked_fill_(torch::ones({6}, torch::kBool), 1); },
+                  "masked_fill_: " + kExpandedMsg);
+  ExpectUnchanged(td, s);
+  ExpectThrowsMsg([&] { td.mul_(Filled(2)); }, "mul_: " + kExpandedMsg);
+  ExpectUnchanged(td, s);
+  ExpectThrowsMsg([&] { td.set_("e", torch::ones({6, 3})); }, "set_: " + kExpandedMsg);
+  ExpectUnchanged(td, s);
+  TensorDict rows = Filled(1, 2);
+  ExpectThrowsMsg(
+      [&] { (void)tensordict::stack_out(td[Slice(0, 2)], {rows[0], rows[1]}); },
+      "stack_out: " + kExpandedMsg);
+  ExpectUnchanged(td, s);
+  ExpectThrowsMsg(
+      [&] { (void)tensordict::cat_out(td[Slice(0, 2)], {Filled(1, 1), Filled(2, 1)}); },
+      "cat_out: " + kExpandedMsg);
+  ExpectUnchanged(td, s);
+}
+
+TEST(WriteSafetyTest, AddIntoAViewOfAGradLeafThrowsAndChangesNothing) {
+  ASSERT_TRUE(c10::GradMode::is_enabled());
+  TensorDict td = MakeGrad();
+  TensorDict v = td[Slice(0, 3)];
+  Snapshot sv = TakeSnapshot(v);
+  Snapshot st = TakeSnapshot(td);
+  ExpectThrowsMsg([&] { v.add_(1); }, "add_: " + kViewOfGradLeafMsg);
+  ExpectUnchanged(v, sv);
+  ExpectUnchanged(td, st);
+}
+
+TEST(WriteSafetyTest, RowWriteIntoAViewOfAGradLeafThrowsAndChangesNothing) {
+  ASSERT_TRUE(c10::GradMode::is_enabled());
+  TensorDict td = MakeGrad();
+  TensorDict v = td[Slice(0, 3)];
+  Snapshot sv = TakeSnapshot(v);
+  Snapshot st = TakeSnapshot(td);
+  ExpectThrowsMsg([&] { v[0] = GradRow(1); }, kViewOfGradLeafMsg);
+  ExpectUnchanged(v, sv);
+  ExpectUnchanged(td, st);
+}
+
+TEST(WriteSafetyTest, StackOutIntoAViewOfAGradLeafThrowsAndChangesNothing) {
+  ASSERT_TRUE(c10::GradMode::is_enabled());
+  TensorDict td = MakeGrad();
+  TensorDict v = td[Slice(0, 3)];
+  Snapshot sv = TakeSnapshot(v);
+  Snapshot st = TakeSnapshot(td);
+  ExpectThrowsMsg(
+      [&] { (void)tensordict::stack_out(v[Slice(0, 2)], {GradRow(1), GradRow(2)}); },
+      "stack_out: " + kViewOfGradLeafMsg);
+  ExpectUnchanged(v, sv);
+  ExpectUnchanged(td, st);
+}
+
+TEST(WriteSafetyTest, AddingACpuTensorToAMetaLeafThrowsAndChangesNothing) {
+  TensorDict td({{"a", torch::zeros({6, 3})},
+                 {"i", torch::zeros({6}, torch::kLong)},
+                 {"m", Meta({6, 3})}},
+                {6});
+  Snapshot s = TakeSnapshotMeta(td);
+  ExpectThrowsMsg([&] { td.add_(torch::ones({6}, torch::kLong)); },
+                  "add_: key m: the operand is on device cpu but the leaf is "
+                  "on device meta");
+  ExpectUnchangedMeta(td, s);
+}
+
+TEST(WriteSafetyTest, AddingADictWithAMetaLeafThrowsAndChangesNothing) {
+  TensorDict td({{"a", torch::zeros({6, 3})},
+                 {"i", torch::zeros({6}, torch::kLong)},
+                 {"m", torch::zeros({6, 3})}},
+                {6});
+  TensorDict td2({{"a", torch::ones({6, 3})},
+                  {"i", torch::ones({6}, torch::kLong)},
+                  {"m", Meta({6, 3})}},
+                 {6});
+  Snapshot s = TakeSnapshot(td);
+  ExpectThrowsMsg([&] { td.add_(td2); },
+                  "add_: key m: the operand is on device meta but the leaf is "
+                  "on device cpu");
+  ExpectUnchanged(td, s);
+}
+
+TEST(WriteSafetyTest, UpdateInPlaceFromAMetaSourceThrowsAndChangesNothing) {
+  TensorDict td({{"a", torch::zeros({6, 3})},
+                 {"i", torch::zeros({6}, torch::kLong)},
+                 {"m", torch::zeros({6, 3})}},
+                {6});
+  TensorDict src({{"a", torch::ones({6, 3})},
+                  {"i", torch::ones({6}, torch::kLong)},
+                  {"m", Meta({6, 3})}},
+                 {6});
+  Snapshot s = TakeSnapshot(td);
+  ExpectThrowsMsg([&] { td.update_(src); },
+                  "update_: key m: cannot write a value on device meta into a "
+                  "buffer on device cpu");
+  ExpectUnchanged(td, s);
+}
+
+TEST(WriteSafetyTest, AddWithAFloatAlphaOnAnIntegerLeafThrowsAndChangesNothing) {
+  TensorDict td({{"a", torch::zeros({6, 3})},
+                 {"i", torch::zeros({6}, torch::kLong)}},
+                {6});
+  TensorDict other({{"a", torch::ones({6, 3})},
+                    {"i", torch::ones({6}, torch::kLong)}},
+                   {6});
+  Snapshot s = TakeSnapshot(td);
+  ExpectThrowsMsg([&] { td.add_(other, 0.5); },
+                  "add_: key i: alpha must not be a floating-point number for "
+                  "a leaf of dtype torch.int64");
+  ExpectUnchanged(td, s);
+  // An integral alpha is fine.
+  td.add_(other, 2);
+  EXPECT_TRUE(at::equal(td.get("a"), torch::full({6, 3}, 2.0)));
+  EXPECT_TRUE(at::equal(td.get("i"), torch::full({6}, 2, torch::kLong)));
+}
+
+// ===========================================================================
+// b. Sources that alias the destination
+// ===========================================================================
+
+TEST(WriteSafetyTest, StackOutOfRowsThatViewTheDestinationThrowsAndChangesNothing) {
+  TensorDict buf = MakeRows();
+  Snapshot s = TakeSnapshot(buf);
+  ExpectThrowsMsg(
+      [&] {
+        (void)tensordict::stack_out(buf[Slice(1, 4)], {buf[0], buf[1], buf[2]});
+      },
+      "stack_out: key a: " + kAliasMsg);
+  ExpectUnchanged(buf, s);
+  // Clones of the same rows are fine, and give the shifted rows.
+  TensorDict before = buf.clone();
+  tensordict::stack_out(buf[Slice(1, 4)],
+                        {buf[0].clone(), buf[1].clone(), buf[2].clone()});
+  EXPECT_TRUE(at::equal(buf.get("a").narrow(0, 1, 3),
+                        before.get("a").narrow(0, 0, 3)));
+  EXPECT_TRUE(at::equal(buf.get("i").narrow(0, 1, 3),
+                        before.get("i").narrow(0, 0, 3)));
+}
+
+TEST(WriteSafetyTest, SliceWriteFromAnOverlappingSliceOfItselfThrowsAndChangesNothing) {
+  TensorDict td = MakeRows();
+  Snapshot s = TakeSnapshot(td);
+  ExpectThrowsMsg([&] { td[Slice(0, 5)] = td[Slice(1, 6)]; },
+                  "key a: " + kAliasMsg);
+  ExpectUnchanged(td, s);
+}
+
+TEST(WriteSafetyTest, ReplayBufferExtendFromAViewOfItsOwnStorageIsStagedThroughACopy) {
+  ReplayBuffer rb(ReplayBufferOptions(5).seed(0));
+  auto rows = [](int64_t first, int64_t n) {
+    at::Tensor v = torch::arange(first, first + n, torch::kLong);
+    return TensorDict({{"obs", v.to(torch::kFloat).unsqueeze(1).repeat({1, 3})},
+                       {"id", v}},
+                      {n});
+  };
+  rb.extend(rows(0, 5));
+  rb.extend(rows(5, 3));  // storage ids [5, 6, 7, 3, 4], cursor 3
+  ASSERT_EQ(rb.cursor(), 3);
+  ASSERT_TRUE(at::equal(rb.storage().get("id"),
+                        torch::tensor({5, 6, 7, 3, 4}, torch::kLong)));
+  // Rows 1..3 (ids 6, 7, 3) go to rows 3, 4, 0: the first piece overwrites
+  // row 3 before the second piece reads it.
+  at::Tensor idx = rb.extend(rb.storage()[Slice(1, 4)]);
+  EXPECT_TRUE(at::equal(idx, torch::tensor({3, 4, 0}, torch::kLong)));
+  EXPECT_TRUE(at::equal(rb.storage().get("id"),
+                        torch::tensor({3, 6, 7, 6, 7}, torch::kLong)));
+  EXPECT_TRUE(at::equal(
+      rb.storage().get("obs"),
+      torch::tensor({3., 6., 7., 6., 7.}).unsqueeze(1).repeat({1, 3})));
+  EXPECT_EQ(rb.cursor(), 1);
+  EXPECT_EQ(rb.size(), 5);
+}
+
+// ===========================================================================
+// c. Cycles
+// ===========================================================================
+
+TensorDict MakeNested() {
+  return TensorDict({{"x", torch::zeros({6})},
+                     {{"a", "c"}, torch::ones({6, 2})}},
+                    {6});
+}
+
+void ExpectPrintable(const TensorDict& td) {
+  std::ostringstream os;
+  os << td;
+  EXPECT_FALSE(os.str().empty());
+  EXPECT_EQ(td.keys(true), Keys({"x", "a", {"a", "c"}}));
+}
+
+// Every form of cycle in one test: set() of a sub-dict under itself (the
+// check used to look at the root only), of a dict holding it, of the root
+// under a nested key, and update() reaching the same set().
+TEST(WriteSafetyTest, SetAndUpdateRejectEveryCycleAndChangeNothing) {
+  TensorDict td = MakeNested();
+  Snapshot s = TakeSnapshot(td);
+  ExpectThrowsMsg([&] { td.set({"a", "b"}, td.get_tensordict("a")); },
+                  "key ('a', 'b'): cannot set a TensorDict inside itself");
+  ExpectUnchanged(td, s);
+  // A dict that holds the sub-dict is a cycle too.
+  TensorDict holder({{"inner", td.get_tensordict("a")}}, {6});
+  ExpectThrowsMsg([&] { td.set({"a", "b"}, holder); },
+                  "key ('a', 'b'): cannot set a TensorDict inside itself");
+  ExpectUnchanged(td, s);
+  // The root under a new nested key, below an existing sub-dict or not.
+  ExpectThrowsMsg([&] { td.set({"a", "x", "y"}, td); },
+                  "key ('a', 'x', 'y'): cannot set a TensorDict inside itself");
+  ExpectUnchanged(td, s);
+  ExpectThrowsMsg([&] { td.set({"n", "x", "y"}, td); },
+                  "key ('n', 'x', 'y'): cannot set a TensorDict inside itself");
+  ExpectUnchanged(td, s);
+  // update(): "z" is set first, then ("a", "b") would hold "a" itself; the
+  // key is named relative to the sub-dict being updated.
+  TensorDict other({{"z", torch::ones({6})},
+                    {"a", TensorDict({{"b", td.get_tensordict("a")}}, {6})}},
+                   {6});
+  ExpectThrowsMsg([&] { td.update(other); },
+                  "key b: cannot set a TensorDict inside itself");
+  ExpectUnchanged(td, s);
+  ExpectPrintable(td);
+  EXPECT_EQ(td.get_tensordict("a").keys(true), Keys({"c"}));
+}
+
+// ===========================================================================
+// d. Chained indexed writes
+// ===========================================================================
+
+TEST(WriteSafetyTest, ChainedIntegerWriteReachesTheDictAndAllocatesNewKeysThere) {
+  TensorDict td({{"a", torch::zeros({5, 4, 3})},
+                 {"i", torch::zeros({5, 4}, torch::kLong)}},
+                {5, 4});
+  at::Tensor a = td.get("a");
+  TensorDict row({{"a", torch::full({3}, 7.0)},
+                  {"i", torch::full({}, 9, torch::kLong)},
+                  {"new", torch::full({2}, 5.0)}},
+                 {});
+  td[2][3] = row;
+  EXPECT_TRUE(td.get("a").is_same(a));
+  at::Tensor want_a = torch::zeros({5, 4, 3});
+  want_a[2][3] = 7;
+  EXPECT_TRUE(at::equal(td.get("a"), want_a));
+  at::Tensor want_i = torch::zeros({5, 4}, torch::kLong);
+  want_i[2][3] = 9;
+  EXPECT_TRUE(at::equal(td.get("i"), want_i));
+  ASSERT_TRUE(td.contains("new"));
+  EXPECT_EQ(td.get("new").sizes().vec(), (std::vector<int64_t>{5, 4, 2}));
+  at::Tensor want_new = torch::zeros({5, 4, 2});
+  want_new[2][3] = 5;
+  EXPECT_TRUE(at::equal(td.get("new"), want_new));
+}
+
+TEST(WriteSafetyTest, IntegerAfterASliceWritesTheComposedRow) {
+  TensorDict td = MakeRows();
+  TensorDict row({{"a", torch::full({3}, -1.0)},
+                  {"i", torch::full({}, -1, torch::kLong)},
+                  {"new", torch::full({2}, 4.0)}},
+                 {});
+  td[Slice(1, 5)][2] = row;  // row 3
+  TensorDict want = MakeRows();
+  want.get("a")[3] = -1;
+  want.get("i")[3] = -1;
+  EXPECT_TRUE(at::equal(td.get("a"), want.get("a")));
+  EXPECT_TRUE(at::equal(td.get("i"), want.get("i")));
+  ASSERT_TRUE(td.contains("new"));
+  at::Tensor want_new = torch::zeros({6, 2});
+  want_new[3] = 4;
+  EXPECT_TRUE(at::equal(td.get("new"), want_new));
+  // Negative integers count from the end of the slice.
+  td[Slice(1, 5)][-1] = row;  // row 4
+  EXPECT_TRUE(at::equal(td.get("i"), torch::tensor({0, 10, 20, -1, -1, 50}, torch::kLong)));
+}
+
+TEST(WriteSafetyTest, SliceAfterAStridedSliceComposes) {
+  TensorDict td = MakeRows();
+  TensorDict rows({{"a", torch::full({2, 3}, -1.0)},
+                   {"i", torch::tensor({-1, -2}, torch::kLong)},
+                   {"new", torch::full({2}, 4.0)}},
+                  {2});
+  td[Slice(1, 5, 2)][Slice(0, 2)] = rows;  // rows 1 and 3
+  EXPECT_TRUE(at::equal(td.get("i"), torch::tensor({0, -1, 20, -2, 40, 50}, torch::kLong)));
+  TensorDict want = MakeRows();
+  want.get("a")[1] = -1;
+  want.get("a")[3] = -1;
+  EXPECT_TRUE(at::equal(td.get("a"), want.get("a")));
+  ASSERT_TRUE(td.contains("new"));
+  EXPECT_TRUE(at::equal(td.get("new"), torch::tensor({0., 4., 0., 4., 0., 0.})));
+  // Reading the chain gives views of td's rows 1 and 3.
+  TensorDict read = td[Slice(1, 5, 2)][Slice(0, 2)];
+  EXPECT_TRUE(SharesStorage(read.get("a"), td.get("a")));
+  EXPECT_TRUE(at::equal(read.get("i"), torch::tensor({-1, -2}, torch::kLong)));
+}
+
+const std::string kChainedWriteMsg =
+    "cannot write through td[a][b] when td[a] is a copy (an advanced index "
+    "such as a mask or an index tensor, or an index that does not compose "
+    "with the next one): the write would be lost; write with one index list "
+    "instead, e.g. td.index_put_({a, b}, value)";
+
+TEST(WriteSafetyTest, WriteThroughAMaskThenAnIntegerThrowsAndChangesNothing) {
+  TensorDict td = MakeRows();
+  at::Tensor mask = torch::tensor({true, false, true, true, false, true});
+  TensorDict row({{"a", torch::full({3}, -1.0)},
+                  {"i", torch::full({}, -1, torch::kLong)}},
+                 {});
+  Snapshot s = TakeSnapshot(td);
+  ExpectThrowsMsg([&] { td[mask][0] = row; }, kChainedWriteMsg);
+  ExpectUnchanged(td, s);
+  // Reading through the same chain still works (a copy of row 0).
+  TensorDict read = td[mask][1];
+  EXPECT_TRUE(at::equal(read.get("i"), torch::full({}, 20, torch::kLong)));
+}
+
+TEST(WriteSafetyTest, StackOutThroughAMaskThenASliceThrowsAndChangesNothing) {
+  TensorDict td = MakeRows();
+  at::Tensor mask = torch::tensor({true, false, true, true, false, true});
+  TensorDict row({{"a", torch::full({3}, -1.0)},
+                  {"i", torch::full({}, -1, torch::kLong)}},
+                 {});
+  Snapshot s = TakeSnapshot(td);
+  ExpectThrowsMsg(
+      [&] { (void)tensordict::stack_out(td[mask][Slice(0, 2)], {row, row}); },
+      "stack_out: out is td[a][b] where td[a] is a copy (an advanced index, or "
+      "indices that do not compose): the result would be lost; index td once "
+      "instead");
+  ExpectUnchanged(td, s);
+}
+
+// ===========================================================================
+// e. An empty sub-dict on one side only: a named key difference
+// ===========================================================================
+
+// {"x": [6] f32, "s": empty sub-dict}, and the same without "s".
+TensorDict WithEmpty() {
+  return TensorDict({{"x", torch::ones({6})}, {"s", TensorDict({}, {6})}}, {6});
+}
+TensorDict WithoutEmpty() { return TensorDict({{"x", torch::ones({6})}}, {6}); }
+
+std::string KeysDiffer(const std::string& op, const std::string& left,
+                       const std::string& right) {
+  return op + ": TensorDicts have different keys: missing from the left-hand "
+              "side: " + left + "; missing from the right-hand side: " + right;
+}
+
+TEST(WriteSafetyTest, ComparingWithAnEmptySubDictOnOneSideNamesTheKey) {
+  TensorDict a = WithEmpty();
+  TensorDict b = WithoutEmpty();
+  ExpectThrowsMsg([&] { (void)(a == b); }, KeysDiffer("operator==", "[]", "[s]"));
+  ExpectThrowsMsg([&] { (void)(a != b); }, KeysDiffer("operator!=", "[]", "[s]"));
+  ExpectThrowsMsg([&] { (void)(b == a); }, KeysDiffer("operator==", "[s]", "[]"));
+  ExpectThrowsMsg([&] { (void)(b != a); }, KeysDiffer("operator!=", "[s]", "[]"));
+}
+
+TEST(WriteSafetyTest, ArithmeticWithAnEmptySubDictOnOneSideNamesTheKey) {
+  TensorDict a = WithEmpty();
+  TensorDict b = WithoutEmpty();
+  ExpectThrowsMsg([&] { (void)(a + b); }, KeysDiffer("add", "[]", "[s]"));
+  ExpectThrowsMsg([&] { (void)(b + a); }, KeysDiffer("add", "[s]", "[]"));
+  Snapshot sa = TakeSnapshot(a);
+  Snapshot sb = TakeSnapshot(b);
+  ExpectThrowsMsg([&] { a.add_(b); }, KeysDiffer("add_", "[]", "[s]"));
+  ExpectThrowsMsg([&] { b.add_(a); }, KeysDiffer("add_", "[s]", "[]"));
+  ExpectUnchanged(a, sa);
+  ExpectUnchanged(b, sb);
+}
+
+TEST(WriteSafetyTest, ApplyAndWhereWithAnEmptySubDictOnOneSideNameTheKey) {
+  TensorDict a = WithEmpty();
+  TensorDict b = WithoutEmpty();
+  auto fn = [](const at::Tensor& x, const at::Tensor& y) { return x + y; };
+  ExpectThrowsMsg([&] { (void)a.apply(fn, b); }, KeysDiffer("apply", "[]", "[s]"));
+  ExpectThrowsMsg([&] { (void)b.apply(fn, a); }, KeysDiffer("apply", "[s]", "[]"));
+  at::Tensor cond = torch::tensor({true, false, true, false, true, false});
+  ExpectThrowsMsg([&] { (void)a.where(cond, b); }, KeysDiffer("where", "[]", "[s]"));
+  ExpectThrowsMsg([&] { (void)b.where(cond, a); }, KeysDiffer("where", "[s]", "[]"));
+}
+
+TEST(WriteSafetyTest, ATensorAgainstAnEmptySubDictIsATypeErrorNamingTheKey) {
+  TensorDict a = WithEmpty();
+  TensorDict t({{"x", torch::ones({6})}, {"s", torch::ones({6})}}, {6});
+  const std::string tail = ": key s is a tensor on one side and a TensorDict on the other";
+  ExpectThrowsMsg<c10::TypeError>([&] { (void)(a == t); }, "operator==" + tail);
+  ExpectThrowsMsg<c10::TypeError>([&] { (void)(t != a); }, "operator!=" + tail);
+  ExpectThrowsMsg<c10::TypeError>([&] { (void)(t + a); }, "add" + tail);
+  Snapshot st = TakeSnapshot(t);
+  ExpectThrowsMsg<c10::TypeError>([&] { t.add_(a); }, "add_" + tail);
+  ExpectUnchanged(t, st);
+  auto fn = [](const at::Tensor& x, const at::Tensor& y) { return x + y; };
+  ExpectThrowsMsg<c10::TypeError>([&] { (void)t.apply(fn, a); }, "apply" + tail);
+  at::Tensor cond = torch::ones({6}, torch::kBool);
+  ExpectThrowsMsg<c10::TypeError>([&] { (void)a.where(cond, t); }, "where" + tail);
+}
+
+// ===========================================================================
+// f. rename_key_ keeps Python's order
+// ===========================================================================
+
+TensorDict MakeCAB() {
+  return TensorDict({{"c", torch::zeros({4})},
+                     {"a", torch::ones({4})},
+                     {"b", torch::full({4}, 2.0)}},
+                    {4});
+}
+
+TEST(WriteSafetyTest, RenameOntoAnExistingKeyReplacesItWhereItStands) {
+  TensorDict td = MakeCAB();
+  at::Tensor a = td.get("a");
+  td.rename_key_("a", "c");
+  EXPECT_EQ(td.keys(), Keys({"c", "b"}));
+  EXPECT_TRUE(td.get("c").is_same(a));
+  // Onto a missing key: appended.
+  at::Tensor c = td.get("c");
+  td.rename_key_("c", "z");
+  EXPECT_EQ(td.keys(), Keys({"b", "z"}));
+  EXPECT_TRUE(td.get("z").is_same(c));
+}
+
+TEST(WriteSafetyTest, NestedRenameOntoAnExistingKeyReplacesItWhereItStands) {
+  TensorDict td({{"c", torch::zeros({4})},
+                 {{"s", "y"}, torch::zeros({4})},
+                 {{"s", "x"}, torch::ones({4})},
+                 {{"s", "w"}, torch::ones({4})}},
+                {4});
+  at::Tensor x = td.get({"s", "x"});
+  td.rename_key_({"s", "x"}, {"s", "y"});
+  EXPECT_EQ(td.keys(true), Keys({"c", "s", {"s", "y"}, {"s", "w"}}));
+  EXPECT_TRUE(td.get({"s", "y"}).is_same(x));
+  // Onto a missing nested key: appended to its new parent.
+  at::Tensor c = td.get("c");
+  td.rename_key_("c", {"s", "v"});
+  EXPECT_EQ(td.keys(true), Keys({"s", {"s", "y"}, {"s", "w"}, {"s", "v"}}));
+  EXPECT_TRUE(td.get({"s", "v"}).is_same(c));
+}
+
+TEST(WriteSafetyTest, RenamingAKeyOntoItsOwnParentThrowsAndChangesNothing) {
+  TensorDict td({{"x", torch::zeros({4})}, {{"a", "b"}, torch::ones({4})}}, {4});
+  Snapshot s = TakeSnapshot(td);
+  ExpectThrowsMsg([&] { td.rename_key_({"a", "b"}, "a"); },
+                  "cannot rename key ('a', 'b') to a: the old key lies inside "
+                  "the new one");
+  ExpectUnchanged(td, s);
+}
+
+// ===========================================================================
+// g. Locking
+// ===========================================================================
+
+// {"a": [4, 3], "i": [4] i64, "s": {"x": [4, 2]}}, batch [4].
+TensorDict MakeLockable() {
+  return TensorDict({{"a", torch::zeros({4, 3})},
+                     {"i", torch::zeros({4}, torch::kLong)},
+                     {{"s", "x"}, torch::zeros({4, 2})}},
+                    {4});
+}
+
+TEST(WriteSafetyTest, LockedDictRejectsKeyChangesAndChangesNothing) {
+  TensorDict td = MakeLockable();
+  td.lock_();
+  ASSERT_TRUE(td.is_locked());
+  Snapshot s = TakeSnapshot(td);
+  ExpectThrowsMsg([&] { td.set("z", torch::ones({4})); }, "set: key z" + kLockedMsg);
+  ExpectUnchanged(td, s);
+  ExpectThrowsMsg([&] { td.set("a", torch::ones({4, 3})); }, "set: key a" + kLockedMsg);
+  ExpectUnchanged(td, s);
+  ExpectThrowsMsg([&] { td.set({"n", "z"}, torch::ones({4})); },
+                  "set: key ('n', 'z')" + kLockedMsg);
+  ExpectUnchanged(td, s);
+  ExpectThrowsMsg([&] { td.set("t", TensorDict({}, {4})); }, "set: key t" + kLockedMsg);
+  ExpectUnchanged(td, s);
+  ExpectThrowsMsg([&] { td.erase("a"); }, "erase: key a" + kLockedMsg);
+  ExpectUnchanged(td, s);
+  ExpectThrowsMsg([&] { (void)td.pop("i"); }, "erase: key i" + kLockedMsg);
+  ExpectUnchanged(td, s);
+  ExpectThrowsMsg([&] { td.rename_key_("a", "z"); }, "rename_key_: key a" + kLockedMsg);
+  ExpectUnchanged(td, s);
+  ExpectThrowsMsg([&] { td.update(TensorDict({{"z", torch::ones({4})}}, {4})); },
+                  "set: key z" + kLockedMsg);
+  ExpectUnchanged(td, s);
+}
+
+TEST(WriteSafetyTest, LockedDictRejectsMemmapInPlaceAndWritesNoFile) {
+  TensorDict td = MakeLockable();
+  td.lock_();
+  Snapshot s = TakeSnapshot(td);
+  TempDir dir;
+  ExpectThrowsMsg([&] { td.memmap_(dir.str()); },
+                  "memmap_: the TensorDict is locked: its entries cannot be "
+                  "added, removed, renamed or replaced (unlock_() it first)");
+  ExpectUnchanged(td, s);
+  EXPECT_TRUE(std::filesystem::is_empty(dir.str()));
+  EXPECT_FALSE(td.is_memmap());
+}
+
+TEST(WriteSafetyTest, LockedDictRejectsIndexedWritesThatAllocateAKey) {
+  TensorDict td = MakeLockable();
+  td.lock_();
+  Snapshot s = TakeSnapshot(td);
+  TensorDict row({{"a", torch::ones({3})},
+                  {"i", torch::ones({}, torch::kLong)},
+                  {"z", torch::ones({2})}},
+                 {});
+  ExpectThrowsMsg([&] { td[1] = row; }, "index_put_: key z" + kLockedMsg);
+  ExpectUnchanged(td, s);
+  TensorDict nested_row({{"a", torch::ones({3})}, {{"s", "q"}, torch::ones({})}}, {});
+  ExpectThrowsMsg([&] { td[1] = nested_row; },
+                  "index_put_: key ('s', 'q')" + kLockedMsg);
+  ExpectUnchanged(td, s);
+  // stack_out into a slice goes through an indexed write.
+  ExpectThrowsMsg([&] { (void)tensordict::stack_out(td[Slice(0, 2)], {row, row}); },
+                  "index_put_: key z" + kLockedMsg);
+  ExpectUnchanged(td, s);
+  // stack_out into the dict itself.
+  TensorDict small = TensorDict({{"a", torch::zeros({2, 3})},
+                                 {"i", torch::zeros({2}, torch::kLong)}},
+                                {2});
+  small.lock_();
+  Snapshot ss = TakeSnapshot(small);
+  ExpectThrowsMsg([&] { (void)tensordict::stack_out(small, {row, row}); },
+                  "stack_out: key z" + kLockedMsg);
+  ExpectUnchanged(small, ss);
+}
+
+TEST(WriteSafetyTest, LockedDictAcceptsWritesIntoItsExistingTensors) {
+  TensorDict td = MakeLockable();
+  td.lock_();
+  at::Tensor a = td.get("a");
+  at::Tensor i = td.get("i");
+  at::Tensor x = td.get({"s", "x"});
+  td.set_("a", torch::ones({4, 3}));
+  td.update_(TensorDict({{"i", torch::full({4}, 2, torch::kLong)}}, {4}));
+  td[1] = TensorDict({{"a", torch::full({3}, 5.0)},
+                      {"i", torch::full({}, 7, torch::kLong)},
+                      {{"s", "x"}, torch::full({2}, 3.0)}},
+                     {});
+  td.add_(1);
+  td.apply_([](const at::Tensor& t) { return t * 2; });
+  EXPECT_TRUE(td.is_locked());
+  EXPECT_EQ(td.keys(true), Keys({"a", "i", "s", {"s", "x"}}));
+  EXPECT_TRUE(td.get("a").is_same(a));
+  EXPECT_TRUE(td.get("i").is_same(i));
+  EXPECT_TRUE(td.get({"s", "x"}).is_same(x));
+  EXPECT_TRUE(at::equal(td.get("a"),
+                        torch::tensor({{4., 4., 4.}, {12., 12., 12.}, {4., 4., 4.}, {4., 4., 4.}})));
+  EXPECT_TRUE(at::equal(td.get("i"), torch::tensor({6, 16, 6, 6}, torch::kLong)));
+  EXPECT_TRUE(at::equal(td.get({"s", "x"}),
+                        torch::tensor({{2., 2.}, {8., 8.}, {2., 2.}, {2., 2.}})));
+}
+
+TEST(WriteSafetyTest, LockIsRecursiveAndUnlockUnlocksEveryLevel) {
+  TensorDict td = MakeLockable();
+  EXPECT_FALSE(td.is_locked());
+  TensorDict sub = td.get_tensordict("s");
+  td.lock_();
+  EXPECT_TRUE(sub.is_locked());
+  Snapshot s = TakeSnapshot(td);
+  ExpectThrowsMsg([&] { sub.set("q", torch::ones({4})); }, "set: key q" + kLockedMsg);
+  ExpectThrowsMsg([&] { td.set({"s", "q"}, torch::ones({4})); },
+                  "set: key ('s', 'q')" + kLockedMsg);
+  ExpectThrowsMsg([&] { td.erase({"s", "x"}); }, "erase: key ('s', 'x')" + kLockedMsg);
+  ExpectUnchanged(td, s);
+  td.unlock_();
+  EXPECT_FALSE(td.is_locked());
+  EXPECT_FALSE(sub.is_locked());
+  td.set({"s", "q"}, torch::ones({4}));
+  td.set("z", torch::ones({4}));
+  EXPECT_EQ(td.keys(true), Keys({"a", "i", "s", {"s", "x"}, {"s", "q"}, "z"}));
+}
+
+TEST(WriteSafetyTest, CloneAndCopyOfALockedDictAreUnlocked) {
+  TensorDict td = MakeLockable();
+  td.lock_();
+  TensorDict c = td.clone();
+  TensorDict p = td.copy();
+  EXPECT_TRUE(td.is_locked());
+  EXPECT_FALSE(c.is_locked());
+  EXPECT_FALSE(c.get_tensordict("s").is_locked());
+  EXPECT_FALSE(p.is_locked());
+  EXPECT_FALSE(p.get_tensordict("s").is_locked());
+  c.set("z", torch::ones({4}));
+  p.set({"s", "z"}, torch::ones({4}));
+  EXPECT_TRUE(p.get("a").is_same(td.get("a")));
+  EXPECT_EQ(td.keys(true), Keys({"a", "i", "s", {"s", "x"}}));
+}
+
+TEST(WriteSafetyTest, ReplayBufferStorageIsLockedAndStaysConsistent) {
+  ReplayBuffer rb(ReplayBufferOptions(4).seed(3));
+  auto row = [](int64_t v) {
+    return TensorDict({{"obs", torch::full({3}, static_cast<double>(v))},
+                       {"id", torch::full({}, v, torch::kLong)}},
+                      {});
+  };
+  rb.add(row(1));
+  rb.add(row(2));
+  TensorDict st = rb.storage();
+  ASSERT_TRUE(st.is_locked());
+  Snapshot s = TakeSnapshot(st);
+  ExpectThrowsMsg([&] { st.set("obs", torch::zeros({4, 3})); }, "set: key obs" + kLockedMsg);
+  ExpectThrowsMsg([&] { st.set("extra", torch::zeros({4})); }, "set: key extra" + kLockedMsg);
+  ExpectThrowsMsg([&] { st.erase("id"); }, "erase: key id" + kLockedMsg);
+  ExpectUnchanged(st, s);
+  // The buffer still writes into the storage that storage() shows.
+  rb.add(row(3));
+  EXPECT_TRUE(at::equal(rb.storage().get("id"), torch::tensor({1, 2, 3, 0}, torch::kLong)));
+  auto [data, info] = rb.sample(16);
+  EXPECT_TRUE(at::equal(data.get("id"), rb.storage().get("id").index_select(0, info.index)));
+  EXPECT_TRUE(at::equal(data.get("obs"), rb.storage().get("obs").index_select(0, info.index)));
+  EXPECT_TRUE(at::equal(data.get("id"), info.index + 1));
+  // In-place writes into its rows are allowed.
+  rb.storage()[3] = row(9);
+  EXPECT_EQ(rb.storage().get("id")[3].item<int64_t>(), 9);
+}
+
+// ===========================================================================
+// h. Prioritized weights with eps(0)
+// ===========================================================================
+
+TEST(WriteSafetyTest, PrioritizedWeightsWithZeroEpsStayInZeroOneAndSkipZeroRows) {
+  ReplayBuffer rb(ReplayBufferOptions(8)
+                      .sampler(PrioritizedSampler().alpha(1).beta(0.5).eps(0))
+                      .seed(7));
+  rb.extend(TensorDict({{"id", torch::arange(8, torch::kLong)}}, {8}));
+  const std::vector<double> prio = {0, 1, 0, 2, 0, 3, 0, 4};
+  rb.update_priority(torch::arange(8), torch::tensor(prio));
+  std::set<int64_t> seen;
+  for (int round = 0; round < 4; ++round) {
+    auto [data, info] = rb.sample(256);
+    ASSERT_EQ(info.weight.numel(), 256);
+    const int64_t* idx = info.index.data_ptr<int64_t>();
+    const float* w = info.weight.data_ptr<float>();
+    for (int64_t k = 0; k < 256; ++k) {
+      seen.insert(idx[k]);
+      ASSERT_EQ(idx[k] % 2, 1) << "sampled a row of priority 0: " << idx[k];
+      ASSERT_TRUE(std::isfinite(w[k])) << k;
+      ASSERT_GT(w[k], 0.f) << k;
+      ASSERT_LE(w[k], 1.f) << k;
+      // (p_i / p_min)^-beta with p_min the smallest positive priority (1).
+      ASSERT_NEAR(w[k], std::pow(prio[static_cast<size_t>(idx[k])], -0.5), 1e-6);
+    }
+  }
+  EXPECT_EQ(seen, std::set<int64_t>({1, 3, 5, 7}));
+}
+
+}  // namespace
