@@ -379,13 +379,13 @@ TEST(WriteSafetyTest, SetAndUpdateRejectEveryCycleAndChangeNothing) {
   ExpectThrowsMsg([&] { td.set({"n", "x", "y"}, td); },
                   "key ('n', 'x', 'y'): cannot set a TensorDict inside itself");
   ExpectUnchanged(td, s);
-  // update(): "z" is set first, then ("a", "b") would hold "a" itself; the
-  // key is named relative to the sub-dict being updated.
+  // update(): ("a", "b") would hold "a" itself; checked before "z" is set.
   TensorDict other({{"z", torch::ones({6})},
                     {"a", TensorDict({{"b", td.get_tensordict("a")}}, {6})}},
                    {6});
   ExpectThrowsMsg([&] { td.update(other); },
-                  "key b: cannot set a TensorDict inside itself");
+                  "update: key ('a', 'b'): cannot set a TensorDict inside "
+                  "itself");
   ExpectUnchanged(td, s);
   ExpectPrintable(td);
   EXPECT_EQ(td.get_tensordict("a").keys(true), Keys({"c"}));
@@ -638,12 +638,12 @@ TEST(WriteSafetyTest, LockedDictRejectsKeyChangesAndChangesNothing) {
   ExpectUnchanged(td, s);
   ExpectThrowsMsg([&] { td.erase("a"); }, "erase: key a" + kLockedMsg);
   ExpectUnchanged(td, s);
-  ExpectThrowsMsg([&] { (void)td.pop("i"); }, "erase: key i" + kLockedMsg);
+  ExpectThrowsMsg([&] { (void)td.pop("i"); }, "pop: key i" + kLockedMsg);
   ExpectUnchanged(td, s);
   ExpectThrowsMsg([&] { td.rename_key_("a", "z"); }, "rename_key_: key a" + kLockedMsg);
   ExpectUnchanged(td, s);
   ExpectThrowsMsg([&] { td.update(TensorDict({{"z", torch::ones({4})}}, {4})); },
-                  "set: key z" + kLockedMsg);
+                  "update: key z" + kLockedMsg);
   ExpectUnchanged(td, s);
 }
 
@@ -660,6 +660,33 @@ TEST(WriteSafetyTest, LockedDictRejectsMemmapInPlaceAndWritesNoFile) {
   EXPECT_FALSE(td.is_memmap());
 }
 
+TEST(WriteSafetyTest, MemmapInPlaceRejectsALockedSubDict) {
+  TensorDict td({{{"s", "x"}, torch::zeros({4})}}, {4});
+  td.get_tensordict("s").lock_();
+  Snapshot s = TakeSnapshot(td);
+  TempDir dir;
+  ExpectThrowsMsg([&] { td.memmap_(dir.str()); },
+                  "memmap_: the TensorDict is locked: its entries cannot be "
+                  "added, removed, renamed or replaced (unlock_() it first)");
+  ExpectUnchanged(td, s);
+  EXPECT_TRUE(std::filesystem::is_empty(dir.str()));
+}
+
+TEST(WriteSafetyTest, UpdateIntoALockedSubDictNamesTheFullKey) {
+  TensorDict td({{"a", torch::zeros({4})}, {{"s", "x"}, torch::zeros({4})}},
+                {4});
+  td.get_tensordict("s").lock_();
+  Snapshot s = TakeSnapshot(td);
+  TensorDict other({{"b", torch::ones({4})}, {{"s", "q"}, torch::ones({4})}},
+                   {4});
+  ExpectThrowsMsg([&] { td.update(other); }, "update: key ('s', 'q')" + kLockedMsg);
+  ExpectUnchanged(td, s);
+  // Replacing an entry of a locked level is refused too.
+  TensorDict replace({{{"s", "x"}, torch::ones({4})}}, {4});
+  ExpectThrowsMsg([&] { td.update(replace); }, "update: key ('s', 'x')" + kLockedMsg);
+  ExpectUnchanged(td, s);
+}
+
 TEST(WriteSafetyTest, LockedDictRejectsIndexedWritesThatAllocateAKey) {
   TensorDict td = MakeLockable();
   td.lock_();
@@ -674,9 +701,9 @@ TEST(WriteSafetyTest, LockedDictRejectsIndexedWritesThatAllocateAKey) {
   ExpectThrowsMsg([&] { td[1] = nested_row; },
                   "index_put_: key ('s', 'q')" + kLockedMsg);
   ExpectUnchanged(td, s);
-  // stack_out into a slice goes through an indexed write.
+  // stack_out into a slice names itself.
   ExpectThrowsMsg([&] { (void)tensordict::stack_out(td[Slice(0, 2)], {row, row}); },
-                  "index_put_: key z" + kLockedMsg);
+                  "stack_out: key z" + kLockedMsg);
   ExpectUnchanged(td, s);
   // stack_out into the dict itself.
   TensorDict small = TensorDict({{"a", torch::zeros({2, 3})},

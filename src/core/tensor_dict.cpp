@@ -144,6 +144,20 @@ void check_unlocked(const TensorDictImpl& dict, const char* op,
               "with set_() or td[i] = row, or unlock_() it first)");
 }
 
+void check_can_add_keys(const TensorDictImpl& dst, const TensorDictImpl& value,
+                        const char* op, bool replaces,
+                        const NestedKey* prefix) {
+  for (const auto& n : value.nodes) {
+    const Node* m = dst.find(n.key);
+    if (m != nullptr && m->is_dict() && n.is_dict()) {
+      const NestedKey key = prefixed(prefix, n.key);
+      check_can_add_keys(*m->dict, *n.dict, op, replaces, &key);
+    } else if (dst.locked && (m == nullptr || replaces)) {
+      check_unlocked(dst, op, prefixed(prefix, n.key));
+    }
+  }
+}
+
 bool reaches(const TensorDictImpl& from, const TensorDictImpl* target) {
   if (&from == target) return true;
   for (const auto& n : from.nodes) {
@@ -373,17 +387,28 @@ const TensorDict& TensorDict::set_(const NestedKey& key,
   return *this;
 }
 
-void TensorDict::erase(const NestedKey& key) const { (void)pop(key); }
+namespace {
 
-Entry TensorDict::pop(const NestedKey& key) const {
-  (void)lookup_or_throw(*impl_, key);
-  TensorDictImpl* parent = parent_of(*impl_, key);
-  check_unlocked(*parent, "erase", key);
+Entry remove(TensorDictImpl& root, const NestedKey& key, const char* op) {
+  (void)lookup_or_throw(root, key);
+  TensorDictImpl* parent = parent_of(root, key);
+  check_unlocked(*parent, op, key);
   auto it = std::find_if(parent->nodes.begin(), parent->nodes.end(),
                          [&](const Node& n) { return n.key == key.back(); });
-  Entry out = it->is_dict() ? Entry(it->dict) : Entry(it->tensor);
+  Entry out = it->is_dict() ? Entry(TensorDictImpl::wrap(it->dict))
+                            : Entry(it->tensor);
   parent->nodes.erase(it);
   return out;
+}
+
+}  // namespace
+
+void TensorDict::erase(const NestedKey& key) const {
+  (void)remove(*impl_, key, "erase");
+}
+
+Entry TensorDict::pop(const NestedKey& key) const {
+  return remove(*impl_, key, "pop");
 }
 
 const TensorDict& TensorDict::rename_key_(const NestedKey& old_key,

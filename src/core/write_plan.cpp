@@ -282,10 +282,16 @@ class WritePlan {
       offset += norm_.ints[j] * dest.stride(static_cast<int64_t>(j));
     }
     if (block_.slice) offset += block_.start * dest.stride(static_cast<int64_t>(k));
-    l.dst_bytes = static_cast<char*>(dest.data_ptr()) +
-                  static_cast<size_t>(offset) * itemsize;
-    l.src_bytes = static_cast<const char*>(src.data_ptr());
-    l.nbytes = static_cast<size_t>(src.numel()) * itemsize;
+    char* to = static_cast<char*>(dest.data_ptr()) +
+               static_cast<size_t>(offset) * itemsize;
+    const char* from = static_cast<const char*>(src.data_ptr());
+    const size_t nbytes = static_cast<size_t>(src.numel()) * itemsize;
+    // A source that partly overlaps the region is rejected, as LibTorch's
+    // copy_ does (validation names the key).
+    if (from != to && from < to + nbytes && to < from + nbytes) return false;
+    l.dst_bytes = to;
+    l.src_bytes = from;
+    l.nbytes = nbytes;
     return true;
   }
 

@@ -896,7 +896,9 @@ ImplPtr consolidated_to(const TensorDictImpl& impl, at::Device device,
 
 const TensorDict& TensorDict::memmap_(const std::string& prefix) const {
   // memmap_ replaces every stored tensor by one over its file.
-  detail::check_unlocked(*impl_, "memmap_", nullptr);
+  detail::for_each_level(*impl_, [](TensorDictImpl& level) {
+    detail::check_unlocked(level, "memmap_", nullptr);
+  });
   memmap_impl(*impl_, prefix, WriteMode::kCopy, "memmap_");
   return *this;
 }

@@ -676,8 +676,31 @@ const TensorDict& TensorDict::apply_(const LeafFn& fn) const {
 // Key manipulation
 // ===========================================================================
 
+namespace {
+
+// update()'s checks that need the full key: a sub-dict stored by handle may
+// not contain the dict that would hold it.
+void check_update_cycles(const TensorDictImpl& dst, const TensorDictImpl& src,
+                         const NestedKey* prefix) {
+  for (const auto& n : src.nodes) {
+    if (!n.is_dict()) continue;
+    const NestedKey key = prefixed(prefix, n.key);
+    const Node* m = dst.find(n.key);
+    if (m != nullptr && m->is_dict()) {
+      check_update_cycles(*m->dict, *n.dict, &key);
+    } else {
+      TORCH_CHECK(!reaches(*n.dict, &dst), "update: key ", key.str(),
+                  ": cannot set a TensorDict inside itself");
+    }
+  }
+}
+
+}  // namespace
+
 const TensorDict& TensorDict::update(const TensorDict& other) const {
   if (other.is_same(*this)) return *this;
+  check_can_add_keys(*impl_, *other.impl_, "update", /*replaces=*/true);
+  check_update_cycles(*impl_, *other.impl_, nullptr);
   StructureSnapshot snapshot(*impl_);
   try {
     update_rec(*this, *other.impl_);

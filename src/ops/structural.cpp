@@ -48,6 +48,7 @@ using detail::shape_str;
 using detail::LeafName;
 using detail::WriteKind;
 using detail::check_leaf_write;
+using detail::check_can_add_keys;
 using detail::check_unlocked;
 using detail::copyable_devices;
 using detail::device_name;
@@ -1028,6 +1029,9 @@ IndexedTensorDict join_into_indexed(const IndexedTensorDict& out,
                                     const char* op) {
   TORCH_CHECK_VALUE(!tds.empty(), op,
                     ": expected a non-empty list of TensorDicts");
+  // Keys out's parent lacks are added to it: it must not be locked.
+  check_can_add_keys(TensorDictImpl::of(out.parent()),
+                     TensorDictImpl::of(tds[0]), op, /*replaces=*/false);
   TORCH_CHECK(!TensorDictImpl::is_chained_copy(out), op,
               ": out is td[a][b] where td[a] is a copy (an advanced index, "
               "or indices that do not compose): the result would be lost; "
