@@ -11,6 +11,13 @@
 // All inputs must have the same keys (the error lists which keys are missing
 // from which input). For `stack`, leaf shapes must match; for `cat`,
 // everything but the cat dim must match.
+//
+// `stack_out` and `cat_out` are all-or-nothing: every input and every leaf of
+// `out` is checked before anything is written. As with LibTorch's `out=`
+// ops, an input that shares memory with `out` (a view of the buffer being
+// written) is rejected, naming the key: clone it first. `out` must not be
+// locked when keys are missing from it, and may not be `td[a][b]` when
+// `td[a]` is a copy (see `IndexedTensorDict::operator[]`).
 #pragma once
 
 #include <vector>

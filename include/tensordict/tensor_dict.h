@@ -198,7 +198,12 @@ class TensorDict {
   /// Writes `value` into the indexed region of every leaf (see the header
   /// comment for lazy preallocation). `value.batch_size()` must equal the
   /// indexed batch shape, or be a suffix of it (it then broadcasts from the
-  /// left). All-or-nothing: every leaf is validated before any is written.
+  /// left). All-or-nothing: every leaf is validated before any is written,
+  /// against everything LibTorch would reject (dtype casts, devices,
+  /// autograd's in-place rules, expanded destinations, a value that partly
+  /// overlaps its destination such as `td[Slice(0, 5)] = td[Slice(1, 6)]`),
+  /// and the error names the key. Allocating a missing key in a locked dict
+  /// throws.
   const TensorDict& index_put_(c10::ArrayRef<at::indexing::TensorIndex> indices,
                                const TensorDict& value) const;
 
