@@ -118,6 +118,21 @@ TEST(ReplayBufferTest, ExtendLargerThanCapacityKeepsItsLastCapacityRows) {
   EXPECT_EQ(rb.cursor(), 3);
 }
 
+TEST(ReplayBufferTest, WritesFromAViewOfTheStorageReadACopy) {
+  // Written in place, the second piece of this wrapping extend (row 0) would
+  // read row 3 after the first piece (rows 1..3) overwrote it.
+  ReplayBuffer rb(ReplayBufferOptions(4));
+  rb.extend(Rows(4, 0));
+  rb.add(Row(10));
+  EXPECT_EQ(Vec(rb.extend(rb.storage())), std::vector<int64_t>({1, 2, 3, 0}));
+  EXPECT_EQ(ObsValues(rb.storage()), std::vector<float>({3, 10, 1, 2}));
+  EXPECT_EQ(ObsValues(rb.storage().get_tensordict("next")),
+            std::vector<float>({3, 10, 1, 2}));
+  EXPECT_EQ(rb.add(rb.storage()[2]), 1);
+  EXPECT_EQ(ObsValues(rb.storage()), std::vector<float>({3, 1, 1, 2}));
+  EXPECT_EQ(rb.cursor(), 2);
+}
+
 TEST(ReplayBufferTest, NonContiguousRowsAreCopiedThroughTheGeneralPath) {
   ReplayBuffer rb(ReplayBufferOptions(4));
   rb.extend(Rows(2, 0));

@@ -1,0 +1,560 @@
+// ReplayStorage: ReplayBuffer's rows, in RAM or on disk (see rl/storage.h
+// for the layout and the disk format).
+#include "rl/storage.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+#include "core/write_plan.h"
+
+namespace tensordict {
+namespace detail {
+
+namespace {
+
+bool byte_copyable(const at::Tensor& t) {
+  return t.device().is_cpu() && t.layout() == at::kStrided &&
+         t.is_contiguous() && !t.is_conj() && !t.is_neg();
+}
+
+// Matches `value`'s key tree against `schema`; false when the keys differ.
+bool match_keys(const std::vector<SchemaNode>& schema,
+                const TensorDictImpl& value, const std::vector<Slot>& slots,
+                PendingList& out) {
+  if (value.nodes.size() != schema.size()) return false;
+  for (size_t i = 0; i < value.nodes.size(); ++i) {
+    const Node& vn = value.nodes[i];
+    const SchemaNode* sn = nullptr;
+    if (schema[i].key == vn.key) {
+      sn = &schema[i];  // same insertion order: the common case
+    } else {
+      for (const auto& c : schema) {
+        if (c.key == vn.key) sn = &c;
+      }
+    }
+    if (sn == nullptr || sn->is_dict() != vn.is_dict()) return false;
+    if (vn.is_dict()) {
+      if (!match_keys(sn->children, *vn.dict, slots, out)) return false;
+    } else {
+      out.push_back(Pending{&slots[static_cast<size_t>(sn->slot)], &vn.tensor});
+    }
+  }
+  return true;
+}
+
+std::vector<NestedKey> all_keys(const TensorDictImpl& impl) {
+  std::vector<NestedKey> keys;
+  collect_keys(impl, nullptr, /*include_nested=*/true,
+               /*leaves_only=*/false, keys);
+  return keys;
+}
+
+std::vector<NestedKey> minus(const std::vector<NestedKey>& a,
+                             const std::vector<NestedKey>& b) {
+  std::vector<NestedKey> out;
+  for (const auto& k : a) {
+    if (std::find(b.begin(), b.end(), k) == b.end()) out.push_back(k);
+  }
+  return out;
+}
+
+// Asks Linux to back a large CPU leaf with transparent huge pages (before
+// its pages are first touched): sampling reads rows at random, and with 4 KiB
+// pages nearly every row read of a large storage is a TLB miss. A hint only;
+// failures are ignored.
+void advise_huge_pages(const at::Tensor& t) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr size_t kHuge = size_t{2} << 20;
+  if (!t.device().is_cpu() || t.nbytes() < 2 * kHuge) return;
+  const auto begin = reinterpret_cast<uintptr_t>(t.data_ptr());
+  const uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t last = (begin + t.nbytes()) & ~(kHuge - 1);
+  if (last > first) {
+    (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+  }
+#else
+  (void)t;
+#endif
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+void build_schema(const TensorDictImpl& st, const NestedKey* prefix,
+                  std::vector<SchemaNode>& schema, std::vector<Slot>& slots) {
+  for (const auto& n : st.nodes) {
+    SchemaNode s;
+    s.key = n.key;
+    NestedKey key = prefixed(prefix, n.key);
+    if (n.is_dict()) {
+      build_schema(*n.dict, &key, s.children, slots);
+    } else {
+      Slot slot{key};
+      slot.tensor = n.tensor;
+      slot.row_shape = n.tensor.sizes().slice(1).vec();
+      slot.dtype = n.tensor.scalar_type();
+      slot.row_bytes =
+          static_cast<size_t>(n.tensor.numel() / n.tensor.size(0)) *
+          n.tensor.element_size();
+      slot.base = byte_copyable(n.tensor)
+                      ? static_cast<char*>(n.tensor.data_ptr())
+                      : nullptr;
+      s.slot = static_cast<int>(slots.size());
+      slots.push_back(std::move(slot));
+    }
+    schema.push_back(std::move(s));
+  }
+}
+
+// Copies `count` rows of `src` from `src_row` (a single row when
+// `src_bd` is 0) into the slot's rows from `dst_row`.
+void copy_rows(const Pending& p, int64_t dst_row, int64_t src_row,
+               int64_t count, int64_t src_bd) {
+  const Slot& slot = *p.slot;
+  const at::Tensor& src = *p.src;
+  if (slot.row_bytes == 0) return;  // empty leaves: nothing to copy
+  if (slot.base != nullptr && byte_copyable(src)) {
+    std::memcpy(slot.base + static_cast<size_t>(dst_row) * slot.row_bytes,
+                static_cast<const char*>(src.data_ptr()) +
+                    static_cast<size_t>(src_row) * slot.row_bytes,
+                static_cast<size_t>(count) * slot.row_bytes);
+    if (!slot.tensor.is_inference()) {
+      slot.tensor.unsafeGetTensorImpl()->bump_version();
+    }
+    return;
+  }
+  at::NoGradGuard no_grad;
+  if (src_bd == 0) {
+    slot.tensor.select(0, dst_row).copy_(src);
+  } else {
+    slot.tensor.narrow(0, dst_row, count).copy_(src.narrow(0, src_row, count));
+  }
+}
+
+}  // namespace
+
+ReplayStorage::ReplayStorage(int64_t capacity, c10::optional<at::Device> device,
+                             const c10::optional<std::string>& storage_dir,
+                             bool keeps_priorities)
+    : capacity_(capacity),
+      device_(device),
+      keeps_priorities_(keeps_priorities),
+      storage_(std::vector<Item>{}, {capacity}, device) {
+  storage_.lock_();  // storage() hands it out: its leaves are cached
+  if (storage_dir) open_dir(*storage_dir);
+}
+
+// ---- Writes -----------------------------------------------------------------
+
+// `value`'s structure with batch size `[capacity]` (`value_bd` batch dims
+// are replaced by [capacity]); each leaf is `leaf(tensor, shape)`, where
+// `shape` is the storage leaf's shape.
+template <typename LeafFn>
+ImplPtr ReplayStorage::storage_tree(const TensorDictImpl& value,
+                                    int64_t value_bd,
+                                    std::vector<int64_t> batch,
+                                    const LeafFn& leaf) const {
+  ImplPtr out = make_impl(std::move(batch), device_);
+  for (const auto& n : value.nodes) {
+    if (n.is_dict()) {
+      auto sub_batch =
+          concat({capacity_}, c10::IntArrayRef(n.dict->batch_size)
+                                  .slice(static_cast<size_t>(value_bd)));
+      out->nodes.push_back(
+          Node{n.key, at::Tensor(),
+               storage_tree(*n.dict, value_bd, std::move(sub_batch), leaf)});
+    } else {
+      auto shape = concat(
+          {capacity_}, n.tensor.sizes().slice(static_cast<size_t>(value_bd)));
+      out->nodes.push_back(Node{n.key, leaf(n.tensor, shape), nullptr});
+    }
+  }
+  return out;
+}
+
+// Allocates a zero-filled storage of `capacity` rows with `value`'s
+// structure.
+ImplPtr ReplayStorage::allocate_storage(const TensorDictImpl& value,
+                                        int64_t value_bd,
+                                        std::vector<int64_t> batch) const {
+  return storage_tree(
+      value, value_bd, std::move(batch),
+      [&](const at::Tensor& src, const std::vector<int64_t>& shape) {
+        at::Tensor t = at::empty(
+            shape, src.options().device(device_ ? *device_ : src.device()));
+        advise_huge_pages(t);
+        t.zero_();
+        return t;
+      });
+}
+
+// Validates `value` (batch dims `value_bd`) against the storage; fills
+// `out` with one entry per leaf. Throws naming the first difference.
+void ReplayStorage::validate(const char* fn, const char* what,
+                             const TensorDictImpl& value, int64_t value_bd,
+                             const std::vector<SchemaNode>& sch,
+                             const std::vector<Slot>& sl,
+                             PendingList& out) const {
+  if (!match_keys(sch, value, sl, out)) {
+    auto want = all_keys(TensorDictImpl::of(storage_));
+    auto got = all_keys(value);
+    TORCH_CHECK(false, "ReplayBuffer::", fn, ": the ", what,
+                "'s keys differ from the storage's: missing ",
+                key_vec_str(minus(want, got)), ", unexpected ",
+                key_vec_str(minus(got, want)));
+  }
+  for (const auto& p : out) {
+    const at::Tensor& src = *p.src;
+    auto row_shape = src.sizes().slice(static_cast<size_t>(value_bd));
+    TORCH_CHECK(row_shape == c10::IntArrayRef(p.slot->row_shape),
+                "ReplayBuffer::", fn, ": key ", p.slot->key.str(),
+                ": expected the row shape ", shape_str(p.slot->row_shape),
+                ", got ", shape_str(row_shape), " (leaf shape ",
+                shape_str(src.sizes()), ")");
+    TORCH_CHECK_TYPE(src.scalar_type() == p.slot->dtype, "ReplayBuffer::", fn,
+                     ": key ", p.slot->key.str(), ": expected dtype ",
+                     dtype_name(p.slot->dtype), ", got ",
+                     dtype_name(src.scalar_type()));
+    TORCH_CHECK(copyable_devices(src.device(), p.slot->tensor.device()),
+                "ReplayBuffer::", fn, ": key ", p.slot->key.str(),
+                ": cannot write a value on device ", device_name(src.device()),
+                " into a buffer on device ",
+                device_name(p.slot->tensor.device()));
+  }
+}
+
+// Whether a source leaf shares memory with the storage (a view of it, as
+// in `extend(rb.storage()[...])`): the write then reads a copy, since
+// writing in place could read rows it has already written.
+bool ReplayStorage::reads_storage(const PendingList& pending) const {
+  for (const auto& p : pending) {
+    if (!p.src->unsafeGetTensorImpl()->has_storage()) continue;
+    for (const auto& s : slots_) {
+      if (s.tensor.unsafeGetTensorImpl()->has_storage() &&
+          s.tensor.storage().is_alias_of(p.src->storage())) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Allocates the storage from `value` when this is the first write, and
+// validates `value` against it. Nothing changes when it throws.
+void ReplayStorage::prepare_schema(const char* fn, const char* what,
+                                   const TensorDictImpl& value,
+                                   int64_t value_bd, PendingList& pending) {
+  if (allocated_) {
+    validate(fn, what, value, value_bd, schema_, slots_, pending);
+    return;
+  }
+  std::vector<NestedKey> leaves;
+  collect_keys(value, nullptr, true, true, leaves);
+  TORCH_CHECK(!leaves.empty(), "ReplayBuffer::", fn, ": the ", what,
+              " has no leaves");
+  TensorDict st =
+      dir_.empty()
+          ? TensorDictImpl::wrap(allocate_storage(value, value_bd, {capacity_}))
+          : allocate_disk(value, value_bd);
+  std::vector<SchemaNode> new_schema;
+  std::vector<Slot> new_slots;
+  build_schema(TensorDictImpl::of(st), nullptr, new_schema, new_slots);
+  TensorDict old = storage_;
+  storage_ = st;
+  storage_.lock_();
+  try {
+    validate(fn, what, value, value_bd, new_schema, new_slots, pending);
+  } catch (...) {
+    storage_ = old;
+    throw;
+  }
+  schema_ = std::move(new_schema);
+  // Moving the vector keeps its elements where they are, so `pending`
+  // (filled against `new_slots`) still points at the right slots.
+  slots_ = std::move(new_slots);
+  allocated_ = true;
+}
+
+TensorDict ReplayStorage::prepare(const char* fn, const char* what,
+                                  const TensorDict& value, int64_t value_bd,
+                                  PendingList& pending) {
+  prepare_schema(fn, what, TensorDictImpl::of(value), value_bd, pending);
+  TensorDict staged;
+  if (reads_storage(pending)) {
+    staged = value.clone();
+    pending.clear();
+    validate(fn, what, TensorDictImpl::of(staged), value_bd, schema_, slots_,
+             pending);
+  }
+  return staged;
+}
+
+int64_t ReplayStorage::write_row(const PendingList& pending) {
+  const int64_t i = cursor_;
+  for (const auto& p : pending) copy_rows(p, i, 0, 1, 0);
+  cursor_ = (i + 1) % capacity_;
+  size_ = std::min(size_ + 1, capacity_);
+  count_rows(1);
+  return i;
+}
+
+int64_t ReplayStorage::write_rows(const PendingList& pending, int64_t n,
+                                  int64_t* index) {
+  const int64_t kept = std::min(n, capacity_);
+  const int64_t skip = n - kept;
+  const int64_t start = (cursor_ + skip) % capacity_;
+  const int64_t first = std::min(kept, capacity_ - start);
+  for (const auto& p : pending) {
+    copy_rows(p, start, skip, first, 1);
+    if (kept > first) copy_rows(p, 0, skip + first, kept - first, 1);
+  }
+  for (int64_t k = 0; k < kept; ++k) index[k] = (start + k) % capacity_;
+  cursor_ = (start + kept) % capacity_;
+  size_ = std::min(size_ + n, capacity_);
+  count_rows(n);
+  return start;
+}
+
+void ReplayStorage::count_rows(int64_t n) {
+  ++writes_;
+  rows_written_ += n;
+  if (!keeps_priorities_ && priorities_.valid != nullptr &&
+      *priorities_.valid != 0) {
+    *priorities_.valid = 0;  // the rows written now get no priority
+  }
+}
+
+void ReplayStorage::commit() const {
+  if (rows_ptr_ != nullptr) {
+    __atomic_store_n(rows_ptr_, rows_written_, __ATOMIC_RELEASE);
+  }
+}
+
+void ReplayStorage::clear() {
+  size_ = 0;
+  cursor_ = 0;
+  rows_written_ = 0;
+  commit();
+  ++writes_;
+}
+
+// ---- Disk-backed storage ----------------------------------------------------
+
+std::string ReplayStorage::sub(const char* name) const {
+  return dir_ + "/" + name;
+}
+
+// A template of the storage for `memmap_like`: `value`'s structure with
+// every leaf an expanded view of its first row (nothing is allocated).
+ImplPtr ReplayStorage::expanded_template(const TensorDictImpl& value,
+                                         int64_t value_bd,
+                                         std::vector<int64_t> batch) const {
+  return storage_tree(
+      value, value_bd, std::move(batch),
+      [&](const at::Tensor& t, const std::vector<int64_t>& shape) {
+        at::Tensor row = value_bd == 0 ? t.unsqueeze(0) : t.narrow(0, 0, 1);
+        return row.expand(shape);
+      });
+}
+
+// The constructor's part for a storage_dir: reopens a buffer found there,
+// else checks that the directory can hold a new one (created lazily).
+void ReplayStorage::open_dir(const std::string& storage_dir) {
+  dir_ = storage_dir;
+  TORCH_CHECK_VALUE(!dir_.empty(),
+                    "ReplayBufferOptions::storage_dir is an empty string");
+  while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
+  TORCH_CHECK_VALUE(!device_ || device_->is_cpu(),
+                    "ReplayBuffer: a disk-backed storage (storage_dir '", dir_,
+                    "') lives on the CPU, but ReplayBufferOptions::device is ",
+                    device_name(*device_));
+  struct stat st {};
+  if (::stat(dir_.c_str(), &st) != 0) {
+    const int err = errno;
+    TORCH_CHECK(err == ENOENT, "ReplayBuffer: cannot access storage_dir '",
+                dir_, "': ", std::strerror(err));
+    return;  // created by the first write
+  }
+  TORCH_CHECK(S_ISDIR(st.st_mode), "ReplayBuffer: storage_dir '", dir_,
+              "' exists and is not a directory");
+  if (file_exists(sub("state/meta.json"))) {
+    reopen();
+    return;
+  }
+  // No buffer yet. Only the directories of an interrupted first write
+  // (no state/meta.json: never committed) may be there; they are replaced.
+  DIR* d = ::opendir(dir_.c_str());
+  const int err = errno;
+  TORCH_CHECK(d != nullptr, "ReplayBuffer: cannot list storage_dir '", dir_,
+              "': ", std::strerror(err));
+  std::string stranger;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == ".." || name == "storage" ||
+        name == "priority" || name == "state") {
+      continue;
+    }
+    stranger = name;
+    break;
+  }
+  ::closedir(d);
+  TORCH_CHECK(stranger.empty(), "ReplayBuffer: storage_dir '", dir_,
+              "' is not empty and holds no replay buffer (no "
+              "state/meta.json; found '",
+              stranger, "'); use a new or empty directory");
+}
+
+// Opens `dir/<name>` as a memmap directory; errors name the buffer.
+TensorDict ReplayStorage::load_part(const char* name) const {
+  std::string error;
+  try {
+    return TensorDict::load_memmap(sub(name));
+  } catch (const c10::Error& e) {
+    error = e.msg();
+  }
+  TORCH_CHECK(false, "ReplayBuffer: cannot reopen the buffer in '", dir_,
+              "': ", error);
+  return TensorDict();
+}
+
+// The mapped scalar or vector `key` of `td` (part `part`), checked.
+at::Tensor ReplayStorage::state_leaf(const TensorDict& td, const char* part,
+                                     const char* key, at::ScalarType dtype,
+                                     c10::IntArrayRef shape) const {
+  const Node* n = TensorDictImpl::of(td).find(key);
+  const bool ok = n != nullptr && !n->is_dict() &&
+                  n->tensor.scalar_type() == dtype &&
+                  n->tensor.sizes() == shape &&
+                  (n->tensor.numel() == 0 || is_mapped_tensor(n->tensor));
+  TORCH_CHECK(ok, "ReplayBuffer: cannot reopen the buffer in '", dir_, "': ",
+              part, "/", key, " is missing or is not a ", dtype_name(dtype),
+              " tensor of shape ", shape_str(shape));
+  return n->tensor;
+}
+
+// Binds the hot-path pointers to state/ and priority/.
+void ReplayStorage::bind_state(TensorDict state, TensorDict priority) {
+  rows_ptr_ = state_leaf(state, "state", "rows_written", at::kLong, {})
+                  .data_ptr<int64_t>();
+  priorities_.valid =
+      state_leaf(state, "state", "priorities_valid", at::kLong, {})
+          .data_ptr<int64_t>();
+  priorities_.max = state_leaf(state, "state", "max_priority", at::kDouble, {})
+                        .data_ptr<double>();
+  priorities_.raw =
+      state_leaf(priority, "priority", "priority", at::kDouble, {capacity_})
+          .data_ptr<double>();
+  disk_state_ = std::move(state);
+  disk_priority_ = std::move(priority);
+}
+
+// Restores the rows, cursor and size (the sampler restores its priorities
+// from `priorities()` afterwards).
+void ReplayStorage::reopen() {
+  TensorDict state = load_part("state");
+  const int64_t version =
+      state_leaf(state, "state", "format_version", at::kLong, {})
+          .item<int64_t>();
+  TORCH_CHECK(version == kFormatVersion, "ReplayBuffer: cannot reopen the "
+              "buffer in '", dir_, "': state/format_version is ", version,
+              ", this library reads version ", kFormatVersion);
+  const int64_t stored_capacity =
+      state_leaf(state, "state", "capacity", at::kLong, {}).item<int64_t>();
+  TORCH_CHECK_VALUE(stored_capacity == capacity_, "ReplayBuffer: the buffer "
+                    "in '", dir_, "' has capacity ", stored_capacity,
+                    ", but ReplayBufferOptions asks for capacity ", capacity_,
+                    "; reopen it with capacity ", stored_capacity,
+                    " or use another storage_dir");
+  const int64_t rows =
+      state_leaf(state, "state", "rows_written", at::kLong, {})
+          .item<int64_t>();
+  TORCH_CHECK(rows >= 0, "ReplayBuffer: cannot reopen the buffer in '", dir_,
+              "': state/rows_written is negative (", rows, ")");
+  const double max_p =
+      state_leaf(state, "state", "max_priority", at::kDouble, {})
+          .item<double>();
+  TORCH_CHECK(std::isfinite(max_p) && max_p >= 0,
+              "ReplayBuffer: cannot reopen the buffer in '", dir_,
+              "': state/max_priority is ", max_p);
+  TensorDict priority = load_part("priority");
+  // Checks every leaf before anything changes.
+  bind_state(state, priority);
+  TensorDict st;
+  const bool has_storage = file_exists(sub("storage/meta.json"));
+  TORCH_CHECK(has_storage || rows == 0, "ReplayBuffer: cannot reopen the "
+              "buffer in '", dir_, "': state/rows_written is ", rows,
+              " but storage/meta.json is missing");
+  if (has_storage) {
+    st = load_part("storage");
+    TORCH_CHECK(st.batch_size() == c10::IntArrayRef({capacity_}) &&
+                    TensorDictImpl::of(st).device.value_or(at::kCPU).is_cpu(),
+                "ReplayBuffer: cannot reopen the buffer in '", dir_,
+                "': storage/ has batch size ", shape_str(st.batch_size()),
+                ", expected [", capacity_, "] on the CPU");
+    std::vector<NestedKey> leaves;
+    collect_keys(TensorDictImpl::of(st), nullptr, true, true, leaves);
+    TORCH_CHECK(!leaves.empty(), "ReplayBuffer: cannot reopen the buffer in '",
+                dir_, "': storage/ has no leaves");
+  }
+  size_ = std::min(rows, capacity_);
+  cursor_ = rows % capacity_;
+  rows_written_ = rows;
+  if (has_storage) {
+    storage_ = st;
+    storage_.lock_();
+    build_schema(TensorDictImpl::of(storage_), nullptr, schema_, slots_);
+    allocated_ = true;
+  }
+}
+
+// The storage of the first write, in `dir/storage` (plus state/ and
+// priority/ when they do not exist yet).
+TensorDict ReplayStorage::allocate_disk(const TensorDictImpl& value,
+                                        int64_t value_bd) {
+  TensorDict tmpl =
+      TensorDictImpl::wrap(expanded_template(value, value_bd, {capacity_}));
+  TensorDict st = tmpl.memmap_like(sub("storage"));
+  if (rows_ptr_ == nullptr) create_state();
+  return st;
+}
+
+void ReplayStorage::create_state() {
+  ImplPtr p = make_impl({capacity_}, c10::nullopt);
+  p->nodes.push_back(Node{
+      "priority", at::zeros({1}, at::kDouble).expand({capacity_}), nullptr});
+  TensorDict priority = TensorDictImpl::wrap(p).memmap_like(sub("priority"));
+  ImplPtr s = make_impl({}, c10::nullopt);
+  auto scalar = [&](const char* key, at::Tensor v) {
+    s->nodes.push_back(Node{key, std::move(v), nullptr});
+  };
+  scalar("format_version", at::scalar_tensor(kFormatVersion, at::kLong));
+  scalar("capacity", at::scalar_tensor(capacity_, at::kLong));
+  scalar("rows_written", at::scalar_tensor(rows_written_, at::kLong));
+  // Before the first write no priority was set (update_priority needs
+  // stored rows), so the sampler's largest priority is the initial one.
+  scalar("max_priority", at::scalar_tensor(kInitialMaxPriority, at::kDouble));
+  scalar("priorities_valid",
+         at::scalar_tensor(keeps_priorities_ ? 1 : 0, at::kLong));
+  // state/meta.json is renamed in last: the commit point.
+  TensorDict state = TensorDictImpl::wrap(s).memmap(sub("state"));
+  bind_state(std::move(state), std::move(priority));
+}
+
+}  // namespace detail
+}  // namespace tensordict

@@ -1,0 +1,200 @@
+// Internal: ReplayBuffer's storage (TorchRL's LazyTensorStorage and
+// LazyMemmapStorage): the rows, the write cursor and the disk layout.
+//
+// Layout. The storage is one TensorDict of batch size [capacity] (`dict()`).
+// Next to it, `slots` lists its leaves flattened (key, stored tensor, row
+// shape, dtype, bytes per row, and the base pointer when rows can be
+// byte-copied), and `schema` mirrors its key tree with each leaf pointing at
+// its slot. Writes validate the incoming dict against `schema` (keys, row
+// shapes, dtypes) before touching anything, then copy each leaf's rows with
+// one memcpy per leaf (copy_ when a side is not a contiguous CPU tensor).
+//
+// Disk-backed storage (`ReplayBufferOptions::storage_dir`). The directory
+// holds three memmap directories (Python tensordict's format):
+//   storage/   the storage dict, batch size [capacity], created on the first
+//              write by `memmap_like` of a template whose leaves are expanded
+//              views of that write's first row (sparse files, no data read);
+//   priority/  `priority` float64 [capacity]: raw priorities (before eps and
+//              alpha), sparse;
+//   state/     int64/float64 scalars: format_version, capacity, rows_written
+//              (rows written since creation or clear(): cursor =
+//              rows_written % capacity, size = min(rows_written, capacity)),
+//              max_priority, priorities_valid. Written last (its meta.json is
+//              the buffer's commit point).
+// Every write stores into these MAP_SHARED pages with plain stores: the rows
+// first, then their priorities, then `rows_written` (one aligned 8-byte
+// store), so a process killed at any point leaves a consistent buffer (a row
+// being written when killed is not counted). The storage owns priority/ and
+// state/; the prioritized sampler stores into them through `priorities()`.
+//
+// Not synchronized: ReplayBuffer's mutex guards every call.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/util/Optional.h>
+#include <c10/util/SmallVector.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/internal.h"
+#include "tensordict/nested_key.h"
+#include "tensordict/tensor_dict.h"
+
+namespace tensordict {
+namespace detail {
+
+// One leaf of the storage.
+struct Slot {
+  explicit Slot(NestedKey k) : key(std::move(k)) {}
+  NestedKey key;
+  at::Tensor tensor;               // [capacity, row_shape...]
+  std::vector<int64_t> row_shape;  // the leaf's shape after the batch dim
+  at::ScalarType dtype = at::kFloat;
+  size_t row_bytes = 0;
+  char* base = nullptr;  // set when rows can be byte-copied (CPU, contiguous)
+};
+
+// The storage's key tree; a leaf names its slot.
+struct SchemaNode {
+  std::string key;
+  int slot = -1;                     // leaf: index into slots
+  std::vector<SchemaNode> children;  // sub-dict
+  [[nodiscard]] bool is_dict() const { return slot < 0; }
+};
+
+// One leaf of an incoming dict, matched to its slot.
+struct Pending {
+  const Slot* slot;
+  const at::Tensor* src;
+};
+using PendingList = c10::SmallVector<Pending, 16>;
+
+// The priorities a disk-backed storage persists (priority/ and two scalars
+// of state/), mapped; all null while the storage is in RAM or before the
+// first write created them.
+struct PersistedPriorities {
+  double* raw = nullptr;     // priority/priority, [capacity]
+  double* max = nullptr;     // state/max_priority
+  int64_t* valid = nullptr;  // state/priorities_valid
+};
+
+// The largest raw priority before any `update_priority` (1, as in TorchRL):
+// the priority of new rows, and state/max_priority when state/ is created.
+constexpr double kInitialMaxPriority = 1.0;
+
+class ReplayStorage {
+ public:
+  // A storage of `capacity` rows on `device` (the first write's when unset),
+  // in RAM, or in `storage_dir` when set (reopening the buffer found there).
+  // `keeps_priorities`: the sampler maintains the persisted priorities (a
+  // PrioritizedSampler); otherwise every write marks them stale.
+  ReplayStorage(int64_t capacity, c10::optional<at::Device> device,
+                const c10::optional<std::string>& storage_dir,
+                bool keeps_priorities);
+
+  [[nodiscard]] int64_t capacity() const { return capacity_; }
+  [[nodiscard]] int64_t size() const { return size_; }
+  [[nodiscard]] int64_t cursor() const { return cursor_; }
+  // Bumped by every write and clear().
+  [[nodiscard]] uint64_t writes() const { return writes_; }
+  [[nodiscard]] bool allocated() const { return allocated_; }
+  // The storage dict (locked); empty before the first write.
+  [[nodiscard]] const TensorDict& dict() const { return storage_; }
+  [[nodiscard]] const PersistedPriorities& priorities() const {
+    return priorities_;
+  }
+
+  // Validates `value` (batch dims `value_bd`) for a write, allocating the
+  // storage from it when this is the first write, and fills `pending` with
+  // one entry per leaf. When a leaf shares memory with the storage (a view
+  // of it, as in `extend(rb.storage()[...])`), writing in place could read
+  // rows it has already written: `pending` then points into a copy of
+  // `value`, which is returned and must outlive the write (an undefined
+  // dict otherwise). Throws naming the first difference; nothing changes
+  // when it throws.
+  TensorDict prepare(const char* fn, const char* what, const TensorDict& value,
+                     int64_t value_bd, PendingList& pending);
+  // Validates `value` against the allocated storage (pending: its leaves).
+  void validate(const char* fn, const char* what, const TensorDictImpl& value,
+                int64_t value_bd, PendingList& pending) const {
+    validate(fn, what, value, value_bd, schema_, slots_, pending);
+  }
+
+  // Writes the row `pending` (batch size []) at the cursor and advances it;
+  // returns the row written. `commit()` persists the new row count.
+  int64_t write_row(const PendingList& pending);
+  // Writes the `n` rows of `pending` (batch size [n]) from the cursor on,
+  // wrapping (only the last `capacity` when n > capacity, each where a
+  // row-by-row write would put it), and advances the cursor; fills
+  // `index[0, min(n, capacity))` with the rows written and returns the
+  // first. `commit()` persists the new row count.
+  int64_t write_rows(const PendingList& pending, int64_t n, int64_t* index);
+  // Persists the counter after a write or clear(): one aligned 8-byte store.
+  void commit() const;
+  // Forgets every row (cursor, size and the persisted row count); keeps the
+  // allocated storage.
+  void clear();
+
+ private:
+  static constexpr int64_t kFormatVersion = 1;
+
+  // After `n` rows were written (counting those a long batch skipped).
+  void count_rows(int64_t n);
+  void prepare_schema(const char* fn, const char* what,
+                      const TensorDictImpl& value, int64_t value_bd,
+                      PendingList& pending);
+  void validate(const char* fn, const char* what, const TensorDictImpl& value,
+                int64_t value_bd, const std::vector<SchemaNode>& sch,
+                const std::vector<Slot>& sl, PendingList& out) const;
+  [[nodiscard]] bool reads_storage(const PendingList& pending) const;
+
+  template <typename LeafFn>
+  ImplPtr storage_tree(const TensorDictImpl& value, int64_t value_bd,
+                       std::vector<int64_t> batch, const LeafFn& leaf) const;
+  ImplPtr allocate_storage(const TensorDictImpl& value, int64_t value_bd,
+                           std::vector<int64_t> batch) const;
+  ImplPtr expanded_template(const TensorDictImpl& value, int64_t value_bd,
+                            std::vector<int64_t> batch) const;
+
+  // ---- Disk-backed storage -------------------------------------------------
+  [[nodiscard]] std::string sub(const char* name) const;
+  void open_dir(const std::string& storage_dir);
+  [[nodiscard]] TensorDict load_part(const char* name) const;
+  [[nodiscard]] at::Tensor state_leaf(const TensorDict& td, const char* part,
+                                      const char* key, at::ScalarType dtype,
+                                      c10::IntArrayRef shape) const;
+  void bind_state(TensorDict state, TensorDict priority);
+  void reopen();
+  [[nodiscard]] TensorDict allocate_disk(const TensorDictImpl& value,
+                                         int64_t value_bd);
+  void create_state();
+
+  int64_t capacity_ = 0;
+  c10::optional<at::Device> device_;
+  bool keeps_priorities_ = false;
+
+  // The storage is a plain TensorDict: `allocate_storage` (RAM) and
+  // `allocate_disk` are the places that create its tensors, and everything
+  // else goes through `storage_`, `slots_` and `schema_`.
+  TensorDict storage_;
+  bool allocated_ = false;
+  std::vector<Slot> slots_;
+  std::vector<SchemaNode> schema_;
+  int64_t size_ = 0;
+  int64_t cursor_ = 0;
+  uint64_t writes_ = 0;       // bumped by every write and clear()
+  int64_t rows_written_ = 0;  // rows written since construction or clear()
+
+  // ---- Disk-backed storage (see the top of this file) ----------------------
+  std::string dir_;              // empty: the storage is in RAM
+  TensorDict disk_state_;        // state/ (keeps the mappings alive)
+  TensorDict disk_priority_;     // priority/
+  int64_t* rows_ptr_ = nullptr;  // state/rows_written
+  PersistedPriorities priorities_;
+};
+
+}  // namespace detail
+}  // namespace tensordict
