@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "core/tree.h"
 #include "core/write_plan.h"
 
 namespace tensordict {
@@ -162,30 +163,22 @@ ReplayStorage::ReplayStorage(int64_t capacity, c10::optional<at::Device> device,
 
 // ---- Writes -----------------------------------------------------------------
 
-// `value`'s structure with batch size `[capacity]` (`value_bd` batch dims
-// are replaced by [capacity]); each leaf is `leaf(tensor, shape)`, where
-// `shape` is the storage leaf's shape.
+// `value`'s structure with batch size `batch` (`value_bd` batch dims are
+// replaced by [capacity]) on the storage's device; each leaf is
+// `leaf(tensor, shape)`, where `shape` is the storage leaf's shape.
 template <typename LeafFn>
 ImplPtr ReplayStorage::storage_tree(const TensorDictImpl& value,
                                     int64_t value_bd,
                                     std::vector<int64_t> batch,
                                     const LeafFn& leaf) const {
-  ImplPtr out = make_impl(std::move(batch), device_);
-  for (const auto& n : value.nodes) {
-    if (n.is_dict()) {
-      auto sub_batch =
-          concat({capacity_}, c10::IntArrayRef(n.dict->batch_size)
-                                  .slice(static_cast<size_t>(value_bd)));
-      out->nodes.push_back(
-          Node{n.key, at::Tensor(),
-               storage_tree(*n.dict, value_bd, std::move(sub_batch), leaf)});
-    } else {
-      auto shape = concat(
-          {capacity_}, n.tensor.sizes().slice(static_cast<size_t>(value_bd)));
-      out->nodes.push_back(Node{n.key, leaf(n.tensor, shape), nullptr});
-    }
-  }
-  return out;
+  return detail::rebuild(
+      value, std::move(batch),
+      [&](const detail::KeyPath&, const at::Tensor& t) {
+        return leaf(t, concat({capacity_},
+                              t.sizes().slice(static_cast<size_t>(value_bd))));
+      },
+      nullptr,
+      [&](const TensorDictImpl&, TensorDictImpl& out) { out.device = device_; });
 }
 
 // Allocates a zero-filled storage of `capacity` rows with `value`'s
