@@ -1,4 +1,4 @@
-// Benchmarks for apply and arithmetic (issue 3), as ratios against the same
+// Benchmarks for apply and arithmetic, as ratios against the same
 // per-key LibTorch ops written by hand, in the same run.
 //
 // The case: a dict with batch [100000] and leaves obs[64] f32, action[4] f32,

@@ -1,4 +1,4 @@
-// Benchmarks for persistence (issue 5), as ratios in the same run.
+// Benchmarks for persistence, as ratios in the same run.
 //
 // - memmap_ of a 50 MB dict (5 leaves of 10 MB) vs writing the same bytes to
 //   5 files with plain open/write/close. Both write into the page cache of the

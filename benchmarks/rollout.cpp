@@ -1,4 +1,4 @@
-// Benchmarks for RolloutBuffer and gae() (issue 5), as ratios against raw
+// Benchmarks for RolloutBuffer and gae(), as ratios against raw
 // LibTorch in the same run.
 //
 // The case: a PPO rollout of T = 2048 steps x E = 64 envs (CPU, float32), with

@@ -1,4 +1,4 @@
-// Benchmarks for stacking (issue 3), as ratios against raw LibTorch in the
+// Benchmarks for stacking, as ratios against raw LibTorch in the
 // same run.
 //
 // The case: 1000 rollout rows, each with leaves obs[64] f32, action[4] f32,

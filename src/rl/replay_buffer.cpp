@@ -148,7 +148,8 @@ int64_t ReplayBuffer::add(const TensorDict& row) {
   PendingList pending;
   // `staged`: a copy of `row` that `pending` reads when `row` views the
   // storage (see ReplayStorage::prepare); kept alive through the write.
-  const TensorDict staged = m.storage.prepare("add", "row", row, 0, pending);
+  const c10::optional<TensorDict> staged =
+      m.storage.prepare("add", "row", row, 0, pending);
   const int64_t i = m.storage.write_row(pending);
   m.on_write(i, 1);
   return i;
@@ -170,7 +171,7 @@ at::Tensor ReplayBuffer::extend(const TensorDict& batch) {
     }
     return at::empty({0}, at::kLong);
   }
-  const TensorDict staged =  // as in add()
+  const c10::optional<TensorDict> staged =  // as in add()
       m.storage.prepare("extend", "batch", batch, 1, pending);
   const int64_t kept = std::min(n, m.capacity);
   at::Tensor index = at::empty({kept}, at::kLong);

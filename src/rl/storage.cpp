@@ -97,6 +97,13 @@ bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+// The storage `t` lives in, by identity (no reference count is touched).
+const c10::StorageImpl* storage_of(const at::Tensor& t) {
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  return impl->has_storage() ? impl->unsafe_storage().unsafeGetStorageImpl()
+                             : nullptr;
+}
+
 void build_schema(const TensorDictImpl& st, const NestedKey* prefix,
                   std::vector<SchemaNode>& schema, std::vector<Slot>& slots) {
   for (const auto& n : st.nodes) {
@@ -116,6 +123,8 @@ void build_schema(const TensorDictImpl& st, const NestedKey* prefix,
       slot.base = byte_copyable(n.tensor)
                       ? static_cast<char*>(n.tensor.data_ptr())
                       : nullptr;
+      slot.storage = storage_of(n.tensor);
+      slot.device = n.tensor.device();
       s.slot = static_cast<int>(slots.size());
       slots.push_back(std::move(slot));
     }
@@ -224,7 +233,7 @@ void ReplayStorage::validate(const char* fn, const char* what,
                      ": key ", p.slot->key.str(), ": expected dtype ",
                      dtype_name(p.slot->dtype), ", got ",
                      dtype_name(src.scalar_type()));
-    TORCH_CHECK(copyable_devices(src.device(), p.slot->tensor.device()),
+    TORCH_CHECK(copyable_devices(src.device(), p.slot->device),
                 "ReplayBuffer::", fn, ": key ", p.slot->key.str(),
                 ": cannot write a value on device ", device_name(src.device()),
                 " into a buffer on device ",
@@ -237,12 +246,10 @@ void ReplayStorage::validate(const char* fn, const char* what,
 // writing in place could read rows it has already written.
 bool ReplayStorage::reads_storage(const PendingList& pending) const {
   for (const auto& p : pending) {
-    if (!p.src->unsafeGetTensorImpl()->has_storage()) continue;
+    const c10::StorageImpl* src = storage_of(*p.src);
+    if (src == nullptr) continue;
     for (const auto& s : slots_) {
-      if (s.tensor.unsafeGetTensorImpl()->has_storage() &&
-          s.tensor.storage().is_alias_of(p.src->storage())) {
-        return true;
-      }
+      if (s.storage == src) return true;
     }
   }
   return false;
@@ -284,17 +291,17 @@ void ReplayStorage::prepare_schema(const char* fn, const char* what,
   allocated_ = true;
 }
 
-TensorDict ReplayStorage::prepare(const char* fn, const char* what,
-                                  const TensorDict& value, int64_t value_bd,
-                                  PendingList& pending) {
+c10::optional<TensorDict> ReplayStorage::prepare(const char* fn,
+                                                 const char* what,
+                                                 const TensorDict& value,
+                                                 int64_t value_bd,
+                                                 PendingList& pending) {
   prepare_schema(fn, what, TensorDictImpl::of(value), value_bd, pending);
-  TensorDict staged;
-  if (reads_storage(pending)) {
-    staged = value.clone();
-    pending.clear();
-    validate(fn, what, TensorDictImpl::of(staged), value_bd, schema_, slots_,
-             pending);
-  }
+  if (!reads_storage(pending)) return c10::nullopt;
+  TensorDict staged = value.clone();
+  pending.clear();
+  validate(fn, what, TensorDictImpl::of(staged), value_bd, schema_, slots_,
+           pending);
   return staged;
 }
 

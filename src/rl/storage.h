@@ -55,6 +55,9 @@ struct Slot {
   at::ScalarType dtype = at::kFloat;
   size_t row_bytes = 0;
   char* base = nullptr;  // set when rows can be byte-copied (CPU, contiguous)
+  // The storage `tensor` lives in (to spot sources that view it).
+  const c10::StorageImpl* storage = nullptr;
+  at::Device device = at::kCPU;
 };
 
 // The storage's key tree; a leaf names its slot.
@@ -112,10 +115,10 @@ class ReplayStorage {
   // one entry per leaf. When a leaf shares memory with the storage (a view
   // of it, as in `extend(rb.storage()[...])`), writing in place could read
   // rows it has already written: `pending` then points into a copy of
-  // `value`, which is returned and must outlive the write (an undefined
-  // dict otherwise). Throws naming the first difference; nothing changes
-  // when it throws.
-  TensorDict prepare(const char* fn, const char* what, const TensorDict& value,
+  // `value`, which is returned and must outlive the write (nullopt
+  // otherwise: no dict is made). Throws naming the first difference;
+  // nothing changes when it throws.
+  c10::optional<TensorDict> prepare(const char* fn, const char* what, const TensorDict& value,
                      int64_t value_bd, PendingList& pending);
   // Validates `value` against the allocated storage (pending: its leaves).
   void validate(const char* fn, const char* what, const TensorDictImpl& value,
