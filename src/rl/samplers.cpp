@@ -124,7 +124,11 @@ at::Tensor PrioritizedSamplerImpl::sample(const ReplayStorage& storage,
   float* w = weight.data_ptr<float>();
   const double p_min = min_tree_.root();
   for (int64_t q = 0; q < n; ++q) {
-    if (out[q] >= size) out[q] = size - 1;  // rounding at the very end
+    if (out[q] >= size) {
+      // Rounding at the very end: the last row with mass (total > 0).
+      out[q] = size - 1;
+      while (out[q] > 0 && !(sum_tree_.get(out[q]) > 0)) --out[q];
+    }
     const double p = sum_tree_.get(out[q]);
     // (N P(i))^-beta / max_j (N P(j))^-beta == (p_i / p_min)^-beta
     w[q] = static_cast<float>(std::pow(p / p_min, -beta_));
