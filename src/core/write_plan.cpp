@@ -163,6 +163,7 @@ struct LeafStep {
   int new_parent;           // index into WritePlan::dicts when parent is null
   const Node* value;        // the leaf of `value`
   // The byte copy, when eligible.
+  c10::TensorImpl* dst_impl;
   char* dst_bytes;
   const char* src_bytes;
   size_t nbytes;
@@ -197,9 +198,7 @@ class WritePlan {
       for (const auto& l : leaves_) {
         if (l.nbytes != 0) std::memmove(l.dst_bytes, l.src_bytes, l.nbytes);
       }
-      for (const auto& l : leaves_) {
-        dest_of(l).unsafeGetTensorImpl()->bump_version();
-      }
+      for (const auto& l : leaves_) l.dst_impl->bump_version();
       return;
     }
     validate();
@@ -238,8 +237,8 @@ class WritePlan {
       }
       const size_t index =
           dn ? static_cast<size_t>(dn - dst->nodes.data()) : 0;
-      LeafStep l{&vn.tensor, dn != nullptr, dst,     index, new_parent,
-                 &vn,        nullptr,       nullptr, 0};
+      LeafStep l{&vn.tensor, dn != nullptr, dst,     index,   new_parent,
+                 &vn,        nullptr,       nullptr, nullptr, 0};
       if (dn == nullptr) creations_.emplace_back(false, leaves_.size());
       if (dn == nullptr || !plan_bytes(l)) all_bytes_ = false;
       leaves_.push_back(l);
@@ -289,6 +288,7 @@ class WritePlan {
     // A source that partly overlaps the region is rejected, as LibTorch's
     // copy_ does (validation names the key).
     if (from != to && from < to + nbytes && to < from + nbytes) return false;
+    l.dst_impl = dest.unsafeGetTensorImpl();
     l.dst_bytes = to;
     l.src_bytes = from;
     l.nbytes = nbytes;
@@ -299,7 +299,9 @@ class WritePlan {
   void validate() const {
     for (const auto& d : dicts_) {
       if (d.parent != nullptr) {
-        check_unlocked(*d.parent, "index_put_", key_of(*d.value));
+        if (d.parent->locked) {
+          check_unlocked(*d.parent, "index_put_", key_of(*d.value));
+        }
       }
     }
     const bool basic = std::none_of(
@@ -308,7 +310,9 @@ class WritePlan {
     for (const LeafStep& l : leaves_) {
       if (!l.exists) {
         if (l.parent != nullptr) {
-          check_unlocked(*l.parent, "index_put_", key_of(*l.value));
+          if (l.parent->locked) {
+            check_unlocked(*l.parent, "index_put_", key_of(*l.value));
+          }
         }
         continue;
       }
