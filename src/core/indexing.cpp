@@ -3,6 +3,7 @@
 #include "core/indexing.h"
 
 #include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/TensorIndexing.h>
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/autograd/VariableTypeUtils.h>
@@ -307,7 +308,7 @@ at::Tensor gather_leaf(const at::Tensor& t, const int64_t* idx, int64_t n,
   }
   std::vector<int64_t> shape = t.sizes().vec();
   shape[0] = n;
-  at::Tensor g = at::empty(shape, t.options());
+  at::Tensor g = at::detail::empty_cpu(shape, t.options());
   const int64_t rows = t.size(0);
   const size_t row_bytes =
       rows == 0 ? 0 : static_cast<size_t>(t.numel() / rows) * t.element_size();

@@ -17,6 +17,7 @@
 #include "tensordict/replay_buffer.h"
 
 #include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -174,7 +175,7 @@ at::Tensor ReplayBuffer::extend(const TensorDict& batch) {
   const c10::optional<TensorDict> staged =  // as in add()
       m.storage.prepare("extend", "batch", batch, 1, pending);
   const int64_t kept = std::min(n, m.capacity);
-  at::Tensor index = at::empty({kept}, at::kLong);
+  at::Tensor index = at::detail::empty_cpu({kept}, at::kLong);
   const int64_t start =
       m.storage.write_rows(pending, n, index.data_ptr<int64_t>());
   m.on_write(start, kept);
@@ -190,7 +191,7 @@ std::pair<TensorDict, SampleInfo> ReplayBuffer::sample(int64_t batch_size) {
   TORCH_CHECK(m.storage.size() > 0,
               "ReplayBuffer::sample: the buffer is empty");
   SampleInfo info;
-  info.index = at::empty({batch_size}, at::kLong);
+  info.index = at::detail::empty_cpu({batch_size}, at::kLong);
   info.weight = m.sampler->sample(m.storage, m.rng, batch_size,
                                   info.index.data_ptr<int64_t>());
   TensorDict data = TensorDictImpl::wrap(

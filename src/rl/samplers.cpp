@@ -2,6 +2,7 @@
 #include "rl/samplers.h"
 
 #include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -120,7 +121,7 @@ at::Tensor PrioritizedSamplerImpl::sample(const ReplayStorage& storage,
     mass_[static_cast<size_t>(q)] = uniform01(rng) * total;
   }
   sum_tree_.find_prefix(mass_.data(), n, out);
-  at::Tensor weight = at::empty({n}, at::kFloat);
+  at::Tensor weight = at::detail::empty_cpu({n}, at::kFloat);
   float* w = weight.data_ptr<float>();
   const double p_min = min_tree_.root();
   for (int64_t q = 0; q < n; ++q) {

@@ -8,7 +8,12 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
+#include <cstdint>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -134,16 +139,50 @@ void build_schema(const TensorDictImpl& st, const NestedKey* prefix,
 
 // Copies `count` rows of `src` from `src_row` (a single row when
 // `src_bd` is 0) into the slot's rows from `dst_row`.
+// Copies `n` bytes into rows of the ring that will not be read again soon.
+// Large copies use non-temporal stores where the CPU has them (x86-64's
+// SSE2): the destination lines, usually out of cache in a large buffer, are
+// then written without first being read. The closing fence orders these
+// stores before every later one (the row counter that commits a write).
+void copy_into_ring(char* dst, const char* src, size_t n) {
+#if defined(__SSE2__)
+  constexpr size_t kStreamAbove = size_t{1} << 14;
+  if (n >= kStreamAbove) {
+    const size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
+    std::memcpy(dst, src, head);
+    dst += head;
+    src += head;
+    n -= head;
+    const size_t blocks = n / 64;
+    for (size_t b = 0; b < blocks; ++b, dst += 64, src += 64) {
+      const auto* s = reinterpret_cast<const __m128i*>(src);
+      auto* d = reinterpret_cast<__m128i*>(dst);
+      const __m128i x0 = _mm_loadu_si128(s);
+      const __m128i x1 = _mm_loadu_si128(s + 1);
+      const __m128i x2 = _mm_loadu_si128(s + 2);
+      const __m128i x3 = _mm_loadu_si128(s + 3);
+      _mm_stream_si128(d, x0);
+      _mm_stream_si128(d + 1, x1);
+      _mm_stream_si128(d + 2, x2);
+      _mm_stream_si128(d + 3, x3);
+    }
+    _mm_sfence();
+    n -= blocks * 64;
+  }
+#endif
+  std::memcpy(dst, src, n);
+}
+
 void copy_rows(const Pending& p, int64_t dst_row, int64_t src_row,
                int64_t count, int64_t src_bd) {
   const Slot& slot = *p.slot;
   const at::Tensor& src = *p.src;
   if (slot.row_bytes == 0) return;  // empty leaves: nothing to copy
   if (slot.base != nullptr && byte_copyable(src)) {
-    std::memcpy(slot.base + static_cast<size_t>(dst_row) * slot.row_bytes,
-                static_cast<const char*>(src.data_ptr()) +
-                    static_cast<size_t>(src_row) * slot.row_bytes,
-                static_cast<size_t>(count) * slot.row_bytes);
+    copy_into_ring(slot.base + static_cast<size_t>(dst_row) * slot.row_bytes,
+                   static_cast<const char*>(src.data_ptr()) +
+                       static_cast<size_t>(src_row) * slot.row_bytes,
+                   static_cast<size_t>(count) * slot.row_bytes);
     if (!slot.tensor.is_inference()) {
       slot.tensor.unsafeGetTensorImpl()->bump_version();
     }
