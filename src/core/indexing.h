@@ -18,14 +18,15 @@ namespace detail {
 struct NormalizedIndex {
   using TensorIndex = at::indexing::TensorIndex;
   std::vector<TensorIndex> indices;  // Ellipsis expanded, ints non-negative
-  std::vector<int64_t> ints;          // the ints, when all_int
-  bool all_int = true;                // only integers
+  std::vector<int64_t> ints;         // the ints, when all_int
+  bool all_int = true;               // only integers
 };
 
 /// Checks `indices` against `impl`'s batch size (bounds of integers, number
 /// of indexed dims, one ellipsis) and normalizes them.
-NormalizedIndex normalize_index(const TensorDictImpl& impl,
-                                c10::ArrayRef<at::indexing::TensorIndex> indices);
+NormalizedIndex normalize_index(
+    const TensorDictImpl& impl,
+    c10::ArrayRef<at::indexing::TensorIndex> indices);
 /// The batch shape that `norm` selects from `impl`'s batch size.
 std::vector<int64_t> indexed_shape(const TensorDictImpl& impl,
                                    const NormalizedIndex& norm);

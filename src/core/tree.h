@@ -18,8 +18,8 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <c10/util/SmallVector.h>
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 
 #include <string>
 #include <utility>
@@ -68,9 +68,8 @@ void for_each_level(TensorDictImpl& root, const Fn& fn) {
 class StructureSnapshot {
  public:
   explicit StructureSnapshot(TensorDictImpl& root) {
-    for_each_level(root, [&](TensorDictImpl& d) {
-      saved_.emplace_back(&d, d.nodes);
-    });
+    for_each_level(
+        root, [&](TensorDictImpl& d) { saved_.emplace_back(&d, d.nodes); });
   }
   void restore() {
     for (auto& s : saved_) s.first->nodes = s.second;
@@ -116,10 +115,9 @@ ImplPtr rebuild(const TensorDictImpl& src, std::vector<int64_t> batch,
     if (n.is_dict()) {
       std::vector<int64_t> sub_batch = concat(
           out->batch_size, c10::IntArrayRef(n.dict->batch_size).slice(src_bd));
-      out->nodes.push_back(
-          Node{n.key, at::Tensor(),
-               rebuild(*n.dict, std::move(sub_batch), path, leaf, check_op,
-                       hook)});
+      out->nodes.push_back(Node{
+          n.key, at::Tensor(),
+          rebuild(*n.dict, std::move(sub_batch), path, leaf, check_op, hook)});
     } else {
       at::Tensor r = leaf(path, n.tensor);
       if (r.defined()) {

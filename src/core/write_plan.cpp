@@ -2,14 +2,14 @@
 
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
-#include <c10/util/SmallVector.h>
-
-#include <algorithm>
-#include <cstring>
 #include <ATen/core/grad_mode.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 #include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+#include <cstring>
 
 #include "core/indexing.h"
 #include "core/internal.h"
@@ -157,11 +157,11 @@ Block block_of(const TensorDictImpl& dst, const NormalizedIndex& norm) {
 // One leaf of `value` and where it goes.
 struct LeafStep {
   const at::Tensor* src;
-  bool exists;              // false: allocate
-  TensorDictImpl* parent;   // the dict holding the leaf (null: a new dict's)
-  size_t index;             // the existing leaf's place in parent->nodes
-  int new_parent;           // index into WritePlan::dicts when parent is null
-  const Node* value;        // the leaf of `value`
+  bool exists;             // false: allocate
+  TensorDictImpl* parent;  // the dict holding the leaf (null: a new dict's)
+  size_t index;            // the existing leaf's place in parent->nodes
+  int new_parent;          // index into WritePlan::dicts when parent is null
+  const Node* value;       // the leaf of `value`
   // The byte copy, when eligible.
   c10::TensorImpl* dst_impl;
   char* dst_bytes;
@@ -173,7 +173,7 @@ struct LeafStep {
 struct DictStep {
   TensorDictImpl* parent;  // null: a new dict's (new_parent)
   int new_parent;
-  const Node* value;       // the sub-dict of `value`
+  const Node* value;  // the sub-dict of `value`
   std::vector<int64_t> batch;
   c10::optional<at::Device> device;
   ImplPtr impl;  // made when the write runs
@@ -186,8 +186,10 @@ class WritePlan {
  public:
   WritePlan(TensorDictImpl& dst, const NormalizedIndex& norm,
             const TensorDictImpl& value, c10::IntArrayRef shape)
-      : norm_(norm), value_(value),
-        dst_bd_(dst.batch_dims()), value_bd_(value.batch_dims()),
+      : norm_(norm),
+        value_(value),
+        dst_bd_(dst.batch_dims()),
+        value_bd_(value.batch_dims()),
         block_(value.batch_size.size() == shape.size() ? block_of(dst, norm)
                                                        : Block{}) {
     pair(&dst, -1, value);
@@ -219,13 +221,14 @@ class WritePlan {
         all_bytes_ = false;
         DictStep d{dst, new_parent, &vn, {}, {}, nullptr};
         const std::vector<int64_t>& parent_batch =
-            dst ? dst->batch_size : dicts_[static_cast<size_t>(new_parent)].batch;
-        d.batch = concat(
-            c10::IntArrayRef(parent_batch).slice(0, static_cast<size_t>(dst_bd_)),
-            c10::IntArrayRef(vn.dict->batch_size)
-                .slice(static_cast<size_t>(value_bd_)));
-        d.device = dst ? dst->device
-                       : dicts_[static_cast<size_t>(new_parent)].device;
+            dst ? dst->batch_size
+                : dicts_[static_cast<size_t>(new_parent)].batch;
+        d.batch = concat(c10::IntArrayRef(parent_batch)
+                             .slice(0, static_cast<size_t>(dst_bd_)),
+                         c10::IntArrayRef(vn.dict->batch_size)
+                             .slice(static_cast<size_t>(value_bd_)));
+        d.device =
+            dst ? dst->device : dicts_[static_cast<size_t>(new_parent)].device;
         dicts_.push_back(std::move(d));
         creations_.emplace_back(true, dicts_.size() - 1);
         pair(nullptr, static_cast<int>(dicts_.size() - 1), *vn.dict);
@@ -235,8 +238,7 @@ class WritePlan {
         TORCH_CHECK_TYPE(!dn->is_dict(), "key ", key_of(vn).str(),
                          ": cannot write a tensor where a TensorDict lives");
       }
-      const size_t index =
-          dn ? static_cast<size_t>(dn - dst->nodes.data()) : 0;
+      const size_t index = dn ? static_cast<size_t>(dn - dst->nodes.data()) : 0;
       LeafStep l{&vn.tensor, dn != nullptr, dst,     index,   new_parent,
                  &vn,        nullptr,       nullptr, nullptr, 0};
       if (dn == nullptr) creations_.emplace_back(false, leaves_.size());
@@ -259,9 +261,9 @@ class WritePlan {
     if (!dest.device().is_cpu() || !src.device().is_cpu() ||
         dest.scalar_type() != src.scalar_type() ||
         dest.layout() != at::kStrided || src.layout() != at::kStrided ||
-        !dest.is_contiguous() || !src.is_contiguous() ||
-        dest.requires_grad() || src.requires_grad() || dest.is_conj() ||
-        src.is_conj() || dest.is_neg() || src.is_neg() ||
+        !dest.is_contiguous() || !src.is_contiguous() || dest.requires_grad() ||
+        src.requires_grad() || dest.is_conj() || src.is_conj() ||
+        dest.is_neg() || src.is_neg() ||
         (dest.is_inference() && !c10::InferenceMode::is_enabled())) {
       return false;
     }
@@ -280,7 +282,8 @@ class WritePlan {
     for (size_t j = 0; j < k; ++j) {
       offset += norm_.ints[j] * dest.stride(static_cast<int64_t>(j));
     }
-    if (block_.slice) offset += block_.start * dest.stride(static_cast<int64_t>(k));
+    if (block_.slice)
+      offset += block_.start * dest.stride(static_cast<int64_t>(k));
     char* to = static_cast<char*>(dest.data_ptr()) +
                static_cast<size_t>(offset) * itemsize;
     const char* from = static_cast<const char*>(src.data_ptr());
@@ -366,11 +369,12 @@ class WritePlan {
         }
         const LeafStep& l = leaves_[c.second];
         TensorDictImpl* parent =
-            l.parent ? l.parent : dicts_[static_cast<size_t>(l.new_parent)].impl.get();
+            l.parent ? l.parent
+                     : dicts_[static_cast<size_t>(l.new_parent)].impl.get();
         const at::Tensor& src = *l.src;
-        auto shape = concat(
-            c10::IntArrayRef(parent->batch_size).slice(0, static_cast<size_t>(dst_bd_)),
-            src.sizes().slice(static_cast<size_t>(value_bd_)));
+        auto shape = concat(c10::IntArrayRef(parent->batch_size)
+                                .slice(0, static_cast<size_t>(dst_bd_)),
+                            src.sizes().slice(static_cast<size_t>(value_bd_)));
         at::Tensor buf = at::zeros(
             shape, src.options().device(parent->device ? *parent->device
                                                        : src.device()));
@@ -434,7 +438,8 @@ class WritePlan {
 // the left).
 bool batch_fits(c10::IntArrayRef vb, c10::IntArrayRef s) {
   if (vb.size() > s.size()) return false;
-  return std::equal(vb.begin(), vb.end(), s.end() - static_cast<int64_t>(vb.size()));
+  return std::equal(vb.begin(), vb.end(),
+                    s.end() - static_cast<int64_t>(vb.size()));
 }
 
 }  // namespace
