@@ -412,7 +412,9 @@ void plan_out(TensorDictImpl* out, size_t new_idx, const TensorDictImpl& ref,
         plan_out(o->dict.get(), SIZE_MAX, *r.dict, spec, o->dict->device,
                  path, plan);
       } else {
-        if (out != nullptr) check_unlocked(*out, spec.op, path_key(path));
+        if (out != nullptr && out->locked) {
+          check_unlocked(*out, spec.op, path_key(path));
+        }
         NewDict nd{out, out ? SIZE_MAX : new_idx, &r.key, std::move(batch),
                    nullptr};
         plan.new_dicts.push_back(std::move(nd));
@@ -423,7 +425,7 @@ void plan_out(TensorDictImpl* out, size_t new_idx, const TensorDictImpl& ref,
       path.pop_back();
       continue;
     }
-    if (o == nullptr && out != nullptr) {
+    if (o == nullptr && out != nullptr && out->locked) {
       check_unlocked(*out, spec.op, path_key(path));
     }
     Slot s;
