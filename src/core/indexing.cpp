@@ -111,7 +111,6 @@ NormalizedIndex normalize_index(const TensorDictImpl& impl,
   return out;
 }
 
-// The batch shape that `norm` selects from `batch_size`.
 SliceRange slice_range(const at::indexing::Slice& s, int64_t size) {
   const int64_t step = as_int(s.step());
   auto clamp = [&](int64_t v) {
@@ -125,6 +124,7 @@ SliceRange slice_range(const at::indexing::Slice& s, int64_t size) {
   return {start, step, len};
 }
 
+// The batch shape that `norm` selects from `batch_size`.
 std::vector<int64_t> indexed_shape(const TensorDictImpl& impl,
                                    const NormalizedIndex& norm) {
   if (norm.all_int) {

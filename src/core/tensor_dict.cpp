@@ -430,25 +430,21 @@ const TensorDict& TensorDict::rename_key_(const NestedKey& old_key,
   try {
     // As in Python, an entry already at `new_key` is replaced where it
     // stands (keys [c, a, b], rename a -> c: [c, b]); otherwise the entry
-    // is appended.
+    // is appended. set() replaces an entry of its own kind in place, so an
+    // entry of the other kind is first turned into an empty one of this
+    // kind (the snapshot undoes that on failure).
     if (lookup(*impl_, new_key) != nullptr) {
       TensorDictImpl* parent = parent_of(*impl_, new_key);
       check_unlocked(*parent, "rename_key_", new_key);
       Node* n = parent->find(new_key.back());
       if (e.is_tensor()) {
-        check_leading_dims(new_key, e.tensor(), parent->batch_size);
-        n->tensor = e.tensor();
         n->dict.reset();
-      } else {
-        TensorDict sub = e.tensordict();
-        TORCH_CHECK(starts_with(sub.batch_size(), parent->batch_size), "key ",
-                    new_key.str(), ": the sub-TensorDict's batch_size ",
-                    shape_str(sub.batch_size()), " must start with ",
-                    shape_str(parent->batch_size));
-        n->dict = sub.impl_;
+      } else if (!n->is_dict()) {
         n->tensor = at::Tensor();
+        n->dict = make_impl(parent->batch_size, parent->device);
       }
-    } else if (e.is_tensor()) {
+    }
+    if (e.is_tensor()) {
       set(new_key, e.tensor());
     } else {
       set(new_key, e.tensordict());

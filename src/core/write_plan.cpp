@@ -25,8 +25,6 @@ std::string LeafName::str() const {
 
 namespace {
 
-bool copyable_device(const at::Device& d) { return d.is_cpu() || d.is_cuda(); }
-
 [[noreturn]] void fail(const char* op, const LeafName& name,
                        const std::string& reason) {
   if (op != nullptr) {
@@ -186,7 +184,8 @@ class WritePlan {
  public:
   WritePlan(TensorDictImpl& dst, const NormalizedIndex& norm,
             const TensorDictImpl& value, c10::IntArrayRef shape)
-      : norm_(norm),
+      : dst_(dst),
+        norm_(norm),
         value_(value),
         dst_bd_(dst.batch_dims()),
         value_bd_(value.batch_dims()),
@@ -197,10 +196,7 @@ class WritePlan {
 
   void run() {
     if (all_bytes_) {
-      for (const auto& l : leaves_) {
-        if (l.nbytes != 0) std::memmove(l.dst_bytes, l.src_bytes, l.nbytes);
-      }
-      for (const auto& l : leaves_) l.dst_impl->bump_version();
+      for (const auto& l : leaves_) copy_bytes(l);
       return;
     }
     validate();
@@ -245,6 +241,12 @@ class WritePlan {
       if (dn == nullptr || !plan_bytes(l)) all_bytes_ = false;
       leaves_.push_back(l);
     }
+  }
+
+  // The byte copy of an eligible leaf, with the version bump `copy_` does.
+  static void copy_bytes(const LeafStep& l) {
+    if (l.nbytes != 0) std::memmove(l.dst_bytes, l.src_bytes, l.nbytes);
+    l.dst_impl->bump_version();
   }
 
   // The stored leaf that `l` writes into. Nodes are addressed by index:
@@ -300,26 +302,16 @@ class WritePlan {
 
   // Every check LibTorch would make, before anything is written.
   void validate() const {
-    for (const auto& d : dicts_) {
-      if (d.parent != nullptr) {
-        if (d.parent->locked) {
-          check_unlocked(*d.parent, "index_put_", key_of(*d.value));
-        }
-      }
+    if (!creations_.empty()) {
+      check_can_add_keys(dst_, value_, "index_put_", /*replaces=*/false);
     }
     const bool basic = std::none_of(
         norm_.indices.begin(), norm_.indices.end(),
         [](const at::indexing::TensorIndex& t) { return t.is_tensor(); });
     for (const LeafStep& l : leaves_) {
-      if (!l.exists) {
-        if (l.parent != nullptr) {
-          if (l.parent->locked) {
-            check_unlocked(*l.parent, "index_put_", key_of(*l.value));
-          }
-        }
-        continue;
-      }
-      if (l.dst_bytes != nullptr) continue;  // eligible: nothing to reject
+      // New leaves: nothing to conflict with. Byte-copy leaves: nothing
+      // LibTorch would reject.
+      if (!l.exists || l.dst_bytes != nullptr) continue;
       const NestedKey key = key_of(*l.value);
       const at::Tensor& src = *l.src;
       const at::Tensor& dest = dest_of(l);
@@ -385,8 +377,7 @@ class WritePlan {
       for (const auto& l : leaves_) {
         if (!l.exists) continue;
         if (l.dst_bytes != nullptr) {
-          if (l.nbytes != 0) std::memmove(l.dst_bytes, l.src_bytes, l.nbytes);
-          dest_of(l).unsafeGetTensorImpl()->bump_version();
+          copy_bytes(l);
         } else {
           write_leaf(dest_of(l), *l.src);
         }
@@ -422,6 +413,7 @@ class WritePlan {
     return NestedKey(vn.key);
   }
 
+  const TensorDictImpl& dst_;
   const NormalizedIndex& norm_;
   const TensorDictImpl& value_;
   const int64_t dst_bd_, value_bd_;

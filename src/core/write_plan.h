@@ -57,12 +57,15 @@ enum class WriteKind {
   kOut,
 };
 
+/// Whether `copy_` moves data to and from `d` (CPU or CUDA).
+[[nodiscard]] inline bool copyable_device(const at::Device& d) {
+  return d.is_cpu() || d.is_cuda();
+}
 /// Whether `copy_` moves data from a tensor on `src` to one on `dest`: the
 /// same device, or CPU and CUDA.
 [[nodiscard]] inline bool copyable_devices(const at::Device& src,
                                            const at::Device& dest) {
-  return src == dest ||
-         ((src.is_cpu() || src.is_cuda()) && (dest.is_cpu() || dest.is_cuda()));
+  return src == dest || (copyable_device(src) && copyable_device(dest));
 }
 
 /// Throws a `c10::Error` "<op>: key <key>: <reason>" (without "<op>: " when

@@ -34,8 +34,6 @@ namespace {
 
 using TensorVec = std::vector<at::Tensor>;
 
-TensorVec leaves_of(const TensorDictImpl& impl) { return leaf_tensors(impl); }
-
 TensorDict rebuild_dict(const TensorDictImpl& src, TensorVec vals,
                         const char* op) {
   return TensorDictImpl::wrap(rebuild_from(src, std::move(vals), op));
@@ -283,7 +281,7 @@ TensorDict binary(Op op, const TensorDict& a, const TensorDict& b,
 
 TensorDict binary(Op op, const TensorDict& a, const at::Tensor& b) {
   check_batch_broadcast(op_name(op, false), "tensor operand", TensorDictImpl::of(a), b);
-  TensorVec va = leaves_of(TensorDictImpl::of(a));
+  TensorVec va = leaf_tensors(TensorDictImpl::of(a));
   TensorVec out;
   out.reserve(va.size());
   for (const auto& t : va) out.push_back(leaf_op(op, t, align_left(b, t.dim()), 1));
@@ -291,7 +289,7 @@ TensorDict binary(Op op, const TensorDict& a, const at::Tensor& b) {
 }
 
 TensorDict binary(Op op, const TensorDict& a, const at::Scalar& b) {
-  TensorVec va = leaves_of(TensorDictImpl::of(a));
+  TensorVec va = leaf_tensors(TensorDictImpl::of(a));
   TensorVec out;
   if (foreach_ok(va)) {
     out = foreach_op(op, va, b);
@@ -333,7 +331,7 @@ const TensorDict& binary_(Op op, const TensorDict& a, const TensorDict& b,
 const TensorDict& binary_(Op op, const TensorDict& a, const at::Tensor& b) {
   const char* name = op_name(op, true);
   check_batch_broadcast(name, "tensor operand", TensorDictImpl::of(a), b);
-  TensorVec va = leaves_of(TensorDictImpl::of(a));
+  TensorVec va = leaf_tensors(TensorDictImpl::of(a));
   for (size_t i = 0; i < va.size(); ++i) {
     check_leaf_write(name, LeafName(TensorDictImpl::of(a), i), va[i],
                      align_left(b, va[i].dim()), WriteKind::kOp);
@@ -346,7 +344,7 @@ const TensorDict& binary_(Op op, const TensorDict& a, const at::Tensor& b) {
 
 const TensorDict& binary_(Op op, const TensorDict& a, const at::Scalar& b) {
   const char* name = op_name(op, true);
-  TensorVec va = leaves_of(TensorDictImpl::of(a));
+  TensorVec va = leaf_tensors(TensorDictImpl::of(a));
   for (size_t i = 0; i < va.size(); ++i) {
     check_leaf_write(name, LeafName(TensorDictImpl::of(a), i), va[i],
                      at::Tensor(), WriteKind::kOp);
@@ -650,7 +648,7 @@ TensorDict TensorDict::named_apply(
 }
 
 const TensorDict& TensorDict::apply_(const LeafFn& fn) const {
-  TensorVec leaves = leaves_of(*impl_);
+  TensorVec leaves = leaf_tensors(*impl_);
   TensorVec results;
   results.reserve(leaves.size());
   for (const auto& t : leaves) results.push_back(fn(t));
@@ -715,7 +713,7 @@ const TensorDict& TensorDict::update_(const TensorDict& other) const {
   std::vector<NestedKey> keys;
   collect_keys(*other.impl_, nullptr, /*include_nested=*/true,
                /*leaves_only=*/true, keys);
-  TensorVec src = leaves_of(*other.impl_);
+  TensorVec src = leaf_tensors(*other.impl_);
   TensorVec dst;
   dst.reserve(src.size());
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -886,7 +884,7 @@ TensorDict TensorDict::where(const at::Tensor& cond,
   TORCH_CHECK_TYPE(cond.scalar_type() == at::kBool,
                    "where: the condition must be a bool tensor, got ",
                    dtype_name(cond.scalar_type()));
-  TensorVec va = leaves_of(*impl_);
+  TensorVec va = leaf_tensors(*impl_);
   TensorVec out;
   out.reserve(va.size());
   for (const auto& t : va) {
@@ -901,7 +899,7 @@ TensorDict TensorDict::masked_fill(const at::Tensor& mask,
   TORCH_CHECK_TYPE(mask.scalar_type() == at::kBool,
                    "masked_fill: the mask must be a bool tensor, got ",
                    dtype_name(mask.scalar_type()));
-  TensorVec va = leaves_of(*impl_);
+  TensorVec va = leaf_tensors(*impl_);
   TensorVec out;
   out.reserve(va.size());
   for (const auto& t : va) {
@@ -916,7 +914,7 @@ const TensorDict& TensorDict::masked_fill_(const at::Tensor& mask,
   TORCH_CHECK_TYPE(mask.scalar_type() == at::kBool,
                    "masked_fill_: the mask must be a bool tensor, got ",
                    dtype_name(mask.scalar_type()));
-  TensorVec va = leaves_of(*impl_);
+  TensorVec va = leaf_tensors(*impl_);
   for (size_t i = 0; i < va.size(); ++i) {
     check_leaf_write("masked_fill_", LeafName(*impl_, i), va[i], at::Tensor(),
                      WriteKind::kOp);
@@ -933,7 +931,7 @@ const TensorDict& TensorDict::fill_(const NestedKey& key,
     n.tensor.fill_(value);
     return *this;
   }
-  TensorVec va = leaves_of(*n.dict);
+  TensorVec va = leaf_tensors(*n.dict);
   for (size_t i = 0; i < va.size(); ++i) {
     check_leaf_write("fill_", LeafName(*n.dict, i, &key), va[i], at::Tensor(),
                      WriteKind::kOp);
@@ -1037,7 +1035,7 @@ TensorDict operator*(const at::Scalar& a, const TensorDict& b) {
   return binary(Op::kMul, b, a);
 }
 TensorDict operator-(const TensorDict& a) {
-  TensorVec va = leaves_of(TensorDictImpl::of(a));
+  TensorVec va = leaf_tensors(TensorDictImpl::of(a));
   TensorVec out = foreach_ok(va) ? at::_foreach_neg(va) : TensorVec();
   if (out.empty()) {
     out.reserve(va.size());

@@ -50,6 +50,7 @@ using detail::WriteKind;
 using detail::check_leaf_write;
 using detail::check_can_add_keys;
 using detail::check_unlocked;
+using detail::copyable_device;
 using detail::copyable_devices;
 using detail::device_name;
 using detail::leaf_key;
@@ -802,15 +803,15 @@ class Join {
       const Slot& s = plan.slots[k];
       // Fusable sources are dense CPU tensors: no need to look at each.
       const bool all_cpu = g.src_fusable[k] != 0;
-      for (int64_t i = 0; !(all_cpu && copyable_devices(at::kCPU, s.device)) &&
-                          i < n;
-           ++i) {
-        const at::Tensor& t = *g.leaves[static_cast<size_t>(i) * num_leaves + k];
-        if (t.device() == s.device) continue;
-        TORCH_CHECK(copyable_devices(t.device(), s.device), op, ": key ",
-                    leaf_key(ref, k).str(), ": cannot write input ", i,
-                    "'s value on device ", device_name(t.device()),
-                    " into a buffer on device ", device_name(s.device));
+      if (!(all_cpu && copyable_device(s.device))) {
+        for (int64_t i = 0; i < n; ++i) {
+          const at::Tensor& t =
+              *g.leaves[static_cast<size_t>(i) * num_leaves + k];
+          TORCH_CHECK(copyable_devices(t.device(), s.device), op, ": key ",
+                      leaf_key(ref, k).str(), ": cannot write input ", i,
+                      "'s value on device ", device_name(t.device()),
+                      " into a buffer on device ", device_name(s.device));
+        }
       }
       if (!s.exists) continue;
       const at::Tensor& dest = s.parent->nodes[s.index].tensor;
@@ -1038,7 +1039,8 @@ IndexedTensorDict join_into_indexed(const IndexedTensorDict& out,
               ": out is td[a][b] where td[a] is a copy (an advanced index, "
               "or indices that do not compose): the result would be lost; "
               "index td once instead");
-  if (out.is_view() && holds_all_keys(TensorDictImpl::of(out.parent()), TensorDictImpl::of(tds[0]))) {
+  if (out.is_view() && holds_all_keys(TensorDictImpl::of(out.parent()),
+                                      TensorDictImpl::of(tds[0]))) {
     TensorDict view = out.value();
     join_into(&TensorDictImpl::of(view), tds, dim, is_cat, op);
   } else {
