@@ -746,7 +746,7 @@ TEST(IndexedWriteErrors, TensorWhereASubDictLivesLeavesTheDictUnchanged) {
   Snapshot s = TakeSnapshot(td);
   TensorDict row({{"a", torch::ones({3})}, {"new", torch::ones({1})}, {"next", torch::ones({2})}}, {});
   ExpectThrowsMsg<c10::TypeError>([&] { td[0] = row; },
-                                  "key next: cannot write a tensor where a TensorDict lives");
+                                  "index_put_: key next: cannot write a tensor where a TensorDict lives");
   ExpectUnchanged(td, s);
 }
 
@@ -759,11 +759,11 @@ TEST(IndexedWriteErrors, SubDictWhereATensorLivesLeavesTheDictUnchanged) {
                  {});
   ExpectThrowsMsg<c10::TypeError>(
       [&] { td[0] = row; },
-      "key ('next', 'obs'): cannot write a TensorDict where a tensor lives");
+      "index_put_: key ('next', 'obs'): cannot write a TensorDict where a tensor lives");
   ExpectUnchanged(td, s);
   TensorDict row2({{"new", torch::ones({1})}, {"a", TensorDict({{"z", torch::ones({3})}}, {})}}, {});
   ExpectThrowsMsg<c10::TypeError>([&] { td[0] = row2; },
-                                  "key a: cannot write a TensorDict where a tensor lives");
+                                  "index_put_: key a: cannot write a TensorDict where a tensor lives");
   ExpectUnchanged(td, s);
 }
 

@@ -612,6 +612,38 @@ TEST(ReplayBufferTest, WritesWithOtherKeysShapesOrDtypesThrowAndChangeNothing) {
   EXPECT_EQ(ObsValues(rb.storage()), std::vector<float>({11, 1, 2, 10}));
 }
 
+TEST(ReplayBufferTest, WritesWithKeysInAnotherOrderLandInTheirOwnLeaves) {
+  // The same keys, inserted in another order at both levels, with values
+  // that differ per key.
+  TensorDict next({{"reward", torch::full({2, 1}, 7.f)},
+                   {"obs", torch::full({2, 3}, 9.f)}},
+                  {2});
+  TensorDict swapped({{"done", torch::ones({2, 1}, torch::kBool)},
+                      {"next", next},
+                      {"obs", torch::full({2, 3}, 5.f)}},
+                     {2});
+  TensorDict first = Rows(2, 0);
+  first.set({"next", "reward"}, torch::zeros({2, 1}));
+  ReplayBuffer rb(ReplayBufferOptions(4));
+  rb.extend(first);
+  rb.extend(swapped);
+  rb.add(swapped[1]);
+  const TensorDict st = rb.storage();
+  EXPECT_EQ(st.keys(true, true),
+            std::vector<tensordict::NestedKey>(
+                {"obs", "done", {"next", "obs"}, {"next", "reward"}}));
+  EXPECT_TRUE(torch::equal(st.get("obs").slice(0, 2, 4),
+                           torch::full({2, 3}, 5.f)));
+  EXPECT_TRUE(torch::equal(st.get({"next", "obs"}).slice(0, 2, 4),
+                           torch::full({2, 3}, 9.f)));
+  EXPECT_TRUE(torch::equal(st.get({"next", "reward"}).slice(0, 2, 4),
+                           torch::full({2, 1}, 7.f)));
+  EXPECT_TRUE(st.get("done").slice(0, 2, 4).all().item<bool>());
+  EXPECT_TRUE(torch::equal(st.get("obs")[0], torch::full({3}, 5.f)));
+  EXPECT_TRUE(torch::equal(st.get({"next", "reward"})[0],
+                           torch::full({1}, 7.f)));
+}
+
 TEST(ReplayBufferTest, AFirstWriteWithoutLeavesThrowsAndAllocatesNothing) {
   ReplayBuffer rb(ReplayBufferOptions(4));
   ExpectThrowsMsg([&] { rb.add(TensorDict({}, {})); },

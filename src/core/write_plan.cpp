@@ -8,11 +8,17 @@
 #include <c10/util/SmallVector.h>
 #include <torch/csrc/autograd/variable.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "core/indexing.h"
 #include "core/internal.h"
+#include "core/tree.h"
 
 namespace tensordict {
 namespace detail {
@@ -108,6 +114,129 @@ void check_leaf_write(const char* op, const LeafName& name,
   }
 }
 
+void copy_bytes_streaming(char* dst, const char* src, size_t n) {
+#if defined(__SSE2__)
+  const bool disjoint = dst + n <= src || src + n <= dst;
+  if (disjoint) {
+    const size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
+    std::memcpy(dst, src, head);
+    dst += head;
+    src += head;
+    n -= head;
+    const size_t blocks = n / 64;
+    for (size_t b = 0; b < blocks; ++b, dst += 64, src += 64) {
+      const auto* s = reinterpret_cast<const __m128i*>(src);
+      auto* d = reinterpret_cast<__m128i*>(dst);
+      const __m128i x0 = _mm_loadu_si128(s);
+      const __m128i x1 = _mm_loadu_si128(s + 1);
+      const __m128i x2 = _mm_loadu_si128(s + 2);
+      const __m128i x3 = _mm_loadu_si128(s + 3);
+      _mm_stream_si128(d, x0);
+      _mm_stream_si128(d + 1, x1);
+      _mm_stream_si128(d + 2, x2);
+      _mm_stream_si128(d + 3, x3);
+    }
+    _mm_sfence();
+    n -= blocks * 64;
+  }
+#endif
+  std::memmove(dst, src, n);
+}
+
+// ---------------------------------------------------------------------------
+// The destination side of a write
+// ---------------------------------------------------------------------------
+
+struct WriteTargets::Walk {
+  const char* op;
+  SubBatch sub_batch;
+  OnDict on_dict;
+  OnLeaf on_leaf;
+  KeyPath path;
+};
+
+WriteTargets::WriteTargets(const char* op, TensorDictImpl& dst,
+                           const TensorDictImpl& value, SubBatch sub_batch,
+                           OnDict on_dict, OnLeaf on_leaf) {
+  Walk w{op, sub_batch, on_dict, on_leaf, {}};
+  pair(w, &dst, kNone, value);
+}
+
+void WriteTargets::pair(Walk& w, TensorDictImpl* dst, size_t new_parent,
+                        const TensorDictImpl& value) {
+  for (size_t j = 0; j < value.nodes.size(); ++j) {
+    const Node& vn = value.nodes[j];
+    Node* dn = nullptr;
+    if (dst != nullptr) {
+      dn = j < dst->nodes.size() && dst->nodes[j].key == vn.key
+               ? &dst->nodes[j]
+               : dst->find(vn.key);
+    }
+    w.path.parts.push_back(&vn.key);
+    if (dn == nullptr && dst != nullptr && dst->locked) {
+      check_unlocked(*dst, w.op, w.path.key());
+    }
+    if (vn.is_dict()) {
+      if (dn != nullptr) {
+        TORCH_CHECK_TYPE(dn->is_dict(), w.op, ": key ", w.path.key().str(),
+                         ": cannot write a TensorDict where a tensor lives");
+        w.on_dict(w.path, *dn->dict, *vn.dict);
+        pair(w, dn->dict.get(), kNone, *vn.dict);
+      } else {
+        const Dict* np = dst ? nullptr : &dicts_[new_parent];
+        dicts_.push_back(Dict{dst, new_parent, &vn,
+                              w.sub_batch(dst ? dst->batch_size : np->batch,
+                                          *vn.dict),
+                              dst ? dst->device : np->device, nullptr});
+        creations_.emplace_back(true, dicts_.size() - 1);
+        pair(w, nullptr, dicts_.size() - 1, *vn.dict);
+      }
+    } else {
+      if (dn != nullptr) {
+        TORCH_CHECK_TYPE(!dn->is_dict(), w.op, ": key ", w.path.key().str(),
+                         ": cannot write a tensor where a TensorDict lives");
+      }
+      const size_t i = leaves_.size();
+      leaves_.push_back(
+          Leaf{dst, dn ? static_cast<size_t>(dn - dst->nodes.data()) : 0,
+               new_parent, &vn, dn != nullptr});
+      if (dn == nullptr) creations_.emplace_back(false, i);
+      w.on_leaf(w.path, i, dn ? &dn->tensor : nullptr,
+                dst ? dst->device : dicts_[new_parent].device);
+    }
+    w.path.parts.pop_back();
+  }
+}
+
+void WriteTargets::create(
+    c10::function_ref<at::Tensor(size_t i, const TensorDictImpl& parent)>
+        make) {
+  for (const auto& c : creations_) {
+    if (c.first) {
+      Dict& d = dicts_[c.second];
+      TensorDictImpl* parent = d.parent ? d.parent : dicts_[d.new_parent].impl.get();
+      d.impl = make_impl(d.batch, d.device);
+      if (d.parent) log_.emplace_back(parent, parent->nodes.size());
+      parent->nodes.push_back(Node{d.value->key, at::Tensor(), d.impl});
+      continue;
+    }
+    Leaf& l = leaves_[c.second];
+    const bool existing_parent = l.parent != nullptr;
+    if (!existing_parent) l.parent = dicts_[l.new_parent].impl.get();
+    at::Tensor t = make(c.second, *l.parent);
+    if (existing_parent) log_.emplace_back(l.parent, l.parent->nodes.size());
+    l.index = l.parent->nodes.size();
+    l.parent->nodes.push_back(Node{l.value->key, std::move(t), nullptr});
+  }
+}
+
+void WriteTargets::undo() {
+  for (auto it = log_.rbegin(); it != log_.rend(); ++it) {
+    it->first->nodes.resize(std::min(it->first->nodes.size(), it->second));
+  }
+  log_.clear();
+}
+
 // ---------------------------------------------------------------------------
 // The write plan of an indexed write
 // ---------------------------------------------------------------------------
@@ -152,51 +281,48 @@ Block block_of(const TensorDictImpl& dst, const NormalizedIndex& norm) {
   return b;
 }
 
-// One leaf of `value` and where it goes.
-struct LeafStep {
-  const at::Tensor* src;
-  bool exists;             // false: allocate
-  TensorDictImpl* parent;  // the dict holding the leaf (null: a new dict's)
-  size_t index;            // the existing leaf's place in parent->nodes
-  int new_parent;          // index into WritePlan::dicts when parent is null
-  const Node* value;       // the leaf of `value`
-  // The byte copy, when eligible.
-  c10::TensorImpl* dst_impl;
-  char* dst_bytes;
-  const char* src_bytes;
-  size_t nbytes;
+// The byte copy of one leaf, when eligible (dst null otherwise).
+struct ByteCopy {
+  c10::TensorImpl* dst_impl = nullptr;
+  char* dst = nullptr;
+  const char* src = nullptr;
+  size_t nbytes = 0;
 };
 
-// A sub-dict of `value` that `dst` lacks: created by the write.
-struct DictStep {
-  TensorDictImpl* parent;  // null: a new dict's (new_parent)
-  int new_parent;
-  const Node* value;  // the sub-dict of `value`
-  std::vector<int64_t> batch;
-  c10::optional<at::Device> device;
-  ImplPtr impl;  // made when the write runs
-};
-
-// `dst[norm] = value`: pairs the two trees once, decides per leaf between a
-// byte copy (contiguous CPU leaves of one dtype, a contiguous region), a
-// LibTorch copy and an allocation, validates every leaf, then writes.
+// `dst[norm] = value`: pairs the two trees once (WriteTargets), decides per
+// leaf between a byte copy (contiguous CPU leaves of one dtype, a
+// contiguous region), a LibTorch copy and an allocation, validates every
+// leaf, then writes.
 class WritePlan {
  public:
   WritePlan(TensorDictImpl& dst, const NormalizedIndex& norm,
             const TensorDictImpl& value, c10::IntArrayRef shape)
-      : dst_(dst),
-        norm_(norm),
+      : norm_(norm),
         value_(value),
         dst_bd_(dst.batch_dims()),
         value_bd_(value.batch_dims()),
         block_(value.batch_size.size() == shape.size() ? block_of(dst, norm)
-                                                       : Block{}) {
-    pair(&dst, -1, value);
-  }
+                                                       : Block{}),
+        targets_(
+            "index_put_", dst, value,
+            [&](c10::IntArrayRef parent_batch, const TensorDictImpl& sub) {
+              return concat(parent_batch.slice(0, static_cast<size_t>(dst_bd_)),
+                            c10::IntArrayRef(sub.batch_size)
+                                .slice(static_cast<size_t>(value_bd_)));
+            },
+            [](const KeyPath&, const TensorDictImpl&, const TensorDictImpl&) {},
+            [&](const KeyPath&, size_t i, const at::Tensor* dest,
+                const c10::optional<at::Device>&) {
+              bytes_.emplace_back();
+              if (dest == nullptr ||
+                  !plan_bytes(*dest, value_leaf(i), bytes_.back())) {
+                all_bytes_ = false;
+              }
+            }) {}
 
   void run() {
     if (all_bytes_) {
-      for (const auto& l : leaves_) copy_bytes(l);
+      for (const auto& b : bytes_) copy_leaf(b);
       return;
     }
     validate();
@@ -204,62 +330,20 @@ class WritePlan {
   }
 
  private:
-  void pair(TensorDictImpl* dst, int new_parent, const TensorDictImpl& value) {
-    for (const auto& vn : value.nodes) {
-      Node* dn = dst ? dst->find(vn.key) : nullptr;
-      if (vn.is_dict()) {
-        if (dn != nullptr) {
-          TORCH_CHECK_TYPE(dn->is_dict(), "key ", key_of(vn).str(),
-                           ": cannot write a TensorDict where a tensor lives");
-          pair(dn->dict.get(), -1, *vn.dict);
-          continue;
-        }
-        all_bytes_ = false;
-        DictStep d{dst, new_parent, &vn, {}, {}, nullptr};
-        const std::vector<int64_t>& parent_batch =
-            dst ? dst->batch_size
-                : dicts_[static_cast<size_t>(new_parent)].batch;
-        d.batch = concat(c10::IntArrayRef(parent_batch)
-                             .slice(0, static_cast<size_t>(dst_bd_)),
-                         c10::IntArrayRef(vn.dict->batch_size)
-                             .slice(static_cast<size_t>(value_bd_)));
-        d.device =
-            dst ? dst->device : dicts_[static_cast<size_t>(new_parent)].device;
-        dicts_.push_back(std::move(d));
-        creations_.emplace_back(true, dicts_.size() - 1);
-        pair(nullptr, static_cast<int>(dicts_.size() - 1), *vn.dict);
-        continue;
-      }
-      if (dn != nullptr) {
-        TORCH_CHECK_TYPE(!dn->is_dict(), "key ", key_of(vn).str(),
-                         ": cannot write a tensor where a TensorDict lives");
-      }
-      const size_t index = dn ? static_cast<size_t>(dn - dst->nodes.data()) : 0;
-      LeafStep l{&vn.tensor, dn != nullptr, dst,     index,   new_parent,
-                 &vn,        nullptr,       nullptr, nullptr, 0};
-      if (dn == nullptr) creations_.emplace_back(false, leaves_.size());
-      if (dn == nullptr || !plan_bytes(l)) all_bytes_ = false;
-      leaves_.push_back(l);
-    }
+  const at::Tensor& value_leaf(size_t i) const {
+    return targets_.leaves()[i].value->tensor;
   }
 
   // The byte copy of an eligible leaf, with the version bump `copy_` does.
-  static void copy_bytes(const LeafStep& l) {
-    if (l.nbytes != 0) std::memmove(l.dst_bytes, l.src_bytes, l.nbytes);
-    l.dst_impl->bump_version();
+  static void copy_leaf(const ByteCopy& b) {
+    copy_bytes(b.dst, b.src, b.nbytes);
+    b.dst_impl->bump_version();
   }
 
-  // The stored leaf that `l` writes into. Nodes are addressed by index:
-  // appending new keys may move a dict's node list.
-  static const at::Tensor& dest_of(const LeafStep& l) {
-    return l.parent->nodes[l.index].tensor;
-  }
-
-  // Fills in the byte copy of `l` when its leaves allow one.
-  bool plan_bytes(LeafStep& l) const {
+  // Fills in the byte copy of `src` into `dest` when both allow one.
+  bool plan_bytes(const at::Tensor& dest, const at::Tensor& src,
+                  ByteCopy& b) const {
     if (!block_.ok) return false;
-    const at::Tensor& src = *l.src;
-    const at::Tensor& dest = dest_of(l);
     if (!dest.device().is_cpu() || !src.device().is_cpu() ||
         dest.scalar_type() != src.scalar_type() ||
         dest.layout() != at::kStrided || src.layout() != at::kStrided ||
@@ -293,28 +377,23 @@ class WritePlan {
     // A source that partly overlaps the region is rejected, as LibTorch's
     // copy_ does (validation names the key).
     if (from != to && from < to + nbytes && to < from + nbytes) return false;
-    l.dst_impl = dest.unsafeGetTensorImpl();
-    l.dst_bytes = to;
-    l.src_bytes = from;
-    l.nbytes = nbytes;
+    b = ByteCopy{dest.unsafeGetTensorImpl(), to, from, nbytes};
     return true;
   }
 
   // Every check LibTorch would make, before anything is written.
   void validate() const {
-    if (!creations_.empty()) {
-      check_can_add_keys(dst_, value_, "index_put_", /*replaces=*/false);
-    }
     const bool basic = std::none_of(
         norm_.indices.begin(), norm_.indices.end(),
         [](const at::indexing::TensorIndex& t) { return t.is_tensor(); });
-    for (const LeafStep& l : leaves_) {
+    const auto& leaves = targets_.leaves();
+    for (size_t i = 0; i < leaves.size(); ++i) {
       // New leaves: nothing to conflict with. Byte-copy leaves: nothing
       // LibTorch would reject.
-      if (!l.exists || l.dst_bytes != nullptr) continue;
-      const NestedKey key = key_of(*l.value);
-      const at::Tensor& src = *l.src;
-      const at::Tensor& dest = dest_of(l);
+      if (!leaves[i].exists || bytes_[i].dst != nullptr) continue;
+      const LeafName key(value_, i);
+      const at::Tensor& src = value_leaf(i);
+      const at::Tensor& dest = targets_.dest(i);
       auto src_trailing = src.sizes().slice(static_cast<size_t>(value_bd_));
       auto dst_trailing = dest.sizes().slice(static_cast<size_t>(dst_bd_));
       TORCH_CHECK(src_trailing == dst_trailing, "key ", key.str(),
@@ -342,50 +421,32 @@ class WritePlan {
     }
   }
 
-  // Allocates what is missing, then writes; a failure drops every key the
-  // write created.
+  // Allocates what is missing (in `value`'s order), then writes; a failure
+  // drops every key the write created.
   void execute() {
-    std::vector<std::pair<TensorDictImpl*, size_t>> log;
     try {
-      // New keys, in `value`'s order.
-      for (const auto& c : creations_) {
-        if (c.first) {
-          DictStep& d = dicts_[c.second];
-          TensorDictImpl* parent =
-              d.parent ? d.parent
-                       : dicts_[static_cast<size_t>(d.new_parent)].impl.get();
-          d.impl = make_impl(d.batch, d.device);
-          if (d.parent) log.emplace_back(parent, parent->nodes.size());
-          parent->nodes.push_back(Node{d.value->key, at::Tensor(), d.impl});
-          continue;
-        }
-        const LeafStep& l = leaves_[c.second];
-        TensorDictImpl* parent =
-            l.parent ? l.parent
-                     : dicts_[static_cast<size_t>(l.new_parent)].impl.get();
-        const at::Tensor& src = *l.src;
-        auto shape = concat(c10::IntArrayRef(parent->batch_size)
+      targets_.create([&](size_t i, const TensorDictImpl& parent) {
+        const at::Tensor& src = value_leaf(i);
+        auto shape = concat(c10::IntArrayRef(parent.batch_size)
                                 .slice(0, static_cast<size_t>(dst_bd_)),
                             src.sizes().slice(static_cast<size_t>(value_bd_)));
         at::Tensor buf = at::zeros(
-            shape, src.options().device(parent->device ? *parent->device
-                                                       : src.device()));
+            shape, src.options().device(parent.device ? *parent.device
+                                                      : src.device()));
         write_leaf(buf, src);
-        if (l.parent) log.emplace_back(parent, parent->nodes.size());
-        parent->nodes.push_back(Node{l.value->key, std::move(buf), nullptr});
-      }
-      for (const auto& l : leaves_) {
-        if (!l.exists) continue;
-        if (l.dst_bytes != nullptr) {
-          copy_bytes(l);
+        return buf;
+      });
+      const auto& leaves = targets_.leaves();
+      for (size_t i = 0; i < leaves.size(); ++i) {
+        if (!leaves[i].exists) continue;
+        if (bytes_[i].dst != nullptr) {
+          copy_leaf(bytes_[i]);
         } else {
-          write_leaf(dest_of(l), *l.src);
+          write_leaf(targets_.dest(i), value_leaf(i));
         }
       }
     } catch (...) {
-      for (auto it = log.rbegin(); it != log.rend(); ++it) {
-        it->first->nodes.resize(std::min(it->first->nodes.size(), it->second));
-      }
+      targets_.undo();
       throw;
     }
   }
@@ -403,27 +464,13 @@ class WritePlan {
     d.index_put_(norm_.indices, s);
   }
 
-  // The full key of a node of `value` (for errors only).
-  NestedKey key_of(const Node& vn) const {
-    std::vector<NestedKey> keys;
-    collect_keys(value_, nullptr, true, false, keys);
-    for (auto& k : keys) {
-      if (lookup(value_, k) == &vn) return k;
-    }
-    return NestedKey(vn.key);
-  }
-
-  const TensorDictImpl& dst_;
   const NormalizedIndex& norm_;
   const TensorDictImpl& value_;
   const int64_t dst_bd_, value_bd_;
   const Block block_;
   bool all_bytes_ = true;
-  c10::SmallVector<LeafStep, 16> leaves_;
-  std::vector<DictStep> dicts_;
-  // What the write creates, in `value`'s order: {is_dict, index into
-  // dicts_ or leaves_}.
-  std::vector<std::pair<bool, size_t>> creations_;
+  c10::SmallVector<ByteCopy, 16> bytes_;  // per leaf of `value`
+  WriteTargets targets_;
 };
 
 // Whether `vb` fits the indexed shape `s`: equal, or a suffix (broadcast from
@@ -445,6 +492,169 @@ void index_put(TensorDictImpl& dst, const NormalizedIndex& norm,
               shape_str(s), " (TensorDict batch_size ",
               shape_str(dst.batch_size), ")");
   WritePlan(dst, norm, value, s).run();
+}
+
+// ---------------------------------------------------------------------------
+// The cached plan of row writes
+// ---------------------------------------------------------------------------
+
+namespace {
+
+// The storage `t` lives in, by identity (no reference count is touched).
+const c10::StorageImpl* storage_of(const at::Tensor& t) {
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  return impl->has_storage() ? impl->unsafe_storage().unsafeGetStorageImpl()
+                             : nullptr;
+}
+
+bool byte_copyable(const at::Tensor& t) {
+  return t.device().is_cpu() && t.layout() == at::kStrided &&
+         t.is_contiguous() && !t.is_conj() && !t.is_neg();
+}
+
+std::vector<NestedKey> minus(const std::vector<NestedKey>& a,
+                             const std::vector<NestedKey>& b) {
+  std::vector<NestedKey> out;
+  for (const auto& k : a) {
+    if (std::find(b.begin(), b.end(), k) == b.end()) out.push_back(k);
+  }
+  return out;
+}
+
+std::vector<NestedKey> all_keys(const TensorDictImpl& impl) {
+  std::vector<NestedKey> keys;
+  collect_keys(impl, nullptr, /*include_nested=*/true, /*leaves_only=*/false,
+               keys);
+  return keys;
+}
+
+}  // namespace
+
+RowWritePlan::RowWritePlan(const TensorDict& dst, const char* dst_name)
+    : dst_(dst), dst_name_(dst_name) {
+  const TensorDictImpl& root = TensorDictImpl::of(dst_);
+  TORCH_INTERNAL_ASSERT(root.batch_dims() == 1);
+  std::vector<NestedKey> keys;
+  collect_keys(root, nullptr, /*include_nested=*/true, /*leaves_only=*/true,
+               keys);
+  leaves_.reserve(keys.size());
+  for (auto& key : keys) {
+    const Node* node = lookup(root, key);
+    const at::Tensor& t = node->tensor;
+    const int64_t rows = t.size(0);
+    Leaf leaf{std::move(key),
+              t,
+              node,
+              t.sizes().slice(1).vec(),
+              rows == 0 ? 0
+                        : static_cast<size_t>(t.numel() / rows) *
+                              t.element_size(),
+              byte_copyable(t) ? static_cast<char*>(t.data_ptr()) : nullptr,
+              storage_of(t)};
+    leaves_.push_back(std::move(leaf));
+  }
+}
+
+size_t RowWritePlan::leaf_index(const Node* node) const {
+  for (size_t k = 0; k < leaves_.size(); ++k) {
+    if (leaves_[k].node == node) return k;
+  }
+  return leaves_.size();
+}
+
+// Pairs `value`'s level with `dst`'s: the same keys, by position when the
+// orders agree (the common case), else by lookup. False when they differ.
+bool RowWritePlan::match(const TensorDictImpl& dst,
+                         const TensorDictImpl& value, size_t& k,
+                         Sources& out) const {
+  if (value.nodes.size() != dst.nodes.size()) return false;
+  for (size_t j = 0; j < value.nodes.size(); ++j) {
+    const Node& vn = value.nodes[j];
+    const Node* dn = &dst.nodes[j];
+    if (dn->key != vn.key) {
+      dn = dst.find(vn.key);
+      if (dn == nullptr) return false;
+    }
+    if (dn->is_dict() != vn.is_dict()) return false;
+    if (vn.is_dict()) {
+      if (!match(*dn->dict, *vn.dict, k, out)) return false;
+      continue;
+    }
+    const size_t at = k < leaves_.size() && leaves_[k].node == dn
+                          ? k
+                          : leaf_index(dn);
+    out[at] = &vn.tensor;
+    ++k;
+  }
+  return true;
+}
+
+void RowWritePlan::bind(const char* op, const char* what,
+                        const TensorDictImpl& value, int64_t value_bd,
+                        Sources& out) const {
+  out.assign(leaves_.size(), nullptr);
+  size_t k = 0;
+  if (!match(TensorDictImpl::of(dst_), value, k, out)) {
+    const auto want = all_keys(TensorDictImpl::of(dst_));
+    const auto got = all_keys(value);
+    TORCH_CHECK(false, op, ": the ", what, "'s keys differ from the ",
+                dst_name_, "'s: missing ", key_vec_str(minus(want, got)),
+                ", unexpected ", key_vec_str(minus(got, want)));
+  }
+  for (size_t i = 0; i < leaves_.size(); ++i) {
+    const Leaf& l = leaves_[i];
+    const at::Tensor& src = *out[i];
+    auto row_shape = src.sizes().slice(static_cast<size_t>(value_bd));
+    TORCH_CHECK(row_shape == c10::IntArrayRef(l.row_shape), op, ": key ",
+                l.key.str(), ": expected the row shape ",
+                shape_str(l.row_shape), ", got ", shape_str(row_shape),
+                " (leaf shape ", shape_str(src.sizes()), ")");
+    TORCH_CHECK_TYPE(src.scalar_type() == l.tensor.scalar_type(), op,
+                     ": key ", l.key.str(), ": expected dtype ",
+                     dtype_name(l.tensor.scalar_type()), ", got ",
+                     dtype_name(src.scalar_type()));
+    TORCH_CHECK(copyable_devices(src.device(), l.tensor.device()), op,
+                ": key ", l.key.str(), ": cannot write a value on device ",
+                device_name(src.device()), " into a buffer on device ",
+                device_name(l.tensor.device()));
+  }
+}
+
+bool RowWritePlan::reads_destination(const Sources& sources) const {
+  for (const at::Tensor* src : sources) {
+    const c10::StorageImpl* st = storage_of(*src);
+    if (st == nullptr) continue;
+    for (const auto& l : leaves_) {
+      if (l.storage == st) return true;
+    }
+  }
+  return false;
+}
+
+void RowWritePlan::write_rows(const Sources& sources, int64_t value_bd,
+                              int64_t row, int64_t src_row,
+                              int64_t count) const {
+  for (size_t i = 0; i < leaves_.size(); ++i) {
+    const Leaf& l = leaves_[i];
+    const at::Tensor& src = *sources[i];
+    if (l.row_bytes == 0) continue;  // empty rows: nothing to copy
+    if (l.base != nullptr && byte_copyable(src)) {
+      copy_bytes(l.base + static_cast<size_t>(row) * l.row_bytes,
+                 static_cast<const char*>(src.data_ptr()) +
+                     static_cast<size_t>(src_row) * l.row_bytes,
+                 static_cast<size_t>(count) * l.row_bytes);
+      if (!l.tensor.is_inference()) {
+        l.tensor.unsafeGetTensorImpl()->bump_version();
+      }
+      continue;
+    }
+    at::NoGradGuard no_grad;
+    if (value_bd == 0) {
+      l.tensor.select(0, row).copy_(src);
+    } else {
+      l.tensor.narrow(0, row, count).copy_(src.narrow(0, src_row, count));
+    }
+  }
 }
 
 }  // namespace detail

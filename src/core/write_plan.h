@@ -17,15 +17,24 @@
 
 #include <ATen/core/Tensor.h>
 
-#include <cstddef>
-#include <string>
+#include <c10/util/FunctionRef.h>
+#include <c10/util/SmallVector.h>
 
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/internal.h"
 #include "tensordict/nested_key.h"
+#include "tensordict/tensor_dict.h"
 
 namespace tensordict {
 namespace detail {
 
-struct TensorDictImpl;
+struct KeyPath;
 
 /// The key named in an error, computed only when a check fails: a nested key,
 /// or the `leaf`-th leaf (in `keys(true, true)` order) of `root`, optionally
@@ -77,12 +86,180 @@ void check_leaf_write(const char* op, const LeafName& name,
                       const at::Tensor& dest, const at::Tensor& src,
                       WriteKind kind);
 
+/// Copies `n` bytes from `src` to `dst`, which do not overlap partially
+/// (they may be the same bytes). The byte copy of every write plan: small
+/// leaf sizes compile to plain moves; copies of 16 KiB or more use
+/// non-temporal stores where the CPU has them (x86-64's SSE2), so that the
+/// destination lines, usually out of cache in a large buffer, are written
+/// without first being read. Those stores are fenced before it returns, so
+/// they are ordered before every later store (a row counter that commits a
+/// write, say).
+inline void copy_bytes(char* dst, const char* src, size_t n);
+
+/// The destination side of a write plan: the keys of `value` (the dict
+/// written, or the first input of stack_out/cat_out) matched with `dst`'s
+/// in one walk, in `value`'s order, with what the write must create. One set
+/// of errors for every writer: "<op>: key K: cannot write a TensorDict where
+/// a tensor lives" (and the converse), and the lock error (see
+/// `check_unlocked`) of a locked level that would gain a key. `create()`
+/// adds the missing keys in `value`'s order; `undo()` removes them again.
+class WriteTargets {
+ public:
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+  struct Leaf {
+    TensorDictImpl* parent;  // the dict holding it (a new dict: after create)
+    size_t index;            // its place in parent->nodes (once it exists)
+    size_t new_parent;       // a new parent: index into dicts(); else kNone
+    const Node* value;       // the leaf of `value`
+    bool exists;
+  };
+  struct Dict {  // a sub-dict of `value` that `dst` lacks
+    TensorDictImpl* parent;  // null: a new dict's (new_parent)
+    size_t new_parent;
+    const Node* value;
+    std::vector<int64_t> batch;
+    c10::optional<at::Device> device;  // its parent's
+    ImplPtr impl;                      // made by create()
+  };
+  /// The batch size of a sub-dict created for `value_sub` under a dict of
+  /// batch size `parent_batch`.
+  using SubBatch = c10::function_ref<std::vector<int64_t>(
+      c10::IntArrayRef parent_batch, const TensorDictImpl& value_sub)>;
+  /// Called for each sub-dict that both trees have (to check it).
+  using OnDict = c10::function_ref<void(
+      const KeyPath& key, const TensorDictImpl& dst_sub,
+      const TensorDictImpl& value_sub)>;
+  /// Called for each leaf `i` of `value`, with the stored leaf (null when
+  /// missing) and the device of the dict that holds (or will hold) it.
+  using OnLeaf = c10::function_ref<void(
+      const KeyPath& key, size_t i, const at::Tensor* dest,
+      const c10::optional<at::Device>& level_device)>;
+
+  WriteTargets(const char* op, TensorDictImpl& dst,
+               const TensorDictImpl& value, SubBatch sub_batch,
+               OnDict on_dict, OnLeaf on_leaf);
+
+  [[nodiscard]] const std::vector<Leaf>& leaves() const { return leaves_; }
+  [[nodiscard]] bool creates() const { return !creations_.empty(); }
+  /// The stored tensor of an existing (or created) leaf. Nodes are addressed
+  /// by index: appending keys may move a dict's node list.
+  [[nodiscard]] at::Tensor& dest(size_t i) const {
+    return leaves_[i].parent->nodes[leaves_[i].index].tensor;
+  }
+  /// Creates what `dst` lacks, in `value`'s order: new dicts (with their
+  /// parent's device), and for missing leaf `i` the tensor `make(i,
+  /// parent)` (which may be undefined, to be stored through `dest(i)`).
+  void create(c10::function_ref<at::Tensor(size_t i,
+                                           const TensorDictImpl& parent)>
+                  make);
+  /// Removes every key `create()` added (after a failed write).
+  void undo();
+
+ private:
+  struct Walk;
+  void pair(Walk& w, TensorDictImpl* dst, size_t new_parent,
+            const TensorDictImpl& value);
+
+  std::vector<Leaf> leaves_;
+  std::vector<Dict> dicts_;
+  // What the write creates, in `value`'s order: {is_dict, index into
+  // dicts_ or leaves_}.
+  std::vector<std::pair<bool, size_t>> creations_;
+  // The length of each existing dict's node list before create().
+  std::vector<std::pair<TensorDictImpl*, size_t>> log_;
+};
+
 struct NormalizedIndex;
 
 /// `dst[norm] = value` (TensorDict::index_put_): see tensor_dict.h for the
 /// contract.
 void index_put(TensorDictImpl& dst, const NormalizedIndex& norm,
                const TensorDictImpl& value);
+
+/// A write plan kept for many writes of rows into one destination whose
+/// keys never change (ReplayBuffer's locked storage): the destination's
+/// leaves are planned once (which rows can take a byte copy, where their
+/// bytes are); each write pairs the value with them by key (by position
+/// when the key orders agree), checks every leaf, then writes a contiguous
+/// block of rows `dst[row:row + count] = value[src_row:src_row + count]`:
+/// one byte copy per leaf when both sides allow it, a LibTorch copy
+/// otherwise.
+///
+/// Not synchronized. The destination must outlive the plan's writes (the
+/// plan holds a handle to it).
+class RowWritePlan {
+ public:
+  /// The sources of one write, in the destination's leaf order.
+  using Sources = c10::SmallVector<const at::Tensor*, 16>;
+
+  RowWritePlan() = default;
+  /// Plans writes into the rows (dim 0) of every leaf of `dst`, which has
+  /// one batch dim. `dst_name` names it in errors ("storage").
+  RowWritePlan(const TensorDict& dst, const char* dst_name);
+
+  [[nodiscard]] bool empty() const { return leaves_.empty(); }
+
+  /// Pairs `value` (batch dims `value_bd`: 0 for one row, 1 for rows) with
+  /// the destination and checks every leaf: the same keys, each leaf's row
+  /// shape (its dims beyond `value_bd`) and dtype equal to the
+  /// destination's, devices that `copy_` moves between. Fills `out`.
+  /// Throws "<op>: the <what>'s keys differ from the <dst_name>'s: missing
+  /// [...], unexpected [...]", or "<op>: key K: ..." naming the shapes,
+  /// dtypes or devices.
+  void bind(const char* op, const char* what, const TensorDictImpl& value,
+            int64_t value_bd, Sources& out) const;
+
+  /// Whether a source shares memory with the destination (a view of it):
+  /// writing in place could then read rows it has already written, so the
+  /// caller binds a copy of the value instead.
+  [[nodiscard]] bool reads_destination(const Sources& sources) const;
+
+  /// `dst[row:row + count] = value[src_row:src_row + count]` for sources
+  /// that `bind` checked (`value_bd` 0: `count` is 1 and the value is the
+  /// row). Bumps each written leaf's version, as `copy_` does.
+  void write_rows(const Sources& sources, int64_t value_bd, int64_t row,
+                  int64_t src_row, int64_t count) const;
+
+ private:
+  struct Leaf {
+    NestedKey key;
+    at::Tensor tensor;               // [rows, row_shape...]
+    const Node* node;                // where it lives in the destination
+    std::vector<int64_t> row_shape;  // the shape after dim 0
+    size_t row_bytes;
+    char* base;  // set when rows can be byte-copied (contiguous CPU)
+    const c10::StorageImpl* storage;  // to spot sources that view it
+  };
+  bool match(const TensorDictImpl& dst, const TensorDictImpl& value,
+             size_t& k, Sources& out) const;
+  size_t leaf_index(const Node* node) const;
+
+  TensorDict dst_;
+  const char* dst_name_ = "";
+  std::vector<Leaf> leaves_;
+};
+
+// ---------------------------------------------------------------------------
+
+void copy_bytes_streaming(char* dst, const char* src, size_t n);
+
+inline void copy_bytes(char* dst, const char* src, size_t n) {
+  switch (n) {
+    case 0: return;
+    case 1: std::memcpy(dst, src, 1); return;
+    case 2: std::memcpy(dst, src, 2); return;
+    case 4: std::memcpy(dst, src, 4); return;
+    case 8: std::memcpy(dst, src, 8); return;
+    case 16: std::memcpy(dst, src, 16); return;
+    default: break;
+  }
+  constexpr size_t kStreamFrom = size_t{1} << 14;
+  if (n >= kStreamFrom) {
+    copy_bytes_streaming(dst, src, n);
+  } else {
+    std::memmove(dst, src, n);
+  }
+}
 
 }  // namespace detail
 }  // namespace tensordict

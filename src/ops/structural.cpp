@@ -48,6 +48,7 @@ using detail::shape_str;
 using detail::LeafName;
 using detail::WriteKind;
 using detail::check_leaf_write;
+using detail::copy_bytes;
 using detail::check_can_add_keys;
 using detail::check_unlocked;
 using detail::copyable_device;
@@ -73,16 +74,6 @@ int64_t wrap_dim(const char* op, int64_t dim, int64_t n,
                     shape_str(batch), " (expected a dim in [", -n, ", ", n - 1,
                     "])");
   return dim < 0 ? dim + n : dim;
-}
-
-// A path of key components, built only into a NestedKey for error messages.
-using Path = c10::SmallVector<const std::string*, 8>;
-
-NestedKey path_key(const Path& path) {
-  std::vector<std::string> parts;
-  parts.reserve(path.size());
-  for (const auto* p : path) parts.push_back(*p);
-  return NestedKey(std::move(parts));
 }
 
 // ===========================================================================
@@ -354,110 +345,12 @@ void diagnose_structure(const TensorDictImpl& ref, const TensorDictImpl& in,
   TORCH_INTERNAL_ASSERT(false, spec.op, ": structural difference not found");
 }
 
-// Where a destination leaf lives (or will live) in `out`.
-struct Slot {
-  TensorDictImpl* parent = nullptr;  // the dict holding the node
-  size_t index = 0;                  // the node's index once it exists
-  bool exists = false;
-  std::vector<int64_t> shape;        // the joined shape
-  at::ScalarType dtype = at::kFloat; // destination dtype
-  at::Device device = at::kCPU;      // destination device
-  const std::string* key = nullptr;  // the node's own key
+// What a destination leaf of `out` must be (or will be created as).
+struct OutLeaf {
+  std::vector<int64_t> shape;         // the joined shape
+  at::ScalarType dtype = at::kFloat;  // destination dtype
+  at::Device device = at::kCPU;       // destination device
 };
-
-// A sub-dict `out` lacks, to be created under `parent` (in creation order:
-// parents before children).
-struct NewDict {
-  TensorDictImpl* parent;       // null when `parent_new` is set
-  size_t parent_new = SIZE_MAX; // index into the NewDict list
-  const std::string* key;
-  std::vector<int64_t> batch;
-  ImplPtr impl;                 // created in the materialize step
-};
-
-struct OutPlan {
-  std::vector<Slot> slots;        // one per leaf, in ref's leaf order
-  std::vector<NewDict> new_dicts;
-  // For slots whose parent is a new dict: index into new_dicts (else SIZE_MAX).
-  std::vector<size_t> slot_new_parent;
-  // What to create, in the first input's order: {is_dict, index into
-  // new_dicts or slots}.
-  std::vector<std::pair<bool, size_t>> creations;
-};
-
-const Node* find_at(const TensorDictImpl& d, size_t j, const std::string& key) {
-  if (j < d.nodes.size() && d.nodes[j].key == key) return &d.nodes[j];
-  return d.find(key);
-}
-
-// Validates `out` (the dict at this level; null when it will be created,
-// then `new_idx` names its NewDict) against `ref`, recording the slots.
-void plan_out(TensorDictImpl* out, size_t new_idx, const TensorDictImpl& ref,
-              const JoinSpec& spec, c10::optional<at::Device> dev, Path& path,
-              OutPlan& plan) {
-  for (size_t j = 0; j < ref.nodes.size(); ++j) {
-    const Node& r = ref.nodes[j];
-    const Node* o = out ? find_at(*out, j, r.key) : nullptr;
-    path.push_back(&r.key);
-    if (r.dict) {
-      std::vector<int64_t> batch = spec.joined(r.dict->batch_size);
-      if (o != nullptr) {
-        TORCH_CHECK_TYPE(o->is_dict(), spec.op, ": key ",
-                         path_key(path).str(),
-                         ": cannot write a TensorDict where a tensor lives");
-        TORCH_CHECK(o->dict->batch_size == batch, spec.op, ": key ",
-                    path_key(path).str(),
-                    ": out's sub-TensorDict has batch_size ",
-                    shape_str(o->dict->batch_size), ", expected ",
-                    shape_str(batch));
-        plan_out(o->dict.get(), SIZE_MAX, *r.dict, spec, o->dict->device,
-                 path, plan);
-      } else {
-        if (out != nullptr && out->locked) {
-          check_unlocked(*out, spec.op, path_key(path));
-        }
-        NewDict nd{out, out ? SIZE_MAX : new_idx, &r.key, std::move(batch),
-                   nullptr};
-        plan.new_dicts.push_back(std::move(nd));
-        plan.creations.emplace_back(true, plan.new_dicts.size() - 1);
-        plan_out(nullptr, plan.new_dicts.size() - 1, *r.dict, spec, dev, path,
-                 plan);
-      }
-      path.pop_back();
-      continue;
-    }
-    if (o == nullptr && out != nullptr && out->locked) {
-      check_unlocked(*out, spec.op, path_key(path));
-    }
-    Slot s;
-    s.parent = out;
-    s.key = &r.key;
-    s.shape = spec.joined(r.tensor.sizes());
-    if (o != nullptr) {
-      TORCH_CHECK_TYPE(!o->is_dict(), spec.op, ": key ", path_key(path).str(),
-                       ": cannot write a tensor where a TensorDict lives");
-      const at::Tensor& d = o->tensor;
-      TORCH_CHECK(d.sizes().equals(s.shape), spec.op, ": key ",
-                  path_key(path).str(), ": out's leaf has shape ",
-                  shape_str(d.sizes()), ", expected ", shape_str(s.shape),
-                  spec.is_cat ? " (the concatenated shape)"
-                              : " (the stacked shape)");
-      check_leaf_write(spec.op, path_key(path), d, at::Tensor(),
-                       WriteKind::kOut);
-      s.exists = true;
-      s.index = static_cast<size_t>(o - out->nodes.data());
-      s.dtype = d.scalar_type();
-      s.device = d.device();
-    } else {
-      s.dtype = r.tensor.scalar_type();
-      s.device = dev ? *dev : r.tensor.device();
-    }
-    if (!s.exists) plan.creations.emplace_back(false, plan.slots.size());
-    plan.slots.push_back(std::move(s));
-    plan.slot_new_parent.push_back(out ? SIZE_MAX : new_idx);
-    path.pop_back();
-  }
-}
 
 // Whether the rows of `d` (along dim 0) are each contiguous and disjoint:
 // the byte-copy destination of a dim-0 stack.
@@ -481,18 +374,6 @@ bool fusable_dest(const at::Tensor& d, bool is_cat, bool grad_mode) {
     return false;
   }
   return is_cat ? t->is_contiguous() : rows_contiguous(d);
-}
-
-// Copies `n` bytes; the common small leaf sizes compile to plain moves.
-inline void copy_bytes(char* d, const char* s, size_t n) {
-  switch (n) {
-    case 1: std::memcpy(d, s, 1); return;
-    case 2: std::memcpy(d, s, 2); return;
-    case 4: std::memcpy(d, s, 4); return;
-    case 8: std::memcpy(d, s, 8); return;
-    case 16: std::memcpy(d, s, 16); return;
-    default: std::memmove(d, s, n); return;
-  }
 }
 
 // The fast pass over the inputs of a dim-0 stack whose first input's leaves
@@ -543,8 +424,7 @@ int64_t fast_pass(const std::vector<TensorDict>& tds, const TensorDictImpl& ref,
     if (!prefill.empty()) {
       for (size_t k = 0; k < num_leaves; ++k) {
         const size_t nb = row_bytes[k];
-        if (nb) copy_bytes(dst[k] + static_cast<size_t>(i) * nb,
-                           data[base + k], nb);
+        copy_bytes(dst[k] + static_cast<size_t>(i) * nb, data[base + k], nb);
       }
     }
   }
@@ -586,9 +466,7 @@ class Join {
       copy_fused();
       copy_general();
     } catch (...) {
-      for (auto it = log.rbegin(); it != log.rend(); ++it) {
-        it->first->nodes.resize(std::min(it->first->nodes.size(), it->second));
-      }
+      targets->undo();
       throw;
     }
     return created;
@@ -763,15 +641,44 @@ class Join {
                        : " (the stacked batch_size)");
 
     // ---- out: keys, shapes, dtypes -------------------------------------------
-    plan.slots.reserve(num_leaves);
-    {
-      Path path;
-      plan_out(out, SIZE_MAX, ref, spec, out->device, path, plan);
-    }
-    TORCH_INTERNAL_ASSERT(plan.slots.size() == num_leaves);
+    slots.resize(num_leaves);
+    targets.emplace(
+        op, *out, ref,
+        [&](c10::IntArrayRef, const TensorDictImpl& sub) {
+          return spec.joined(sub.batch_size);
+        },
+        [&](const detail::KeyPath& path, const TensorDictImpl& o,
+            const TensorDictImpl& r) {
+          const std::vector<int64_t> batch = spec.joined(r.batch_size);
+          TORCH_CHECK(o.batch_size == batch, op, ": key ", path.key().str(),
+                      ": out's sub-TensorDict has batch_size ",
+                      shape_str(o.batch_size), ", expected ",
+                      shape_str(batch));
+        },
+        [&](const detail::KeyPath& path, size_t k, const at::Tensor* d,
+            const c10::optional<at::Device>& level_device) {
+          TORCH_INTERNAL_ASSERT(k < num_leaves);
+          OutLeaf& s = slots[k];
+          const at::Tensor& r = *g.ref_leaves[k];
+          s.shape = spec.joined(r.sizes());
+          if (d == nullptr) {
+            s.dtype = r.scalar_type();
+            s.device = level_device ? *level_device : r.device();
+            return;
+          }
+          TORCH_CHECK(d->sizes().equals(s.shape), op, ": key ",
+                      path.key().str(), ": out's leaf has shape ",
+                      shape_str(d->sizes()), ", expected ", shape_str(s.shape),
+                      is_cat ? " (the concatenated shape)"
+                             : " (the stacked shape)");
+          check_leaf_write(op, path.key(), *d, at::Tensor(), WriteKind::kOut);
+          s.dtype = d->scalar_type();
+          s.device = d->device();
+        });
+    TORCH_INTERNAL_ASSERT(targets->leaves().size() == num_leaves);
     fused.assign(num_leaves, 0);
     for (size_t k = 0; k < num_leaves; ++k) {
-      const Slot& s = plan.slots[k];
+      const OutLeaf& s = slots[k];
       const at::ScalarType ref_st = c10::typeMetaToScalarType(g.ref_dtype[k]);
       if (!g.same_dtype[k] || s.dtype != ref_st) {
         for (int64_t i = 0; i < n; ++i) {
@@ -800,7 +707,7 @@ class Join {
     // rules hold when an input requires grad. Only inputs on out's storage
     // need the overlap test.
     for (size_t k = 0; k < num_leaves; ++k) {
-      const Slot& s = plan.slots[k];
+      const OutLeaf& s = slots[k];
       // Fusable sources are dense CPU tensors: no need to look at each.
       const bool all_cpu = g.src_fusable[k] != 0;
       if (!(all_cpu && copyable_device(s.device))) {
@@ -813,8 +720,8 @@ class Join {
                       " into a buffer on device ", device_name(s.device));
         }
       }
-      if (!s.exists) continue;
-      const at::Tensor& dest = s.parent->nodes[s.index].tensor;
+      if (!targets->leaves()[k].exists) continue;
+      const at::Tensor& dest = targets->dest(k);
       const c10::TensorImpl* di = dest.unsafeGetTensorImpl();
       if (!di->has_storage()) continue;
       const c10::StorageImpl* dest_storage =
@@ -850,30 +757,15 @@ class Join {
   void create_missing() {
     dests.resize(num_leaves);
     for (size_t k = 0; k < num_leaves; ++k) {
-      Slot& s = plan.slots[k];
-      if (!s.exists) continue;
-      dests[k] = s.parent->nodes[s.index].tensor;
+      if (!targets->leaves()[k].exists) continue;
+      dests[k] = targets->dest(k);
       if (fused[k] &&
           !fusable_dest(dests[k], is_cat, c10::GradMode::is_enabled())) {
         fused[k] = 0;
       }
     }
-    for (const auto& c : plan.creations) {
-      if (c.first) {
-        NewDict& nd = plan.new_dicts[c.second];
-        TensorDictImpl* parent =
-            nd.parent ? nd.parent : plan.new_dicts[nd.parent_new].impl.get();
-        nd.impl = make_impl(nd.batch, parent->device);
-        if (nd.parent) log.emplace_back(parent, parent->nodes.size());
-        parent->nodes.push_back(Node{*nd.key, at::Tensor(), nd.impl});
-        continue;
-      }
-      const size_t k = c.second;
-      Slot& s = plan.slots[k];
-      const bool new_parent = s.parent == nullptr;
-      if (new_parent) {
-        s.parent = plan.new_dicts[plan.slot_new_parent[k]].impl.get();
-      }
+    targets->create([&](size_t k, const TensorDictImpl&) {
+      const OutLeaf& s = slots[k];
       at::Tensor buf;
       const auto opts = at::TensorOptions().dtype(s.dtype).device(s.device);
       if (!fresh) {
@@ -881,12 +773,10 @@ class Join {
       } else if (fused[k]) {
         // Rows [0, i0) of a prefilled buffer are written already.
         buf = prefill.empty() ? at::empty(s.shape, opts) : prefill[k];
-      }  // else: LibTorch's stack/cat result is stored below
-      if (!new_parent) log.emplace_back(s.parent, s.parent->nodes.size());
-      s.index = s.parent->nodes.size();
-      s.parent->nodes.push_back(Node{*s.key, buf, nullptr});
-      dests[k] = std::move(buf);
-    }
+      }  // else: LibTorch's stack/cat result is stored by copy_general
+      dests[k] = buf;
+      return buf;
+    });
   }
 
   // The fused byte copy.
@@ -922,7 +812,7 @@ class Join {
           const size_t rows = static_cast<size_t>(lens[static_cast<size_t>(i)]);
           for (size_t f = 0; f < nf; ++f) {
             const size_t nbytes = rows * row_bytes[f];
-            if (nbytes) std::memmove(cursor[f], src[fk[f]], nbytes);
+            copy_bytes(cursor[f], src[fk[f]], nbytes);
             cursor[f] += nbytes;
           }
         } else {
@@ -934,7 +824,7 @@ class Join {
             }
           }
           for (size_t f = 0; f < nf; ++f) {
-            if (row_bytes[f]) copy_bytes(cursor[f], src[fk[f]], row_bytes[f]);
+            copy_bytes(cursor[f], src[fk[f]], row_bytes[f]);
             cursor[f] += step[f];
           }
         }
@@ -951,7 +841,7 @@ class Join {
   void copy_general() {
     for (size_t k = 0; k < num_leaves; ++k) {
       if (fused[k]) continue;
-      const Slot& s = plan.slots[k];
+      const OutLeaf& s = slots[k];
       std::vector<at::Tensor> srcs;
       srcs.reserve(static_cast<size_t>(n));
       bool aliases = false;
@@ -967,7 +857,7 @@ class Join {
         return is_cat ? at::cat(srcs, spec.dim) : at::stack(srcs, spec.dim);
       };
       if (!dests[k].defined()) {  // stack()/cat(): store the result
-        s.parent->nodes[s.index].tensor = joined();
+        targets->dest(k) = joined();
         continue;
       }
       at::Tensor dest = dests[k];
@@ -1003,10 +893,10 @@ class Join {
   std::vector<at::Tensor> prefill;  // stack(): rows [0, i0) written
   // plan_out_leaves
   ImplPtr created;
-  OutPlan plan;
+  c10::optional<detail::WriteTargets> targets;  // out's side
+  std::vector<OutLeaf> slots;                   // per key
   std::vector<char> fused;
   // create_missing and after
-  std::vector<std::pair<TensorDictImpl*, size_t>> log;
   std::vector<at::Tensor> dests;
 };
 

@@ -33,7 +33,7 @@
 
 namespace tensordict {
 
-using detail::PendingList;
+using detail::Sources;
 using detail::TensorDictImpl;
 
 namespace {
@@ -146,12 +146,12 @@ int64_t ReplayBuffer::add(const TensorDict& row) {
               " (use extend() for batches)");
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
-  PendingList pending;
-  // `staged`: a copy of `row` that `pending` reads when `row` views the
-  // storage (see ReplayStorage::prepare); kept alive through the write.
+  Sources sources;
+  // `staged`: a copy of `row` that `sources` point into when `row` views
+  // the storage (see ReplayStorage::prepare); kept alive through the write.
   const c10::optional<TensorDict> staged =
-      m.storage.prepare("add", "row", row, 0, pending);
-  const int64_t i = m.storage.write_row(pending);
+      m.storage.prepare("ReplayBuffer::add", "row", row, 0, sources);
+  const int64_t i = m.storage.write_row(sources);
   m.on_write(i, 1);
   return i;
 }
@@ -164,20 +164,20 @@ at::Tensor ReplayBuffer::extend(const TensorDict& batch) {
   const int64_t n = batch.batch_size()[0];
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mu);
-  PendingList pending;
+  Sources sources;
   if (n == 0) {
     if (m.storage.allocated()) {
-      m.storage.validate("extend", "batch", TensorDictImpl::of(batch), 1,
-                         pending);
+      m.storage.validate("ReplayBuffer::extend", "batch",
+                         TensorDictImpl::of(batch), 1, sources);
     }
     return at::empty({0}, at::kLong);
   }
   const c10::optional<TensorDict> staged =  // as in add()
-      m.storage.prepare("extend", "batch", batch, 1, pending);
+      m.storage.prepare("ReplayBuffer::extend", "batch", batch, 1, sources);
   const int64_t kept = std::min(n, m.capacity);
   at::Tensor index = at::detail::empty_cpu({kept}, at::kLong);
   const int64_t start =
-      m.storage.write_rows(pending, n, index.data_ptr<int64_t>());
+      m.storage.write_rows(sources, n, index.data_ptr<int64_t>());
   m.on_write(start, kept);
   return index;
 }

@@ -8,10 +8,6 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include <algorithm>
 #include <cstdint>
 #include <cerrno>
@@ -31,52 +27,6 @@ namespace tensordict {
 namespace detail {
 
 namespace {
-
-bool byte_copyable(const at::Tensor& t) {
-  return t.device().is_cpu() && t.layout() == at::kStrided &&
-         t.is_contiguous() && !t.is_conj() && !t.is_neg();
-}
-
-// Matches `value`'s key tree against `schema`; false when the keys differ.
-bool match_keys(const std::vector<SchemaNode>& schema,
-                const TensorDictImpl& value, const std::vector<Slot>& slots,
-                PendingList& out) {
-  if (value.nodes.size() != schema.size()) return false;
-  for (size_t i = 0; i < value.nodes.size(); ++i) {
-    const Node& vn = value.nodes[i];
-    const SchemaNode* sn = nullptr;
-    if (schema[i].key == vn.key) {
-      sn = &schema[i];  // same insertion order: the common case
-    } else {
-      for (const auto& c : schema) {
-        if (c.key == vn.key) sn = &c;
-      }
-    }
-    if (sn == nullptr || sn->is_dict() != vn.is_dict()) return false;
-    if (vn.is_dict()) {
-      if (!match_keys(sn->children, *vn.dict, slots, out)) return false;
-    } else {
-      out.push_back(Pending{&slots[static_cast<size_t>(sn->slot)], &vn.tensor});
-    }
-  }
-  return true;
-}
-
-std::vector<NestedKey> all_keys(const TensorDictImpl& impl) {
-  std::vector<NestedKey> keys;
-  collect_keys(impl, nullptr, /*include_nested=*/true,
-               /*leaves_only=*/false, keys);
-  return keys;
-}
-
-std::vector<NestedKey> minus(const std::vector<NestedKey>& a,
-                             const std::vector<NestedKey>& b) {
-  std::vector<NestedKey> out;
-  for (const auto& k : a) {
-    if (std::find(b.begin(), b.end(), k) == b.end()) out.push_back(k);
-  }
-  return out;
-}
 
 // Asks Linux to back a large CPU leaf with transparent huge pages (before
 // its pages are first touched): sampling reads rows at random, and with 4 KiB
@@ -100,100 +50,6 @@ void advise_huge_pages(const at::Tensor& t) {
 bool file_exists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
-}
-
-// The storage `t` lives in, by identity (no reference count is touched).
-const c10::StorageImpl* storage_of(const at::Tensor& t) {
-  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  return impl->has_storage() ? impl->unsafe_storage().unsafeGetStorageImpl()
-                             : nullptr;
-}
-
-void build_schema(const TensorDictImpl& st, const NestedKey* prefix,
-                  std::vector<SchemaNode>& schema, std::vector<Slot>& slots) {
-  for (const auto& n : st.nodes) {
-    SchemaNode s;
-    s.key = n.key;
-    NestedKey key = prefixed(prefix, n.key);
-    if (n.is_dict()) {
-      build_schema(*n.dict, &key, s.children, slots);
-    } else {
-      Slot slot{key};
-      slot.tensor = n.tensor;
-      slot.row_shape = n.tensor.sizes().slice(1).vec();
-      slot.dtype = n.tensor.scalar_type();
-      slot.row_bytes =
-          static_cast<size_t>(n.tensor.numel() / n.tensor.size(0)) *
-          n.tensor.element_size();
-      slot.base = byte_copyable(n.tensor)
-                      ? static_cast<char*>(n.tensor.data_ptr())
-                      : nullptr;
-      slot.storage = storage_of(n.tensor);
-      slot.device = n.tensor.device();
-      s.slot = static_cast<int>(slots.size());
-      slots.push_back(std::move(slot));
-    }
-    schema.push_back(std::move(s));
-  }
-}
-
-// Copies `count` rows of `src` from `src_row` (a single row when
-// `src_bd` is 0) into the slot's rows from `dst_row`.
-// Copies `n` bytes into rows of the ring that will not be read again soon.
-// Large copies use non-temporal stores where the CPU has them (x86-64's
-// SSE2): the destination lines, usually out of cache in a large buffer, are
-// then written without first being read. The closing fence orders these
-// stores before every later one (the row counter that commits a write).
-void copy_into_ring(char* dst, const char* src, size_t n) {
-#if defined(__SSE2__)
-  constexpr size_t kStreamAbove = size_t{1} << 14;
-  if (n >= kStreamAbove) {
-    const size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
-    std::memcpy(dst, src, head);
-    dst += head;
-    src += head;
-    n -= head;
-    const size_t blocks = n / 64;
-    for (size_t b = 0; b < blocks; ++b, dst += 64, src += 64) {
-      const auto* s = reinterpret_cast<const __m128i*>(src);
-      auto* d = reinterpret_cast<__m128i*>(dst);
-      const __m128i x0 = _mm_loadu_si128(s);
-      const __m128i x1 = _mm_loadu_si128(s + 1);
-      const __m128i x2 = _mm_loadu_si128(s + 2);
-      const __m128i x3 = _mm_loadu_si128(s + 3);
-      _mm_stream_si128(d, x0);
-      _mm_stream_si128(d + 1, x1);
-      _mm_stream_si128(d + 2, x2);
-      _mm_stream_si128(d + 3, x3);
-    }
-    _mm_sfence();
-    n -= blocks * 64;
-  }
-#endif
-  std::memcpy(dst, src, n);
-}
-
-void copy_rows(const Pending& p, int64_t dst_row, int64_t src_row,
-               int64_t count, int64_t src_bd) {
-  const Slot& slot = *p.slot;
-  const at::Tensor& src = *p.src;
-  if (slot.row_bytes == 0) return;  // empty leaves: nothing to copy
-  if (slot.base != nullptr && byte_copyable(src)) {
-    copy_into_ring(slot.base + static_cast<size_t>(dst_row) * slot.row_bytes,
-                   static_cast<const char*>(src.data_ptr()) +
-                       static_cast<size_t>(src_row) * slot.row_bytes,
-                   static_cast<size_t>(count) * slot.row_bytes);
-    if (!slot.tensor.is_inference()) {
-      slot.tensor.unsafeGetTensorImpl()->bump_version();
-    }
-    return;
-  }
-  at::NoGradGuard no_grad;
-  if (src_bd == 0) {
-    slot.tensor.select(0, dst_row).copy_(src);
-  } else {
-    slot.tensor.narrow(0, dst_row, count).copy_(src.narrow(0, src_row, count));
-  }
 }
 
 }  // namespace
@@ -245,124 +101,56 @@ ImplPtr ReplayStorage::allocate_storage(const TensorDictImpl& value,
       });
 }
 
-// Validates `value` (batch dims `value_bd`) against the storage; fills
-// `out` with one entry per leaf. Throws naming the first difference.
-void ReplayStorage::validate(const char* fn, const char* what,
-                             const TensorDictImpl& value, int64_t value_bd,
-                             const std::vector<SchemaNode>& sch,
-                             const std::vector<Slot>& sl,
-                             PendingList& out) const {
-  if (!match_keys(sch, value, sl, out)) {
-    auto want = all_keys(TensorDictImpl::of(storage_));
-    auto got = all_keys(value);
-    TORCH_CHECK(false, "ReplayBuffer::", fn, ": the ", what,
-                "'s keys differ from the storage's: missing ",
-                key_vec_str(minus(want, got)), ", unexpected ",
-                key_vec_str(minus(got, want)));
-  }
-  for (const auto& p : out) {
-    const at::Tensor& src = *p.src;
-    auto row_shape = src.sizes().slice(static_cast<size_t>(value_bd));
-    TORCH_CHECK(row_shape == c10::IntArrayRef(p.slot->row_shape),
-                "ReplayBuffer::", fn, ": key ", p.slot->key.str(),
-                ": expected the row shape ", shape_str(p.slot->row_shape),
-                ", got ", shape_str(row_shape), " (leaf shape ",
-                shape_str(src.sizes()), ")");
-    TORCH_CHECK_TYPE(src.scalar_type() == p.slot->dtype, "ReplayBuffer::", fn,
-                     ": key ", p.slot->key.str(), ": expected dtype ",
-                     dtype_name(p.slot->dtype), ", got ",
-                     dtype_name(src.scalar_type()));
-    TORCH_CHECK(copyable_devices(src.device(), p.slot->device),
-                "ReplayBuffer::", fn, ": key ", p.slot->key.str(),
-                ": cannot write a value on device ", device_name(src.device()),
-                " into a buffer on device ",
-                device_name(p.slot->tensor.device()));
-  }
-}
-
-// Whether a source leaf shares memory with the storage (a view of it, as
-// in `extend(rb.storage()[...])`): the write then reads a copy, since
-// writing in place could read rows it has already written.
-bool ReplayStorage::reads_storage(const PendingList& pending) const {
-  for (const auto& p : pending) {
-    const c10::StorageImpl* src = storage_of(*p.src);
-    if (src == nullptr) continue;
-    for (const auto& s : slots_) {
-      if (s.storage == src) return true;
-    }
-  }
-  return false;
-}
-
-// Allocates the storage from `value` when this is the first write, and
-// validates `value` against it. Nothing changes when it throws.
-void ReplayStorage::prepare_schema(const char* fn, const char* what,
-                                   const TensorDictImpl& value,
-                                   int64_t value_bd, PendingList& pending) {
-  if (allocated_) {
-    validate(fn, what, value, value_bd, schema_, slots_, pending);
-    return;
-  }
+// Allocates the storage from `value` (the first write) and plans writes
+// into it; checks `value` against it first. Nothing changes when it throws.
+void ReplayStorage::allocate(const char* op, const char* what,
+                             const TensorDictImpl& value, int64_t value_bd) {
   std::vector<NestedKey> leaves;
   collect_keys(value, nullptr, true, true, leaves);
-  TORCH_CHECK(!leaves.empty(), "ReplayBuffer::", fn, ": the ", what,
-              " has no leaves");
+  TORCH_CHECK(!leaves.empty(), op, ": the ", what, " has no leaves");
   TensorDict st =
       dir_.empty()
           ? TensorDictImpl::wrap(allocate_storage(value, value_bd, {capacity_}))
           : allocate_disk(value, value_bd);
-  std::vector<SchemaNode> new_schema;
-  std::vector<Slot> new_slots;
-  build_schema(TensorDictImpl::of(st), nullptr, new_schema, new_slots);
-  TensorDict old = storage_;
-  storage_ = st;
-  storage_.lock_();
-  try {
-    validate(fn, what, value, value_bd, new_schema, new_slots, pending);
-  } catch (...) {
-    storage_ = old;
-    throw;
-  }
-  schema_ = std::move(new_schema);
-  // Moving the vector keeps its elements where they are, so `pending`
-  // (filled against `new_slots`) still points at the right slots.
-  slots_ = std::move(new_slots);
+  st.lock_();  // dict() hands it out, and the plan caches its leaves
+  RowWritePlan plan(st, "storage");
+  Sources sources;
+  plan.bind(op, what, value, value_bd, sources);
+  storage_ = std::move(st);
+  plan_ = std::move(plan);
   allocated_ = true;
 }
 
-c10::optional<TensorDict> ReplayStorage::prepare(const char* fn,
+c10::optional<TensorDict> ReplayStorage::prepare(const char* op,
                                                  const char* what,
                                                  const TensorDict& value,
                                                  int64_t value_bd,
-                                                 PendingList& pending) {
-  prepare_schema(fn, what, TensorDictImpl::of(value), value_bd, pending);
-  if (!reads_storage(pending)) return c10::nullopt;
+                                                 Sources& sources) {
+  if (!allocated_) allocate(op, what, TensorDictImpl::of(value), value_bd);
+  plan_.bind(op, what, TensorDictImpl::of(value), value_bd, sources);
+  if (!plan_.reads_destination(sources)) return c10::nullopt;
   TensorDict staged = value.clone();
-  pending.clear();
-  validate(fn, what, TensorDictImpl::of(staged), value_bd, schema_, slots_,
-           pending);
+  plan_.bind(op, what, TensorDictImpl::of(staged), value_bd, sources);
   return staged;
 }
 
-int64_t ReplayStorage::write_row(const PendingList& pending) {
+int64_t ReplayStorage::write_row(const Sources& sources) {
   const int64_t i = cursor_;
-  for (const auto& p : pending) copy_rows(p, i, 0, 1, 0);
+  plan_.write_rows(sources, 0, i, 0, 1);
   cursor_ = (i + 1) % capacity_;
   size_ = std::min(size_ + 1, capacity_);
   count_rows(1);
   return i;
 }
 
-int64_t ReplayStorage::write_rows(const PendingList& pending, int64_t n,
+int64_t ReplayStorage::write_rows(const Sources& sources, int64_t n,
                                   int64_t* index) {
   const int64_t kept = std::min(n, capacity_);
   const int64_t skip = n - kept;
   const int64_t start = (cursor_ + skip) % capacity_;
   const int64_t first = std::min(kept, capacity_ - start);
-  for (const auto& p : pending) {
-    copy_rows(p, start, skip, first, 1);
-    if (kept > first) copy_rows(p, 0, skip + first, kept - first, 1);
-  }
+  plan_.write_rows(sources, 1, start, skip, first);
+  if (kept > first) plan_.write_rows(sources, 1, 0, skip + first, kept - first);
   for (int64_t k = 0; k < kept; ++k) index[k] = (start + k) % capacity_;
   cursor_ = (start + kept) % capacity_;
   size_ = std::min(size_ + n, capacity_);
@@ -555,9 +343,9 @@ void ReplayStorage::reopen() {
   cursor_ = rows % capacity_;
   rows_written_ = rows;
   if (has_storage) {
-    storage_ = st;
-    storage_.lock_();
-    build_schema(TensorDictImpl::of(storage_), nullptr, schema_, slots_);
+    st.lock_();
+    plan_ = RowWritePlan(st, "storage");
+    storage_ = std::move(st);
     allocated_ = true;
   }
 }

@@ -1,13 +1,12 @@
 // Internal: ReplayBuffer's storage (TorchRL's LazyTensorStorage and
 // LazyMemmapStorage): the rows, the write cursor and the disk layout.
 //
-// Layout. The storage is one TensorDict of batch size [capacity] (`dict()`).
-// Next to it, `slots` lists its leaves flattened (key, stored tensor, row
-// shape, dtype, bytes per row, and the base pointer when rows can be
-// byte-copied), and `schema` mirrors its key tree with each leaf pointing at
-// its slot. Writes validate the incoming dict against `schema` (keys, row
-// shapes, dtypes) before touching anything, then copy each leaf's rows with
-// one memcpy per leaf (copy_ when a side is not a contiguous CPU tensor).
+// Layout. The storage is one locked TensorDict of batch size [capacity]
+// (`dict()`). Writes go through a write plan cached for it
+// (core/write_plan.h's RowWritePlan): it pairs the incoming dict with the
+// storage's leaves and checks keys, row shapes, dtypes and devices before
+// touching anything, then writes a row, or a block of rows as one slice
+// write per leaf (a byte copy for contiguous CPU leaves, copy_ otherwise).
 //
 // Disk-backed storage (`ReplayBufferOptions::storage_dir`). The directory
 // holds three memmap directories (Python tensordict's format):
@@ -40,40 +39,15 @@
 #include <vector>
 
 #include "core/internal.h"
+#include "core/write_plan.h"
 #include "tensordict/nested_key.h"
 #include "tensordict/tensor_dict.h"
 
 namespace tensordict {
 namespace detail {
 
-// One leaf of the storage.
-struct Slot {
-  explicit Slot(NestedKey k) : key(std::move(k)) {}
-  NestedKey key;
-  at::Tensor tensor;               // [capacity, row_shape...]
-  std::vector<int64_t> row_shape;  // the leaf's shape after the batch dim
-  at::ScalarType dtype = at::kFloat;
-  size_t row_bytes = 0;
-  char* base = nullptr;  // set when rows can be byte-copied (CPU, contiguous)
-  // The storage `tensor` lives in (to spot sources that view it).
-  const c10::StorageImpl* storage = nullptr;
-  at::Device device = at::kCPU;
-};
-
-// The storage's key tree; a leaf names its slot.
-struct SchemaNode {
-  std::string key;
-  int slot = -1;                     // leaf: index into slots
-  std::vector<SchemaNode> children;  // sub-dict
-  [[nodiscard]] bool is_dict() const { return slot < 0; }
-};
-
-// One leaf of an incoming dict, matched to its slot.
-struct Pending {
-  const Slot* slot;
-  const at::Tensor* src;
-};
-using PendingList = c10::SmallVector<Pending, 16>;
+// The sources of one write, in the storage's leaf order.
+using Sources = RowWritePlan::Sources;
 
 // The priorities a disk-backed storage persists (priority/ and two scalars
 // of state/), mapped; all null while the storage is in RAM or before the
@@ -110,31 +84,32 @@ class ReplayStorage {
     return priorities_;
   }
 
-  // Validates `value` (batch dims `value_bd`) for a write, allocating the
-  // storage from it when this is the first write, and fills `pending` with
-  // one entry per leaf. When a leaf shares memory with the storage (a view
-  // of it, as in `extend(rb.storage()[...])`), writing in place could read
-  // rows it has already written: `pending` then points into a copy of
-  // `value`, which is returned and must outlive the write (nullopt
-  // otherwise: no dict is made). Throws naming the first difference;
-  // nothing changes when it throws.
-  c10::optional<TensorDict> prepare(const char* fn, const char* what, const TensorDict& value,
-                     int64_t value_bd, PendingList& pending);
-  // Validates `value` against the allocated storage (pending: its leaves).
-  void validate(const char* fn, const char* what, const TensorDictImpl& value,
-                int64_t value_bd, PendingList& pending) const {
-    validate(fn, what, value, value_bd, schema_, slots_, pending);
+  // Checks `value` (batch dims `value_bd`) for a write by `op` (errors call
+  // it the `what`), allocating the storage from it when this is the first
+  // write, and binds its leaves to `sources`. When a leaf shares memory with
+  // the storage (a view of it, as in `extend(rb.storage()[...])`), writing
+  // in place could read rows it has already written: `sources` then point
+  // into a copy of `value`, which is returned and must outlive the write
+  // (nullopt otherwise: no dict is made). Throws naming the first
+  // difference; nothing changes when it throws.
+  c10::optional<TensorDict> prepare(const char* op, const char* what,
+                                    const TensorDict& value, int64_t value_bd,
+                                    Sources& sources);
+  // Checks `value` against the allocated storage (sources: its leaves).
+  void validate(const char* op, const char* what, const TensorDictImpl& value,
+                int64_t value_bd, Sources& sources) const {
+    plan_.bind(op, what, value, value_bd, sources);
   }
 
-  // Writes the row `pending` (batch size []) at the cursor and advances it;
+  // Writes the row `sources` (batch size []) at the cursor and advances it;
   // returns the row written. `commit()` persists the new row count.
-  int64_t write_row(const PendingList& pending);
-  // Writes the `n` rows of `pending` (batch size [n]) from the cursor on,
+  int64_t write_row(const Sources& sources);
+  // Writes the `n` rows of `sources` (batch size [n]) from the cursor on,
   // wrapping (only the last `capacity` when n > capacity, each where a
   // row-by-row write would put it), and advances the cursor; fills
   // `index[0, min(n, capacity))` with the rows written and returns the
   // first. `commit()` persists the new row count.
-  int64_t write_rows(const PendingList& pending, int64_t n, int64_t* index);
+  int64_t write_rows(const Sources& sources, int64_t n, int64_t* index);
   // Persists the counter after a write or clear(): one aligned 8-byte store.
   void commit() const;
   // Forgets every row (cursor, size and the persisted row count); keeps the
@@ -146,13 +121,8 @@ class ReplayStorage {
 
   // After `n` rows were written (counting those a long batch skipped).
   void count_rows(int64_t n);
-  void prepare_schema(const char* fn, const char* what,
-                      const TensorDictImpl& value, int64_t value_bd,
-                      PendingList& pending);
-  void validate(const char* fn, const char* what, const TensorDictImpl& value,
-                int64_t value_bd, const std::vector<SchemaNode>& sch,
-                const std::vector<Slot>& sl, PendingList& out) const;
-  [[nodiscard]] bool reads_storage(const PendingList& pending) const;
+  void allocate(const char* op, const char* what, const TensorDictImpl& value,
+                int64_t value_bd);
 
   template <typename LeafFn>
   ImplPtr storage_tree(const TensorDictImpl& value, int64_t value_bd,
@@ -180,12 +150,11 @@ class ReplayStorage {
   bool keeps_priorities_ = false;
 
   // The storage is a plain TensorDict: `allocate_storage` (RAM) and
-  // `allocate_disk` are the places that create its tensors, and everything
-  // else goes through `storage_`, `slots_` and `schema_`.
+  // `allocate_disk` are the places that create its tensors, and every write
+  // goes through `plan_`.
   TensorDict storage_;
   bool allocated_ = false;
-  std::vector<Slot> slots_;
-  std::vector<SchemaNode> schema_;
+  RowWritePlan plan_;
   int64_t size_ = 0;
   int64_t cursor_ = 0;
   uint64_t writes_ = 0;       // bumped by every write and clear()
