@@ -264,6 +264,22 @@ TEST(KeyOpsTest, InPlaceUpdateValidatesEveryKeyBeforeWriting) {
       "update_: key ('next', 'obs'): cannot write a value of shape [4, 5] into "
       "the stored tensor of shape [4, 2]");
   ExpectUnchanged(td, s);
+  ExpectThrowsMsg<c10::TypeError>(
+      [&] {
+        td.update_(TensorDict(
+            {{"a", torch::zeros({4, 3})},
+             {"next", TensorDict({{"obs", TensorDict({}, {4})}}, {4})}},
+            {4}));
+      },
+      "update_: key ('next', 'obs'): cannot write a TensorDict where a "
+      "tensor lives");
+  ExpectUnchanged(td, s);
+  ExpectThrowsMsg<c10::TypeError>(
+      [&] {
+        td.update_(TensorDict({{"next", torch::zeros({4})}}, {4}));
+      },
+      "update_: key next: cannot write a tensor where a TensorDict lives");
+  ExpectUnchanged(td, s);
 }
 
 TEST(KeyOpsTest, SelectKeepsOnlyTheGivenKeysWithTheSameTensors) {

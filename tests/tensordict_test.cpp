@@ -476,13 +476,16 @@ TEST(TensorDictSetInPlace, SetUnderscoreErrorsLeaveTheDictUnchanged) {
       [&] { td.set_("zz", torch::zeros({4})); },
       "key zz not found in TensorDict with keys [a, next, ('next', 'obs')]");
   ExpectThrowsMsg([&] { td.set_("a", torch::zeros({3, 3})); },
-                  "key a: expected leading dims [4], got [3]");
+                  "set_: key a: expected leading dims [4], got [3]");
   ExpectThrowsMsg(
       [&] { td.set_("a", torch::zeros({4, 2})); },
-      "key a: set_ cannot write a value of shape [4, 2] into the stored tensor of shape [4, 3]");
+      "set_: key a: cannot write a value of shape [4, 2] into the stored tensor of shape [4, 3]");
   ExpectThrowsMsg<c10::TypeError>(
       [&] { td.set_("next", torch::zeros({4})); },
-      "key next: set_ cannot write a tensor where a TensorDict lives");
+      "set_: key next: cannot write a tensor where a TensorDict lives");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { td.set_("a", at::Tensor()); },
+      "set_: key a: cannot write an undefined tensor");
   ExpectUnchanged(td, s);
 }
 

@@ -374,16 +374,11 @@ const TensorDict& TensorDict::set(const NestedKey& key,
 const TensorDict& TensorDict::set_(const NestedKey& key,
                                    const at::Tensor& value) const {
   const Node& n = lookup_or_throw(*impl_, key);
-  TORCH_CHECK_TYPE(!n.is_dict(), "key ", key.str(),
-                   ": set_ cannot write a tensor where a TensorDict lives");
-  const TensorDictImpl* parent = parent_of(*impl_, key);
-  check_leading_dims(key, value, parent->batch_size);
-  TORCH_CHECK(at::is_expandable_to(value.sizes(), n.tensor.sizes()), "key ",
-              key.str(), ": set_ cannot write a value of shape ",
-              shape_str(value.sizes()), " into the stored tensor of shape ",
-              shape_str(n.tensor.sizes()));
-  check_leaf_write("set_", key, n.tensor, value, WriteKind::kCopy);
-  n.tensor.copy_(value);
+  TORCH_CHECK_TYPE(!n.is_dict(), "set_: key ", key.str(),
+                   ": cannot write a tensor where a TensorDict lives");
+  check_leaf_copy("set_", key, parent_of(*impl_, key)->batch_size, n.tensor,
+                  value);
+  if (!n.tensor.is_same(value)) n.tensor.copy_(value);
   return *this;
 }
 

@@ -148,6 +148,8 @@ void copy_bytes_streaming(char* dst, const char* src, size_t n) {
 // ---------------------------------------------------------------------------
 
 struct WriteTargets::Walk {
+  const TensorDictImpl& root;
+  bool may_create;
   const char* op;
   SubBatch sub_batch;
   OnDict on_dict;
@@ -157,8 +159,8 @@ struct WriteTargets::Walk {
 
 WriteTargets::WriteTargets(const char* op, TensorDictImpl& dst,
                            const TensorDictImpl& value, SubBatch sub_batch,
-                           OnDict on_dict, OnLeaf on_leaf) {
-  Walk w{op, sub_batch, on_dict, on_leaf, {}};
+                           OnDict on_dict, OnLeaf on_leaf, bool may_create) {
+  Walk w{dst, may_create, op, sub_batch, on_dict, on_leaf, {}};
   pair(w, &dst, kNone, value);
 }
 
@@ -173,6 +175,9 @@ void WriteTargets::pair(Walk& w, TensorDictImpl* dst, size_t new_parent,
                : dst->find(vn.key);
     }
     w.path.parts.push_back(&vn.key);
+    if (dn == nullptr && !w.may_create) {
+      (void)lookup_or_throw(w.root, w.path.key());
+    }
     if (dn == nullptr && dst != nullptr && dst->locked) {
       check_unlocked(*dst, w.op, w.path.key());
     }
@@ -201,7 +206,7 @@ void WriteTargets::pair(Walk& w, TensorDictImpl* dst, size_t new_parent,
           Leaf{dst, dn ? static_cast<size_t>(dn - dst->nodes.data()) : 0,
                new_parent, &vn, dn != nullptr});
       if (dn == nullptr) creations_.emplace_back(false, i);
-      w.on_leaf(w.path, i, dn ? &dn->tensor : nullptr,
+      w.on_leaf(w.path, i, vn.tensor, dn ? &dn->tensor : nullptr, dst,
                 dst ? dst->device : dicts_[new_parent].device);
     }
     w.path.parts.pop_back();
@@ -235,6 +240,50 @@ void WriteTargets::undo() {
     it->first->nodes.resize(std::min(it->first->nodes.size(), it->second));
   }
   log_.clear();
+}
+
+// ---------------------------------------------------------------------------
+// Whole-leaf copies: set_ and update_
+// ---------------------------------------------------------------------------
+
+void check_leaf_copy(const char* op, const LeafName& name,
+                     c10::IntArrayRef batch, const at::Tensor& dest,
+                     const at::Tensor& src) {
+  TORCH_CHECK_VALUE(src.defined(), op, ": key ", name.str(),
+                    ": cannot write an undefined tensor");
+  TORCH_CHECK(starts_with(src.sizes(), batch), op, ": key ", name.str(),
+              ": expected leading dims ", shape_str(batch), ", got ",
+              shape_str(src.sizes().slice(
+                  0, std::min(src.sizes().size(), batch.size()))));
+  TORCH_CHECK(at::is_expandable_to(src.sizes(), dest.sizes()), op, ": key ",
+              name.str(), ": cannot write a value of shape ",
+              shape_str(src.sizes()), " into the stored tensor of shape ",
+              shape_str(dest.sizes()));
+  if (!dest.is_same(src)) {
+    check_leaf_write(op, name, dest, src, WriteKind::kCopy);
+  }
+}
+
+void update_leaves(TensorDictImpl& dst, const TensorDictImpl& value) {
+  WriteTargets targets(
+      "update_", dst, value,
+      [](c10::IntArrayRef, const TensorDictImpl& sub) {
+        return sub.batch_size;
+      },
+      [](const KeyPath&, const TensorDictImpl&, const TensorDictImpl&) {},
+      [&](const KeyPath&, size_t i, const at::Tensor& src,
+          const at::Tensor* dest, const TensorDictImpl* level,
+          const c10::optional<at::Device>&) {
+        check_leaf_copy("update_", LeafName(value, i), level->batch_size,
+                        *dest, src);
+      },
+      /*may_create=*/false);
+  const auto& leaves = targets.leaves();
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const at::Tensor& src = leaves[i].value->tensor;
+    const at::Tensor& dest = targets.dest(i);
+    if (!dest.is_same(src)) dest.copy_(src);
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -311,11 +360,11 @@ class WritePlan {
                                 .slice(static_cast<size_t>(value_bd_)));
             },
             [](const KeyPath&, const TensorDictImpl&, const TensorDictImpl&) {},
-            [&](const KeyPath&, size_t i, const at::Tensor* dest,
+            [&](const KeyPath&, size_t, const at::Tensor& src,
+                const at::Tensor* dest, const TensorDictImpl*,
                 const c10::optional<at::Device>&) {
               bytes_.emplace_back();
-              if (dest == nullptr ||
-                  !plan_bytes(*dest, value_leaf(i), bytes_.back())) {
+              if (dest == nullptr || !plan_bytes(*dest, src, bytes_.back())) {
                 all_bytes_ = false;
               }
             }) {}

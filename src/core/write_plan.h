@@ -129,17 +129,23 @@ class WriteTargets {
   using OnDict = c10::function_ref<void(
       const KeyPath& key, const TensorDictImpl& dst_sub,
       const TensorDictImpl& value_sub)>;
-  /// Called for each leaf `i` of `value`, with the stored leaf (null when
-  /// missing) and the device of the dict that holds (or will hold) it.
+  /// Called for each leaf `i` (`src`) of `value`, with the stored leaf
+  /// (null when missing), the dict of `dst` that holds it (null when the write
+  /// creates that dict), and the device of the dict that holds (or will
+  /// hold) it.
   using OnLeaf = c10::function_ref<void(
-      const KeyPath& key, size_t i, const at::Tensor* dest,
+      const KeyPath& key, size_t i, const at::Tensor& src,
+      const at::Tensor* dest, const TensorDictImpl* level,
       const c10::optional<at::Device>& level_device)>;
 
+  /// With `may_create` false, a key of `value` that `dst` lacks is an error
+  /// (`lookup_or_throw`'s) instead of something to create.
   WriteTargets(const char* op, TensorDictImpl& dst,
                const TensorDictImpl& value, SubBatch sub_batch,
-               OnDict on_dict, OnLeaf on_leaf);
+               OnDict on_dict, OnLeaf on_leaf, bool may_create = true);
 
-  [[nodiscard]] const std::vector<Leaf>& leaves() const { return leaves_; }
+  using Leaves = c10::SmallVector<Leaf, 16>;
+  [[nodiscard]] const Leaves& leaves() const { return leaves_; }
   [[nodiscard]] bool creates() const { return !creations_.empty(); }
   /// The stored tensor of an existing (or created) leaf. Nodes are addressed
   /// by index: appending keys may move a dict's node list.
@@ -160,7 +166,7 @@ class WriteTargets {
   void pair(Walk& w, TensorDictImpl* dst, size_t new_parent,
             const TensorDictImpl& value);
 
-  std::vector<Leaf> leaves_;
+  Leaves leaves_;
   std::vector<Dict> dicts_;
   // What the write creates, in `value`'s order: {is_dict, index into
   // dicts_ or leaves_}.
@@ -168,6 +174,19 @@ class WriteTargets {
   // The length of each existing dict's node list before create().
   std::vector<std::pair<TensorDictImpl*, size_t>> log_;
 };
+
+/// Checks writing `src` over the whole stored leaf `dest` with `copy_`
+/// (`set_`, `update_`), whose dict level has batch size `batch`: `src`
+/// starts with `batch` and broadcasts to `dest`'s shape, and
+/// `check_leaf_write` passes. Throws "<op>: key K: ...".
+void check_leaf_copy(const char* op, const LeafName& name,
+                     c10::IntArrayRef batch, const at::Tensor& dest,
+                     const at::Tensor& src);
+
+/// `dst.update_(value)`: every leaf of `value` copied over the leaf of `dst`
+/// with the same key, once every leaf passed `check_leaf_copy`. A key that
+/// `dst` lacks is an error.
+void update_leaves(TensorDictImpl& dst, const TensorDictImpl& value);
 
 struct NormalizedIndex;
 

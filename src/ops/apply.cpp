@@ -710,36 +710,7 @@ const TensorDict& TensorDict::update(const TensorDict& other) const {
 }
 
 const TensorDict& TensorDict::update_(const TensorDict& other) const {
-  std::vector<NestedKey> keys;
-  collect_keys(*other.impl_, nullptr, /*include_nested=*/true,
-               /*leaves_only=*/true, keys);
-  TensorVec src = leaf_tensors(*other.impl_);
-  TensorVec dst;
-  dst.reserve(src.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const NestedKey& key = keys[i];
-    const Node& n = lookup_or_throw(*impl_, key);
-    TORCH_CHECK_TYPE(!n.is_dict(), "update_: key ", key.str(),
-                     " holds a TensorDict here but a tensor in the other");
-    const TensorDictImpl* parent = parent_of(*impl_, key);
-    const at::Tensor& v = src[i];
-    TORCH_CHECK(starts_with(v.sizes(), parent->batch_size), "update_: key ",
-                key.str(), ": expected leading dims ",
-                shape_str(parent->batch_size), ", got ",
-                shape_str(v.sizes().slice(
-                    0, std::min(v.sizes().size(), parent->batch_size.size()))));
-    TORCH_CHECK(at::is_expandable_to(v.sizes(), n.tensor.sizes()),
-                "update_: key ", key.str(), ": cannot write a value of shape ",
-                shape_str(v.sizes()), " into the stored tensor of shape ",
-                shape_str(n.tensor.sizes()));
-    if (!n.tensor.is_same(v)) {
-      check_leaf_write("update_", key, n.tensor, v, WriteKind::kCopy);
-    }
-    dst.push_back(n.tensor);
-  }
-  for (size_t i = 0; i < dst.size(); ++i) {
-    if (!dst[i].is_same(src[i])) dst[i].copy_(src[i]);
-  }
+  detail::update_leaves(*impl_, *other.impl_);
   return *this;
 }
 

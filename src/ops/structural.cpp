@@ -655,11 +655,11 @@ class Join {
                       shape_str(o.batch_size), ", expected ",
                       shape_str(batch));
         },
-        [&](const detail::KeyPath& path, size_t k, const at::Tensor* d,
+        [&](const detail::KeyPath& path, size_t k, const at::Tensor& r,
+            const at::Tensor* d, const TensorDictImpl*,
             const c10::optional<at::Device>& level_device) {
           TORCH_INTERNAL_ASSERT(k < num_leaves);
           OutLeaf& s = slots[k];
-          const at::Tensor& r = *g.ref_leaves[k];
           s.shape = spec.joined(r.sizes());
           if (d == nullptr) {
             s.dtype = r.scalar_type();
