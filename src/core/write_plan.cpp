@@ -189,10 +189,10 @@ void WriteTargets::pair(Walk& w, TensorDictImpl* dst, size_t new_parent,
         pair(w, dn->dict.get(), kNone, *vn.dict);
       } else {
         const Dict* np = dst ? nullptr : &dicts_[new_parent];
-        dicts_.push_back(Dict{dst, new_parent, &vn,
-                              w.sub_batch(dst ? dst->batch_size : np->batch,
-                                          *vn.dict),
-                              dst ? dst->device : np->device, nullptr});
+        dicts_.push_back(
+            Dict{dst, new_parent, &vn,
+                 w.sub_batch(dst ? dst->batch_size : np->batch, *vn.dict),
+                 dst ? dst->device : np->device, nullptr});
         creations_.emplace_back(true, dicts_.size() - 1);
         pair(w, nullptr, dicts_.size() - 1, *vn.dict);
       }
@@ -219,7 +219,8 @@ void WriteTargets::create(
   for (const auto& c : creations_) {
     if (c.first) {
       Dict& d = dicts_[c.second];
-      TensorDictImpl* parent = d.parent ? d.parent : dicts_[d.new_parent].impl.get();
+      TensorDictImpl* parent =
+          d.parent ? d.parent : dicts_[d.new_parent].impl.get();
       d.impl = make_impl(d.batch, d.device);
       if (d.parent) log_.emplace_back(parent, parent->nodes.size());
       parent->nodes.push_back(Node{d.value->key, at::Tensor(), d.impl});
@@ -274,8 +275,8 @@ void update_leaves(TensorDictImpl& dst, const TensorDictImpl& value) {
       [&](const KeyPath&, size_t i, const at::Tensor& src,
           const at::Tensor* dest, const TensorDictImpl* level,
           const c10::optional<at::Device>&) {
-        check_leaf_copy("update_", LeafName(value, i), level->batch_size,
-                        *dest, src);
+        check_leaf_copy("update_", LeafName(value, i), level->batch_size, *dest,
+                        src);
       },
       /*may_create=*/false);
   const auto& leaves = targets.leaves();
@@ -595,9 +596,9 @@ RowWritePlan::RowWritePlan(const TensorDict& dst, const char* dst_name)
               t,
               node,
               t.sizes().slice(1).vec(),
-              rows == 0 ? 0
-                        : static_cast<size_t>(t.numel() / rows) *
-                              t.element_size(),
+              rows == 0
+                  ? 0
+                  : static_cast<size_t>(t.numel() / rows) * t.element_size(),
               byte_copyable(t) ? static_cast<char*>(t.data_ptr()) : nullptr,
               storage_of(t)};
     leaves_.push_back(std::move(leaf));
@@ -613,9 +614,8 @@ size_t RowWritePlan::leaf_index(const Node* node) const {
 
 // Pairs `value`'s level with `dst`'s: the same keys, by position when the
 // orders agree (the common case), else by lookup. False when they differ.
-bool RowWritePlan::match(const TensorDictImpl& dst,
-                         const TensorDictImpl& value, size_t& k,
-                         Sources& out) const {
+bool RowWritePlan::match(const TensorDictImpl& dst, const TensorDictImpl& value,
+                         size_t& k, Sources& out) const {
   if (value.nodes.size() != dst.nodes.size()) return false;
   for (size_t j = 0; j < value.nodes.size(); ++j) {
     const Node& vn = value.nodes[j];
@@ -629,9 +629,8 @@ bool RowWritePlan::match(const TensorDictImpl& dst,
       if (!match(*dn->dict, *vn.dict, k, out)) return false;
       continue;
     }
-    const size_t at = k < leaves_.size() && leaves_[k].node == dn
-                          ? k
-                          : leaf_index(dn);
+    const size_t at =
+        k < leaves_.size() && leaves_[k].node == dn ? k : leaf_index(dn);
     out[at] = &vn.tensor;
     ++k;
   }
@@ -658,12 +657,12 @@ void RowWritePlan::bind(const char* op, const char* what,
                 l.key.str(), ": expected the row shape ",
                 shape_str(l.row_shape), ", got ", shape_str(row_shape),
                 " (leaf shape ", shape_str(src.sizes()), ")");
-    TORCH_CHECK_TYPE(src.scalar_type() == l.tensor.scalar_type(), op,
-                     ": key ", l.key.str(), ": expected dtype ",
+    TORCH_CHECK_TYPE(src.scalar_type() == l.tensor.scalar_type(), op, ": key ",
+                     l.key.str(), ": expected dtype ",
                      dtype_name(l.tensor.scalar_type()), ", got ",
                      dtype_name(src.scalar_type()));
-    TORCH_CHECK(copyable_devices(src.device(), l.tensor.device()), op,
-                ": key ", l.key.str(), ": cannot write a value on device ",
+    TORCH_CHECK(copyable_devices(src.device(), l.tensor.device()), op, ": key ",
+                l.key.str(), ": cannot write a value on device ",
                 device_name(src.device()), " into a buffer on device ",
                 device_name(l.tensor.device()));
   }

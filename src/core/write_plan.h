@@ -1,22 +1,30 @@
-// Internal: the checks that every in-place write into stored leaves passes
-// before the first byte of the write is written.
+// Internal: the write plan. Every write into stored leaves goes through
+// this file, in two steps: check every leaf, then write.
 //
 // A write into a dict touches many leaves; LibTorch validates one leaf at a
 // time, as it writes it. So a write that LibTorch rejects at its third leaf
-// would leave the first two written. Every write path of the library (indexed
-// writes, stack_out/cat_out, update_, set_, apply_, in-place arithmetic,
-// masked_fill_, fill_, zero_) therefore runs `check_leaf_write` over every
-// leaf first, and writes only once all of them pass. The function mirrors
-// what LibTorch would reject: autograd's rules for in-place writes (leaves
-// and views of leaves that require grad, views made in no-grad mode),
-// inference tensors, destinations with internal overlap (expanded tensors),
-// devices, and sources that overlap the destination. Dtype rules differ per
-// write (copy_ casts anything, index_put_ needs a cast `c10::canCast`
-// allows, in-place ops need the promoted type to fit) and stay with them.
+// would leave the first two written. Every writer (indexed writes,
+// stack_out/cat_out, update_, set_, apply_, in-place arithmetic,
+// masked_fill_, fill_, zero_, the replay storage) therefore runs
+// `check_leaf_write` over every leaf first, and writes only once all of
+// them pass. It mirrors what LibTorch would reject: autograd's rules for
+// in-place writes (leaves and views of leaves that require grad, views made
+// in no-grad mode), inference tensors, destinations with internal overlap
+// (expanded tensors), devices, and sources that overlap the destination.
+// Dtype rules differ per write (copy_ casts anything, index_put_ needs a
+// cast `c10::canCast` allows, in-place ops need the promoted type to fit)
+// and stay with them.
+//
+// The pieces:
+//  - `WriteTargets`: the destination side of a write, pairing the value's
+//    keys with the destination's, creating missing keys and undoing that;
+//  - `copy_bytes`: the one byte copy;
+//  - `index_put`: `dst[index] = value`;
+//  - `check_leaf_copy` / `update_leaves`: whole-leaf copies (set_, update_);
+//  - `RowWritePlan`: a plan kept for many row writes into one destination.
 #pragma once
 
 #include <ATen/core/Tensor.h>
-
 #include <c10/util/FunctionRef.h>
 #include <c10/util/SmallVector.h>
 
@@ -113,7 +121,7 @@ class WriteTargets {
     const Node* value;       // the leaf of `value`
     bool exists;
   };
-  struct Dict {  // a sub-dict of `value` that `dst` lacks
+  struct Dict {              // a sub-dict of `value` that `dst` lacks
     TensorDictImpl* parent;  // null: a new dict's (new_parent)
     size_t new_parent;
     const Node* value;
@@ -126,9 +134,9 @@ class WriteTargets {
   using SubBatch = c10::function_ref<std::vector<int64_t>(
       c10::IntArrayRef parent_batch, const TensorDictImpl& value_sub)>;
   /// Called for each sub-dict that both trees have (to check it).
-  using OnDict = c10::function_ref<void(
-      const KeyPath& key, const TensorDictImpl& dst_sub,
-      const TensorDictImpl& value_sub)>;
+  using OnDict =
+      c10::function_ref<void(const KeyPath& key, const TensorDictImpl& dst_sub,
+                             const TensorDictImpl& value_sub)>;
   /// Called for each leaf `i` (`src`) of `value`, with the stored leaf
   /// (null when missing), the dict of `dst` that holds it (null when the write
   /// creates that dict), and the device of the dict that holds (or will
@@ -140,9 +148,9 @@ class WriteTargets {
 
   /// With `may_create` false, a key of `value` that `dst` lacks is an error
   /// (`lookup_or_throw`'s) instead of something to create.
-  WriteTargets(const char* op, TensorDictImpl& dst,
-               const TensorDictImpl& value, SubBatch sub_batch,
-               OnDict on_dict, OnLeaf on_leaf, bool may_create = true);
+  WriteTargets(const char* op, TensorDictImpl& dst, const TensorDictImpl& value,
+               SubBatch sub_batch, OnDict on_dict, OnLeaf on_leaf,
+               bool may_create = true);
 
   using Leaves = c10::SmallVector<Leaf, 16>;
   [[nodiscard]] const Leaves& leaves() const { return leaves_; }
@@ -155,9 +163,9 @@ class WriteTargets {
   /// Creates what `dst` lacks, in `value`'s order: new dicts (with their
   /// parent's device), and for missing leaf `i` the tensor `make(i,
   /// parent)` (which may be undefined, to be stored through `dest(i)`).
-  void create(c10::function_ref<at::Tensor(size_t i,
-                                           const TensorDictImpl& parent)>
-                  make);
+  void create(
+      c10::function_ref<at::Tensor(size_t i, const TensorDictImpl& parent)>
+          make);
   /// Removes every key `create()` added (after a failed write).
   void undo();
 
@@ -249,8 +257,8 @@ class RowWritePlan {
     char* base;  // set when rows can be byte-copied (contiguous CPU)
     const c10::StorageImpl* storage;  // to spot sources that view it
   };
-  bool match(const TensorDictImpl& dst, const TensorDictImpl& value,
-             size_t& k, Sources& out) const;
+  bool match(const TensorDictImpl& dst, const TensorDictImpl& value, size_t& k,
+             Sources& out) const;
   size_t leaf_index(const Node* node) const;
 
   TensorDict dst_;
@@ -264,13 +272,25 @@ void copy_bytes_streaming(char* dst, const char* src, size_t n);
 
 inline void copy_bytes(char* dst, const char* src, size_t n) {
   switch (n) {
-    case 0: return;
-    case 1: std::memcpy(dst, src, 1); return;
-    case 2: std::memcpy(dst, src, 2); return;
-    case 4: std::memcpy(dst, src, 4); return;
-    case 8: std::memcpy(dst, src, 8); return;
-    case 16: std::memcpy(dst, src, 16); return;
-    default: break;
+    case 0:
+      return;
+    case 1:
+      std::memcpy(dst, src, 1);
+      return;
+    case 2:
+      std::memcpy(dst, src, 2);
+      return;
+    case 4:
+      std::memcpy(dst, src, 4);
+      return;
+    case 8:
+      std::memcpy(dst, src, 8);
+      return;
+    case 16:
+      std::memcpy(dst, src, 16);
+      return;
+    default:
+      break;
   }
   constexpr size_t kStreamFrom = size_t{1} << 14;
   if (n >= kStreamFrom) {

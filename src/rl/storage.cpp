@@ -4,14 +4,13 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
-
 #include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -82,7 +81,9 @@ ImplPtr ReplayStorage::storage_tree(const TensorDictImpl& value,
                               t.sizes().slice(static_cast<size_t>(value_bd))));
       },
       nullptr,
-      [&](const TensorDictImpl&, TensorDictImpl& out) { out.device = device_; });
+      [&](const TensorDictImpl&, TensorDictImpl& out) {
+        out.device = device_;
+      });
 }
 
 // Allocates a zero-filled storage of `capacity` rows with `value`'s
@@ -269,9 +270,9 @@ at::Tensor ReplayStorage::state_leaf(const TensorDict& td, const char* part,
                   n->tensor.scalar_type() == dtype &&
                   n->tensor.sizes() == shape &&
                   (n->tensor.numel() == 0 || is_mapped_tensor(n->tensor));
-  TORCH_CHECK(ok, "ReplayBuffer: cannot reopen the buffer in '", dir_, "': ",
-              part, "/", key, " is missing or is not a ", dtype_name(dtype),
-              " tensor of shape ", shape_str(shape));
+  TORCH_CHECK(ok, "ReplayBuffer: cannot reopen the buffer in '", dir_,
+              "': ", part, "/", key, " is missing or is not a ",
+              dtype_name(dtype), " tensor of shape ", shape_str(shape));
   return n->tensor;
 }
 
@@ -298,19 +299,22 @@ void ReplayStorage::reopen() {
   const int64_t version =
       state_leaf(state, "state", "format_version", at::kLong, {})
           .item<int64_t>();
-  TORCH_CHECK(version == kFormatVersion, "ReplayBuffer: cannot reopen the "
-              "buffer in '", dir_, "': state/format_version is ", version,
+  TORCH_CHECK(version == kFormatVersion,
+              "ReplayBuffer: cannot reopen the "
+              "buffer in '",
+              dir_, "': state/format_version is ", version,
               ", this library reads version ", kFormatVersion);
   const int64_t stored_capacity =
       state_leaf(state, "state", "capacity", at::kLong, {}).item<int64_t>();
-  TORCH_CHECK_VALUE(stored_capacity == capacity_, "ReplayBuffer: the buffer "
-                    "in '", dir_, "' has capacity ", stored_capacity,
+  TORCH_CHECK_VALUE(stored_capacity == capacity_,
+                    "ReplayBuffer: the buffer "
+                    "in '",
+                    dir_, "' has capacity ", stored_capacity,
                     ", but ReplayBufferOptions asks for capacity ", capacity_,
                     "; reopen it with capacity ", stored_capacity,
                     " or use another storage_dir");
   const int64_t rows =
-      state_leaf(state, "state", "rows_written", at::kLong, {})
-          .item<int64_t>();
+      state_leaf(state, "state", "rows_written", at::kLong, {}).item<int64_t>();
   TORCH_CHECK(rows >= 0, "ReplayBuffer: cannot reopen the buffer in '", dir_,
               "': state/rows_written is negative (", rows, ")");
   const double max_p =
@@ -324,8 +328,10 @@ void ReplayStorage::reopen() {
   bind_state(state, priority);
   TensorDict st;
   const bool has_storage = file_exists(sub("storage/meta.json"));
-  TORCH_CHECK(has_storage || rows == 0, "ReplayBuffer: cannot reopen the "
-              "buffer in '", dir_, "': state/rows_written is ", rows,
+  TORCH_CHECK(has_storage || rows == 0,
+              "ReplayBuffer: cannot reopen the "
+              "buffer in '",
+              dir_, "': state/rows_written is ", rows,
               " but storage/meta.json is missing");
   if (has_storage) {
     st = load_part("storage");
