@@ -473,6 +473,15 @@ TEST(StructuralStackOut, FailedWritesLeaveOutUnchanged) {
       "stack_out: key next: cannot write a TensorDict where a tensor lives");
   ExpectUnchanged(conflict, before);
 
+  // The same conflict when out is a region of a larger dict.
+  TensorDict big({{"obs", torch::zeros({5, 6})}, {"next", torch::zeros({5, 6})}},
+                 {5});
+  before = TakeSnapshot(big);
+  ExpectThrowsMsg<c10::TypeError>(
+      [&] { tensordict::stack_out(big[Slice(1, 4)], rows); },
+      "stack_out: key next: cannot write a TensorDict where a tensor lives");
+  ExpectUnchanged(big, before);
+
   TensorDict conflict2({{"obs", EmptyTd({3})}}, {3});
   before = TakeSnapshot(conflict2);
   ExpectThrowsMsg<c10::TypeError>(

@@ -49,8 +49,6 @@ using detail::LeafName;
 using detail::WriteKind;
 using detail::check_leaf_write;
 using detail::copy_bytes;
-using detail::check_can_add_keys;
-using detail::check_unlocked;
 using detail::copyable_device;
 using detail::copyable_devices;
 using detail::device_name;
@@ -905,16 +903,6 @@ ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
   return Join(out, tds, dim, is_cat, op).run();
 }
 
-// Whether `parent` holds every key of `ref` (leaves and sub-dicts alike).
-bool holds_all_keys(const TensorDictImpl& parent, const TensorDictImpl& ref) {
-  for (const auto& n : ref.nodes) {
-    const Node* m = parent.find(n.key);
-    if (m == nullptr || m->is_dict() != n.is_dict()) return false;
-    if (n.is_dict() && !holds_all_keys(*m->dict, *n.dict)) return false;
-  }
-  return true;
-}
-
 // stack_out / cat_out into `parent[index]`.
 IndexedTensorDict join_into_indexed(const IndexedTensorDict& out,
                                     const std::vector<TensorDict>& tds,
@@ -922,15 +910,23 @@ IndexedTensorDict join_into_indexed(const IndexedTensorDict& out,
                                     const char* op) {
   TORCH_CHECK_VALUE(!tds.empty(), op,
                     ": expected a non-empty list of TensorDicts");
-  // Keys out's parent lacks are added to it: it must not be locked.
-  check_can_add_keys(TensorDictImpl::of(out.parent()),
-                     TensorDictImpl::of(tds[0]), op, /*replaces=*/false);
+  // Which keys out's parent lacks (they are added to it, so it must not be
+  // locked; a tensor where a dict lives, or the converse, is an error).
+  const detail::WriteTargets targets(
+      op, TensorDictImpl::of(out.parent()), TensorDictImpl::of(tds[0]),
+      [](c10::IntArrayRef, const TensorDictImpl& sub) {
+        return sub.batch_size;
+      },
+      [](const detail::KeyPath&, const TensorDictImpl&,
+         const TensorDictImpl&) {},
+      [](const detail::KeyPath&, size_t, const at::Tensor&,
+         const at::Tensor*, const TensorDictImpl*,
+         const c10::optional<at::Device>&) {});
   TORCH_CHECK(!TensorDictImpl::is_chained_copy(out), op,
               ": out is td[a][b] where td[a] is a copy (an advanced index, "
               "or indices that do not compose): the result would be lost; "
               "index td once instead");
-  if (out.is_view() && holds_all_keys(TensorDictImpl::of(out.parent()),
-                                      TensorDictImpl::of(tds[0]))) {
+  if (out.is_view() && !targets.creates()) {
     TensorDict view = out.value();
     join_into(&TensorDictImpl::of(view), tds, dim, is_cat, op);
   } else {
