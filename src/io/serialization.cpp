@@ -7,27 +7,40 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include "core/internal.h"
+#include "core/tree.h"
 
 namespace tensordict {
 namespace {
 
-c10::impl::GenericDict to_generic_dict(const detail::TensorDictImpl& impl) {
-  c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
-  out.reserve(impl.nodes.size());
-  for (const auto& n : impl.nodes) {
-    if (n.is_dict()) {
-      out.insert(n.key, to_generic_dict(*n.dict));
-    } else {
-      out.insert(n.key, n.tensor.detach());
-    }
-  }
+c10::IValue to_generic_dict(const detail::TensorDictImpl& root) {
+  // The dict of each level being converted, the innermost last.
+  std::vector<c10::impl::GenericDict> levels;
+  c10::IValue out;
+  detail::visit(
+      root,
+      [&](const detail::KeyPath&, const detail::TensorDictImpl& level) {
+        levels.emplace_back(c10::StringType::get(), c10::AnyType::get());
+        levels.back().reserve(level.nodes.size());
+      },
+      [&](const detail::KeyPath& path, const at::Tensor& t) {
+        levels.back().insert(*path.parts.back(), t.detach());
+      },
+      [&](const detail::KeyPath& path, const detail::TensorDictImpl&) {
+        c10::impl::GenericDict d = std::move(levels.back());
+        levels.pop_back();
+        if (levels.empty()) {
+          out = c10::IValue(std::move(d));
+        } else {
+          levels.back().insert(*path.parts.back(), std::move(d));
+        }
+      });
   return out;
 }
 
 }  // namespace
 
 std::vector<char> pickle_save(const TensorDict& td) {
-  return torch::jit::pickle_save(c10::IValue(to_generic_dict(detail::TensorDictImpl::of(td))));
+  return torch::jit::pickle_save(to_generic_dict(detail::TensorDictImpl::of(td)));
 }
 
 }  // namespace tensordict
