@@ -1,5 +1,5 @@
 // Persistence: Python tensordict's memmap directory format, consolidation,
-// and single-file save/load.
+// and single-file save/load. tensordict/persistence.h states the contract.
 //
 // Memmap directory (one per dict level):
 //   meta.json        {"<key>": {"device": "cpu", "shape": [...],
@@ -32,7 +32,7 @@
 
 #include "core/internal.h"
 #include "core/tree.h"
-#include "tensordict/tensor_dict.h"
+#include "tensordict/persistence.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the memmap format is little-endian; big-endian hosts are not supported"

@@ -1,5 +1,6 @@
-// tensordict::pickle_save: a nested dict of tensors in torch.save's format.
-#include "tensordict/serialization.h"
+// tensordict::pickle_save: a nested dict of tensors in torch.save's format
+// (tensordict/persistence.h).
+#include "tensordict/persistence.h"
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
