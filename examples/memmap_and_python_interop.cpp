@@ -6,7 +6,7 @@
 // Usage: memmap_and_python_interop [output dir]   (default: a temp dir,
 // removed at exit). Exits nonzero when a check fails.
 #include <nlohmann/json.hpp>
-#include <tensordict/serialization.h>
+#include <tensordict/persistence.h>
 #include <tensordict/tensordict.h>
 
 #include <cstdlib>

@@ -5,7 +5,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <tensordict/serialization.h>
+#include <tensordict/persistence.h>
 #include <tensordict/tensordict.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <unistd.h>

@@ -430,58 +430,34 @@ class TensorDict {
   /// device is available.
   [[nodiscard]] TensorDict pin_memory() const;
 
-  // ---- Persistence (Python tensordict's memmap format; see memmap.cpp) ----
+  // ---- Persistence (see tensordict/persistence.h) -------------------------
   //
-  // A memmap directory holds one `meta.json` per dict level and one raw
-  // `<key>.memmap` file per leaf, exactly as Python's
-  // `TensorDict.memmap(prefix)` writes them, so
-  // `tensordict.TensorDict.load_memmap(prefix)` opens what these write (and
-  // the reverse). docs/tutorials/memmap_and_python_interop.md describes the
-  // format. Memory-mapped leaves are ordinary CPU tensors over `mmap`ed
-  // memory (`MAP_SHARED`): writes into them (`td[i] = row`) go straight to
-  // the files, and a file is unmapped when the last tensor viewing it dies
-  // (tensors taken out of the dict keep working after it is gone).
-  //
-  // Writing is all-or-nothing for the dict and crash-safe for the directory:
-  // every key, dtype and layout is validated before any file is touched (the
-  // keys `shape`, `device` and `_type` are reserved by the format and throw),
-  // files are written under temporary names containing `%tmp` and renamed
-  // into place, the old `meta.json` files are removed before the first rename
-  // and the new ones renamed in last (root at the very end). A process killed
-  // half-way leaves either no `meta.json` or a complete version, never a
-  // `meta.json` describing missing data. Nothing calls `fsync`.
+  // Python tensordict's memmap directories and a single-file format.
+  // tensordict/persistence.h states the formats, what is atomic and what
+  // throws.
 
   /// Moves every leaf into a memory-mapped file under `prefix` (created if
   /// needed; existing files of the same names are replaced), in place: each
   /// leaf is replaced by a new tensor over its file, with the same values
   /// (non-CPU leaves are copied to the CPU, and a dict with a device gets
   /// `device() == cpu`). A leaf with no elements gets no file and stays an
-  /// ordinary tensor. Returns `*this`. Throws before writing anything for a
-  /// reserved key, a dtype the format lacks (e.g. complex32, quantized), a
-  /// non-strided leaf, or two keys that map to the same file name; an I/O
-  /// error removes the temporary files and leaves the dict unchanged.
+  /// ordinary tensor. Returns `*this`. Throws before writing anything when
+  /// the dict cannot be stored; a failed call leaves the dict unchanged.
   const TensorDict& memmap_(const std::string& prefix) const;
   /// A memory-mapped copy under `prefix` (new dict and new tensors over the
   /// files); this dict is unchanged. Same errors as `memmap_`.
   TensorDict memmap(const std::string& prefix) const;
   /// A memory-mapped dict under `prefix` with this dict's structure, batch
   /// sizes, shapes and dtypes, zero-filled. Only shapes are read: the files
-  /// are created sparse (`ftruncate`) and no data is copied, so a
-  /// `[capacity, ...]` buffer costs nothing until written. Typical use: an
-  /// on-disk buffer from an expanded row, `row.unsqueeze(0).expand({n})`.
+  /// are created sparse and no data is copied, so a `[capacity, ...]` buffer
+  /// costs nothing until written. Typical use: an on-disk buffer from an
+  /// expanded row, `row.unsqueeze(0).expand({n})`.
   [[nodiscard]] TensorDict memmap_like(const std::string& prefix) const;
-  /// Opens a memmap directory, zero-copy: O(number of keys), whatever the
-  /// data size. Read-write unless `read_only`; with `read_only` the files are
-  /// opened read-only and mapped copy-on-write, so writes into the leaves
-  /// stay in this process's memory and never reach the files. Leaf files
-  /// may be longer than their data (trailing bytes are ignored). Python's
-  /// non-tensor entries (`{"type": "NonTensorData"}`) are skipped. A dict
-  /// saved with a non-CPU device is moved there after mapping (a copy).
-  /// Throws a clear `c10::Error` (never crashes or reads out of bounds) for
-  /// a missing directory or `meta.json`, malformed JSON, a `_type` that is
-  /// not a TensorDict, an unknown dtype (`c10::TypeError`), a missing or
-  /// short leaf file, a shape that does not start with the batch size, or a
-  /// directory that contains itself.
+  /// Opens a memmap directory (written by this library or by Python),
+  /// zero-copy: O(number of keys), whatever the data size. Read-write unless
+  /// `read_only`; with `read_only` the files are mapped copy-on-write, so
+  /// writes into the leaves stay in this process's memory. A dict saved with
+  /// a non-CPU device is moved there after mapping (a copy).
   [[nodiscard]] static TensorDict load_memmap(const std::string& prefix,
                                               bool read_only = false);
   /// True when this dict was memory-mapped (`saved_path()` is set) and every
@@ -505,14 +481,11 @@ class TensorDict {
   /// replacing one with `set` does not.
   [[nodiscard]] bool is_consolidated() const;
   /// Writes the consolidated form of this dict (reusing the storage when
-  /// already consolidated on the CPU) as one file:
-  /// `[data][metadata JSON][int64 little-endian JSON length]`, written under
-  /// a temporary name and renamed into place.
+  /// already consolidated on the CPU) as one file at `path`, written under a
+  /// temporary name and renamed into place.
   void save(const std::string& path) const;
-  /// Maps a file written by `save` back, zero-copy and consolidated. The
-  /// mapping is copy-on-write (`MAP_PRIVATE`): writes into the loaded dict
-  /// never reach the file. Throws a clear error for a file that is too short,
-  /// has an inconsistent length or metadata, or a leaf outside the data.
+  /// Maps a file written by `save` back, zero-copy and consolidated. Writes
+  /// into the loaded dict never reach the file.
   [[nodiscard]] static TensorDict load(const std::string& path);
 
   /// True when both handles refer to the same dict.

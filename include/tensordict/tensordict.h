@@ -1,7 +1,7 @@
 // tensordict/tensordict.h — the umbrella header of tensordict-cpp.
 //
-// Brings in the whole public API (`NestedKey`, `TensorDict`, printing, the
-// replay and rollout buffers, serialization) plus
+// Brings in the whole public API (`NestedKey`, `TensorDict`, printing,
+// persistence, the replay and rollout buffers) plus
 // `<torch/types.h>`, so that code using the library can also write
 // `torch::rand(...)` and `torch::indexing::Slice` without further includes.
 // For faster compiles, translation units that only pass dicts around may
@@ -13,7 +13,7 @@
 #include "tensordict/format.h"
 #include "tensordict/functional.h"
 #include "tensordict/nested_key.h"
+#include "tensordict/persistence.h"
 #include "tensordict/replay_buffer.h"
 #include "tensordict/rollout_buffer.h"
-#include "tensordict/serialization.h"
 #include "tensordict/tensor_dict.h"

@@ -136,6 +136,8 @@ std::string dtype_name(at::ScalarType dtype);
 std::string device_name(const at::Device& device);
 /// True for a CUDA tensor or one whose storage is in shared memory.
 bool tensor_is_shared(const at::Tensor& t);
+/// `TensorDict::is_shared` of the dict `impl`.
+bool is_shared(const TensorDictImpl& impl);
 
 /// The rows `index` (int64, 1-D, contiguous CPU; in range) of batch dim 0 of
 /// every leaf of `src`, as a new tree of batch size `[index.size(0), ...]`:

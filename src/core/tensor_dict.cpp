@@ -54,13 +54,22 @@ NestedKey prefixed(const NestedKey* prefix, const std::string& key) {
 void collect_keys(const TensorDictImpl& impl, const NestedKey* prefix,
                   bool include_nested, bool leaves_only,
                   std::vector<NestedKey>& out) {
-  for (const auto& n : impl.nodes) {
-    NestedKey k = prefixed(prefix, n.key);
-    if (!(n.is_dict() && leaves_only)) out.push_back(k);
-    if (n.is_dict() && include_nested) {
-      collect_keys(*n.dict, &k, include_nested, leaves_only, out);
+  if (!include_nested) {
+    for (const auto& n : impl.nodes) {
+      if (!(n.is_dict() && leaves_only)) out.push_back(prefixed(prefix, n.key));
     }
+    return;
   }
+  auto key = [&](const KeyPath& path) {
+    return prefix == nullptr ? path.key() : prefix->join(path.key());
+  };
+  visit(
+      impl,
+      [&](const KeyPath& path, const TensorDictImpl&) {
+        if (!leaves_only && !path.parts.empty()) out.push_back(key(path));
+      },
+      [&](const KeyPath& path, const at::Tensor&) { out.push_back(key(path)); },
+      Ignore());
 }
 
 std::string key_vec_str(const std::vector<NestedKey>& ks) {
@@ -159,11 +168,11 @@ void check_can_add_keys(const TensorDictImpl& dst, const TensorDictImpl& value,
 }
 
 bool reaches(const TensorDictImpl& from, const TensorDictImpl* target) {
-  if (&from == target) return true;
-  for (const auto& n : from.nodes) {
-    if (n.is_dict() && reaches(*n.dict, target)) return true;
-  }
-  return false;
+  bool found = false;
+  for_each_level(from, [&](const TensorDictImpl& level) {
+    found = found || &level == target;
+  });
+  return found;
 }
 
 }  // namespace detail
@@ -532,16 +541,22 @@ bool TensorDict::any() const {
   return result;
 }
 
-bool TensorDict::is_shared() const {
-  if (impl_->device && impl_->device->is_cuda()) return true;
+namespace detail {
+
+bool is_shared(const TensorDictImpl& impl) {
+  if (impl.device && impl.device->is_cuda()) return true;
   bool any_leaf = false;
   bool all_shared = true;
-  for_each_leaf(*impl_, [&](const at::Tensor& t) {
+  for_each_leaf(impl, [&](const at::Tensor& t) {
     any_leaf = true;
-    if (!detail::tensor_is_shared(t)) all_shared = false;
+    if (!tensor_is_shared(t)) all_shared = false;
   });
   return any_leaf && all_shared;
 }
+
+}  // namespace detail
+
+bool TensorDict::is_shared() const { return detail::is_shared(*impl_); }
 
 // ---------------------------------------------------------------------------
 // Comparisons

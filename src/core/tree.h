@@ -1,11 +1,18 @@
 // Internal: the one way the library walks a dict tree.
 //
-// Every operation that visits the leaves of a dict goes through these
-// functions, so that the order (depth first, insertion order: the order of
-// `keys(true, true)`), the treatment of sub-dicts and batch sizes, and the
-// errors for mismatched trees are the same everywhere:
+// Walks over a dict tree go through these functions, so that the order
+// (depth first, insertion order: the order of `keys(true, true)`), the
+// treatment of sub-dicts and batch sizes, and the errors for mismatched trees
+// are the same everywhere:
 //
-//  - `for_each_leaf` / `leaf_tensors` / `leaf_ptrs`: the flat leaf list;
+//  - `visit`: every level and every leaf, with its key path. Walks that build
+//    something other than a dict shaped like the source (key lists, the
+//    memmap plan, JSON metadata, the repr, pickling, flattening) go through
+//    it and keep their per-level state on a stack of their own: pushed on
+//    `enter`, popped on `leave`;
+//  - `for_each_leaf` / `leaf_tensors` / `leaf_ptrs` and `for_each_level`:
+//    the leaves, or the levels, without key paths (nothing to maintain per
+//    node: these are the hot paths);
 //  - `pair_leaves`: two trees matched key for key (`check_same_keys` first);
 //  - `rebuild`: a new tree shaped like a source tree, each leaf computed by a
 //    function: Python's `_apply_nest`. Each level's batch size follows from
@@ -13,8 +20,9 @@
 //    own dims beyond its old parent's, which covers keeping the batch size,
 //    indexing, reshaping, reducing and stacking alike.
 //
-// Walks that build something other than a dict (memmap plans, JSON
-// metadata, printing) use `for_each_level`.
+// Walks over two trees at once, which look each key of one tree up in the
+// other and skip or stop where the other differs (`check_same_keys`' fast
+// path, `check_can_add_keys`, `update`'s), recurse on their own.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -22,6 +30,7 @@
 #include <c10/util/SmallVector.h>
 
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -42,7 +51,61 @@ struct KeyPath {
   }
 };
 
-/// Calls `fn(tensor)` on every leaf, in `keys(true, true)` order.
+/// A `visit` callback that does nothing.
+struct Ignore {
+  template <typename... Args>
+  void operator()(const Args&...) const {}
+};
+
+namespace tree_impl {
+
+template <typename Impl, typename Enter, typename Leaf, typename Leave>
+void visit(Impl& level, KeyPath& path, const Enter& enter, const Leaf& leaf,
+           const Leave& leave) {
+  const KeyPath& key = path;
+  enter(key, level);
+  for (auto& n : level.nodes) {
+    path.parts.push_back(&n.key);
+    if (n.is_dict()) {
+      visit(static_cast<Impl&>(*n.dict), path, enter, leaf, leave);
+    } else {
+      leaf(key, n.tensor);
+    }
+    path.parts.pop_back();
+  }
+  leave(key, level);
+}
+
+}  // namespace tree_impl
+
+/// Walks `root` depth first, in `keys(true, true)` order, with the key path:
+/// `enter(path, level)` on `root` and every sub-dict before its entries
+/// (parents first), `leaf(path, tensor)` on every leaf, and
+/// `leave(path, level)` after a level's entries (sub-dicts first). `path` is
+/// the key of the level or leaf; the root's is empty. With a non-const `root`
+/// the callbacks get non-const levels and leaves. The walk allocates nothing
+/// unless the key path is deeper than 8; the tree must not change during it.
+///
+/// Example: the keys of every sub-dict.
+/// ```
+///   visit(root,
+///         [&](const KeyPath& path, const TensorDictImpl&) {
+///           if (!path.parts.empty()) keys.push_back(path.key());
+///         },
+///         Ignore(), Ignore());
+/// ```
+template <typename Impl, typename Enter, typename Leaf, typename Leave>
+void visit(Impl& root, const Enter& enter, const Leaf& leaf,
+           const Leave& leave) {
+  static_assert(
+      std::is_same<std::remove_const_t<Impl>, TensorDictImpl>::value,
+      "visit walks a TensorDictImpl");
+  KeyPath path;
+  tree_impl::visit(root, path, enter, leaf, leave);
+}
+
+/// Calls `fn(tensor)` on every leaf, in `keys(true, true)` order: `visit`
+/// without key paths.
 template <typename Fn>
 void for_each_leaf(const TensorDictImpl& root, const Fn& fn) {
   for (const auto& n : root.nodes) {
@@ -54,12 +117,13 @@ void for_each_leaf(const TensorDictImpl& root, const Fn& fn) {
   }
 }
 
-/// Calls `fn(dict)` on `root` and every sub-dict, parents first.
-template <typename Fn>
-void for_each_level(TensorDictImpl& root, const Fn& fn) {
+/// Calls `fn(dict)` on `root` and every sub-dict, parents first: `visit`'s
+/// `enter` without key paths. With a const `root`, `fn` gets const levels.
+template <typename Impl, typename Fn>
+void for_each_level(Impl& root, const Fn& fn) {
   fn(root);
   for (auto& n : root.nodes) {
-    if (n.is_dict()) for_each_level(*n.dict, fn);
+    if (n.is_dict()) for_each_level(static_cast<Impl&>(*n.dict), fn);
   }
 }
 

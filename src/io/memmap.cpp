@@ -1,5 +1,5 @@
 // Persistence: Python tensordict's memmap directory format, consolidation,
-// and single-file save/load.
+// and single-file save/load. tensordict/persistence.h states the contract.
 //
 // Memmap directory (one per dict level):
 //   meta.json        {"<key>": {"device": "cpu", "shape": [...],
@@ -32,7 +32,7 @@
 
 #include "core/internal.h"
 #include "core/tree.h"
-#include "tensordict/tensor_dict.h"
+#include "tensordict/persistence.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the memmap format is little-endian; big-endian hosts are not supported"
@@ -65,6 +65,13 @@ std::string key_repr(const std::vector<std::string>& parts) {
     out += "'" + parts[i] + "'";
   }
   return out + ")";
+}
+
+std::string key_repr(const detail::KeyPath& path) {
+  std::vector<std::string> parts;
+  parts.reserve(path.parts.size());
+  for (const std::string* p : path.parts) parts.push_back(*p);
+  return key_repr(parts);
 }
 
 std::string join_path(const std::string& dir, const std::string& name) {
@@ -277,20 +284,24 @@ using detail::escape_key;
 enum class WriteMode { kCopy, kZeros };
 
 struct LeafPlan {
-  Node* node;           // the node whose tensor is replaced
+  at::Tensor* leaf;     // the stored leaf, replaced by `mapped` on commit
   std::string name;     // file name
   std::string path;     // final file path
   std::string tmp;      // temporary file path
-  at::Tensor source;    // CPU contiguous source (kCopy), or the old leaf
   at::Tensor mapped;    // the new leaf
 };
 
+// One directory of the plan: a dict level.
 struct DirPlan {
   TensorDictImpl* impl;
   std::string dir;
   std::string meta;  // meta.json content
   std::vector<LeafPlan> leaves;
-  std::vector<DirPlan> children;
+};
+
+struct MemmapPlan {
+  std::vector<DirPlan> dirs;       // every level, parents first
+  std::vector<size_t> meta_order;  // indices into `dirs`, sub-dicts first
 };
 
 std::atomic<uint64_t> g_tmp_counter{0};
@@ -303,74 +314,90 @@ std::string tmp_name(const std::string& dir, const std::string& final_name) {
                             "." + std::to_string(g_tmp_counter++));
 }
 
-// Validates the tree under `impl` and builds the write plan, without touching
+// Validates the tree under `root` and builds the write plan, without touching
 // the file system.
-void plan_dir(TensorDictImpl& impl, const std::string& dir,
-              std::vector<std::string>& key_path, const char* fn,
-              DirPlan& out) {
-  out.impl = &impl;
-  out.dir = dir;
-  ordered_json meta = ordered_json::object();
-  std::vector<std::string> names;  // file-system names used in this dir
-  names.emplace_back("meta.json");
-  for (auto& n : impl.nodes) {
-    key_path.push_back(n.key);
-    const std::string krepr = key_repr(key_path);
-    TORCH_CHECK_VALUE(!is_reserved_key(n.key), fn, ": key ", krepr,
+MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
+                       const char* fn) {
+  MemmapPlan plan;
+  // Each level being planned, the innermost last: its directory, its
+  // meta.json so far and the file-system names it uses.
+  struct Level {
+    size_t dir;
+    ordered_json meta;
+    std::vector<std::string> names;
+  };
+  std::vector<Level> levels;
+  // Checks the entry at `path` of the innermost level; returns its file name.
+  auto entry_name = [&](const detail::KeyPath& path, bool is_dict) {
+    const std::string& key = *path.parts.back();
+    TORCH_CHECK_VALUE(!is_reserved_key(key), fn, ": key ", key_repr(path),
                       " is reserved by the memmap format (meta.json uses "
                       "\"shape\", \"device\" and \"_type\" for the dict's own "
                       "metadata)");
     try {
-      (void)ordered_json(n.key).dump();
+      (void)ordered_json(key).dump();
     } catch (const nlohmann::json::exception&) {
-      TORCH_CHECK_VALUE(false, fn, ": key ", krepr,
+      TORCH_CHECK_VALUE(false, fn, ": key ", key_repr(path),
                         " is not valid UTF-8, which meta.json cannot hold");
     }
-    const std::string name =
-        escape_key(n.key) + (n.is_dict() ? std::string() : ".memmap");
-    TORCH_CHECK_VALUE(name.size() + 32 <= kMaxFileName, fn, ": key ", krepr,
+    std::string name = escape_key(key) + (is_dict ? std::string() : ".memmap");
+    TORCH_CHECK_VALUE(name.size() + 32 <= kMaxFileName, fn, ": key ", key_repr(path),
                       " is too long for a file name (", name.size(),
                       " bytes once escaped)");
+    std::vector<std::string>& names = levels.back().names;
     for (const auto& used : names) {
-      TORCH_CHECK_VALUE(used != name, fn, ": key ", krepr, " would be stored as '",
+      TORCH_CHECK_VALUE(used != name, fn, ": key ", key_repr(path), " would be stored as '",
                         name, "', which another entry of the same dict uses");
     }
     names.push_back(name);
-    if (n.is_dict()) {
-      meta[n.key] = ordered_json{{"type", "TensorDict"}};
-      out.children.emplace_back();
-      plan_dir(*n.dict, join_path(dir, name), key_path, fn,
-               out.children.back());
-    } else {
-      const at::Tensor& t = n.tensor;
-      TORCH_CHECK_TYPE(supported_dtype(t.scalar_type()), fn, ": key ", krepr,
-                       " has dtype ", detail::dtype_name(t.scalar_type()),
-                       ", which the memmap format does not support");
-      TORCH_CHECK_VALUE(t.layout() == at::kStrided && !t.is_quantized(), fn,
-                        ": key ", krepr,
-                        " is not a dense (strided) tensor and cannot be "
-                        "memory-mapped");
-      ordered_json shape = ordered_json::array();
-      for (int64_t d : t.sizes()) shape.push_back(d);
-      meta[n.key] = ordered_json{{"device", "cpu"},
-                                 {"shape", std::move(shape)},
-                                 {"dtype", detail::dtype_name(t.scalar_type())},
-                                 {"is_nested", false}};
-      LeafPlan lp;
-      lp.node = &n;
-      lp.name = name;
-      lp.path = join_path(dir, name);
-      out.leaves.push_back(std::move(lp));
-    }
-    key_path.pop_back();
-  }
-  ordered_json batch = ordered_json::array();
-  for (int64_t d : impl.batch_size) batch.push_back(d);
-  meta["shape"] = std::move(batch);
-  // Memory-mapped leaves live on the CPU, whatever device the dict had.
-  meta["device"] = impl.device ? "cpu" : "None";
-  meta["_type"] = kTdType;
-  out.meta = meta.dump();  // every key was checked to be valid UTF-8
+    return name;
+  };
+  detail::visit(
+      root,
+      [&](const detail::KeyPath& path, TensorDictImpl& level) {
+        std::string dir = prefix;
+        if (!path.parts.empty()) {
+          const std::string name = entry_name(path, /*is_dict=*/true);
+          levels.back().meta[*path.parts.back()] = ordered_json{{"type", "TensorDict"}};
+          dir = join_path(plan.dirs[levels.back().dir].dir, name);
+        }
+        plan.dirs.push_back(DirPlan{&level, std::move(dir), {}, {}});
+        levels.push_back(Level{plan.dirs.size() - 1, ordered_json::object(), {"meta.json"}});
+      },
+      [&](const detail::KeyPath& path, at::Tensor& t) {
+        std::string name = entry_name(path, /*is_dict=*/false);
+        TORCH_CHECK_TYPE(supported_dtype(t.scalar_type()), fn, ": key ", key_repr(path),
+                         " has dtype ", detail::dtype_name(t.scalar_type()),
+                         ", which the memmap format does not support");
+        TORCH_CHECK_VALUE(t.layout() == at::kStrided && !t.is_quantized(), fn,
+                          ": key ", key_repr(path),
+                          " is not a dense (strided) tensor and cannot be "
+                          "memory-mapped");
+        ordered_json shape = ordered_json::array();
+        for (int64_t d : t.sizes()) shape.push_back(d);
+        levels.back().meta[*path.parts.back()] =
+            ordered_json{{"device", "cpu"},
+                         {"shape", std::move(shape)},
+                         {"dtype", detail::dtype_name(t.scalar_type())},
+                         {"is_nested", false}};
+        DirPlan& d = plan.dirs[levels.back().dir];
+        std::string file = join_path(d.dir, name);
+        d.leaves.push_back(LeafPlan{&t, std::move(name), std::move(file), {}, {}});
+      },
+      [&](const detail::KeyPath&, TensorDictImpl& level) {
+        ordered_json& meta = levels.back().meta;
+        ordered_json batch = ordered_json::array();
+        for (int64_t d : level.batch_size) batch.push_back(d);
+        meta["shape"] = std::move(batch);
+        // Memory-mapped leaves live on the CPU, whatever device the dict had.
+        meta["device"] = level.device ? "cpu" : "None";
+        meta["_type"] = kTdType;
+        // Every key was checked to be valid UTF-8.
+        plan.dirs[levels.back().dir].meta = meta.dump();
+        plan.meta_order.push_back(levels.back().dir);
+        levels.pop_back();
+      });
+  return plan;
 }
 
 void write_all(int fd, const void* data, size_t n, const std::string& path) {
@@ -409,53 +436,55 @@ int create_file(const std::string& tmp, const void* data, size_t size) {
   return fd;
 }
 
-void make_dirs(const DirPlan& p) {
-  // mkdir -p, one component at a time.
-  std::string cur;
-  size_t pos = 0;
-  const std::string& d = p.dir;
-  while (pos != std::string::npos) {
-    pos = d.find('/', pos + 1);
-    cur = d.substr(0, pos);
-    if (cur.empty()) continue;
-    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
-      const int err = errno;
-      TORCH_CHECK(false, "cannot create directory '", cur, "': ", errno_str(err));
+void make_dirs(const MemmapPlan& plan) {
+  for (const DirPlan& p : plan.dirs) {
+    // mkdir -p, one component at a time.
+    std::string cur;
+    size_t pos = 0;
+    const std::string& d = p.dir;
+    while (pos != std::string::npos) {
+      pos = d.find('/', pos + 1);
+      cur = d.substr(0, pos);
+      if (cur.empty()) continue;
+      if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
+        const int err = errno;
+        TORCH_CHECK(false, "cannot create directory '", cur, "': ", errno_str(err));
+      }
     }
+    struct stat st {};
+    TORCH_CHECK(::stat(d.c_str(), &st) == 0 && S_ISDIR(st.st_mode), "'", d,
+                "' exists and is not a directory");
   }
-  struct stat st {};
-  TORCH_CHECK(::stat(d.c_str(), &st) == 0 && S_ISDIR(st.st_mode), "'", d,
-              "' exists and is not a directory");
-  for (const auto& c : p.children) make_dirs(c);
 }
 
-// Writes every leaf of `p` (recursively) to its temporary file and maps it.
-void write_leaves(DirPlan& p, WriteMode mode, std::vector<std::string>& tmps) {
-  for (auto& lp : p.leaves) {
-    const at::Tensor& old = lp.node->tensor;
-    const at::ScalarType dtype = old.scalar_type();
-    const int64_t nbytes =
-        static_cast<int64_t>(old.numel()) * static_cast<int64_t>(old.element_size());
-    if (nbytes == 0) {  // zero-element leaf: no file
-      lp.mapped = at::empty(old.sizes(), at::TensorOptions().dtype(dtype));
-      continue;
+// Writes every leaf to its temporary file and maps it.
+void write_leaves(MemmapPlan& plan, WriteMode mode, std::vector<std::string>& tmps) {
+  for (DirPlan& p : plan.dirs) {
+    for (auto& lp : p.leaves) {
+      const at::Tensor& old = *lp.leaf;
+      const at::ScalarType dtype = old.scalar_type();
+      const int64_t nbytes =
+          static_cast<int64_t>(old.numel()) * static_cast<int64_t>(old.element_size());
+      if (nbytes == 0) {  // zero-element leaf: no file
+        lp.mapped = at::empty(old.sizes(), at::TensorOptions().dtype(dtype));
+        continue;
+      }
+      lp.tmp = tmp_name(p.dir, lp.name);
+      const void* data = nullptr;
+      at::Tensor src;
+      if (mode == WriteMode::kCopy) {
+        src = old.detach();
+        if (!src.device().is_cpu()) src = src.to(at::kCPU);
+        src = src.contiguous();
+        data = src.data_ptr();
+      }
+      tmps.push_back(lp.tmp);
+      Fd fd(create_file(lp.tmp, data, static_cast<size_t>(nbytes)));
+      c10::Storage st = map_storage(fd.get(), static_cast<size_t>(nbytes),
+                                    static_cast<size_t>(nbytes), true, true, lp.tmp);
+      lp.mapped = tensor_on(st, 0, dtype, old.sizes());
     }
-    lp.tmp = tmp_name(p.dir, lp.name);
-    const void* data = nullptr;
-    at::Tensor src;
-    if (mode == WriteMode::kCopy) {
-      src = old.detach();
-      if (!src.device().is_cpu()) src = src.to(at::kCPU);
-      src = src.contiguous();
-      data = src.data_ptr();
-    }
-    tmps.push_back(lp.tmp);
-    Fd fd(create_file(lp.tmp, data, static_cast<size_t>(nbytes)));
-    c10::Storage st = map_storage(fd.get(), static_cast<size_t>(nbytes),
-                                  static_cast<size_t>(nbytes), true, true, lp.tmp);
-    lp.mapped = tensor_on(st, 0, dtype, old.sizes());
   }
-  for (auto& c : p.children) write_leaves(c, mode, tmps);
 }
 
 void rename_or_throw(const std::string& from, const std::string& to) {
@@ -465,41 +494,46 @@ void rename_or_throw(const std::string& from, const std::string& to) {
   }
 }
 
-void unlink_metas(const DirPlan& p) {
-  ::unlink(join_path(p.dir, "meta.json").c_str());
-  for (const auto& c : p.children) unlink_metas(c);
-}
-
-void rename_leaves(const DirPlan& p) {
-  for (const auto& lp : p.leaves) {
-    if (!lp.tmp.empty()) rename_or_throw(lp.tmp, lp.path);
+void unlink_metas(const MemmapPlan& plan) {
+  for (const DirPlan& p : plan.dirs) {
+    ::unlink(join_path(p.dir, "meta.json").c_str());
   }
-  for (const auto& c : p.children) rename_leaves(c);
 }
 
-// Children's meta.json first, this level's last.
-void write_metas(const DirPlan& p, std::vector<std::string>& tmps) {
-  for (const auto& c : p.children) write_metas(c, tmps);
-  const std::string final_path = join_path(p.dir, "meta.json");
-  const std::string tmp = tmp_name(p.dir, "meta.json");
-  tmps.push_back(tmp);
-  { Fd fd(create_file(tmp, p.meta.data(), p.meta.size())); }
-  rename_or_throw(tmp, final_path);
-}
-
-void commit(DirPlan& p, WriteMode mode) {
-  for (auto& lp : p.leaves) {
-    at::Tensor t = lp.mapped;
-    if (mode == WriteMode::kCopy && lp.node->tensor.requires_grad() &&
-        at::isFloatingType(t.scalar_type())) {
-      t.requires_grad_(true);
+void rename_leaves(const MemmapPlan& plan) {
+  for (const DirPlan& p : plan.dirs) {
+    for (const auto& lp : p.leaves) {
+      if (!lp.tmp.empty()) rename_or_throw(lp.tmp, lp.path);
     }
-    lp.node->tensor = std::move(t);
   }
-  p.impl->saved_path = p.dir;
-  p.impl->consolidated = at::Tensor();
-  if (p.impl->device && !p.impl->device->is_cpu()) p.impl->device = at::Device(at::kCPU);
-  for (auto& c : p.children) commit(c, mode);
+}
+
+// Each level's meta.json after its sub-dicts', the root's last.
+void write_metas(const MemmapPlan& plan, std::vector<std::string>& tmps) {
+  for (size_t i : plan.meta_order) {
+    const DirPlan& p = plan.dirs[i];
+    const std::string final_path = join_path(p.dir, "meta.json");
+    const std::string tmp = tmp_name(p.dir, "meta.json");
+    tmps.push_back(tmp);
+    { Fd fd(create_file(tmp, p.meta.data(), p.meta.size())); }
+    rename_or_throw(tmp, final_path);
+  }
+}
+
+void commit(MemmapPlan& plan, WriteMode mode) {
+  for (DirPlan& p : plan.dirs) {
+    for (auto& lp : p.leaves) {
+      at::Tensor t = lp.mapped;
+      if (mode == WriteMode::kCopy && lp.leaf->requires_grad() &&
+          at::isFloatingType(t.scalar_type())) {
+        t.requires_grad_(true);
+      }
+      *lp.leaf = std::move(t);
+    }
+    p.impl->saved_path = p.dir;
+    p.impl->consolidated = at::Tensor();
+    if (p.impl->device && !p.impl->device->is_cpu()) p.impl->device = at::Device(at::kCPU);
+  }
 }
 
 // Writes `impl` (already a private copy for memmap/memmap_like) under
@@ -507,9 +541,7 @@ void commit(DirPlan& p, WriteMode mode) {
 void memmap_impl(TensorDictImpl& impl, const std::string& prefix, WriteMode mode,
                  const char* fn) {
   TORCH_CHECK_VALUE(!prefix.empty(), fn, ": the directory name is empty");
-  DirPlan plan;
-  std::vector<std::string> key_path;
-  plan_dir(impl, prefix, key_path, fn, plan);  // validates; no I/O
+  MemmapPlan plan = plan_memmap(impl, prefix, fn);  // validates; no I/O
   std::vector<std::string> tmps;
   try {
     make_dirs(plan);
@@ -765,28 +797,40 @@ ImplPtr over_buffer(const TensorDictImpl& src, const at::Tensor& buffer,
 
 // ---- single-file format ----------------------------------------------------
 
-ordered_json save_meta(const TensorDictImpl& impl, const at::Tensor& buffer) {
+ordered_json save_meta(const TensorDictImpl& root, const at::Tensor& buffer) {
   const int64_t base = buffer.storage_offset();
-  ordered_json entries = ordered_json::object();
-  for (const auto& n : impl.nodes) {
-    if (n.is_dict()) {
-      entries[n.key] = save_meta(*n.dict, buffer);
-    } else {
-      const at::Tensor& t = n.tensor;
-      ordered_json shape = ordered_json::array();
-      for (int64_t d : t.sizes()) shape.push_back(d);
-      entries[n.key] = ordered_json{
-          {"dtype", detail::dtype_name(t.scalar_type())},
-          {"shape", std::move(shape)},
-          {"offset", t.storage_offset() * t.element_size() - base}};
-    }
-  }
-  ordered_json batch = ordered_json::array();
-  for (int64_t d : impl.batch_size) batch.push_back(d);
-  return ordered_json{{"type", "TensorDict"},
-                      {"batch_size", std::move(batch)},
-                      {"device", impl.device ? detail::device_name(*impl.device) : "None"},
-                      {"entries", std::move(entries)}};
+  // The entries of each level being described, the innermost last.
+  std::vector<ordered_json> entries;
+  ordered_json out;
+  detail::visit(
+      root,
+      [&](const detail::KeyPath&, const TensorDictImpl&) {
+        entries.push_back(ordered_json::object());
+      },
+      [&](const detail::KeyPath& path, const at::Tensor& t) {
+        ordered_json shape = ordered_json::array();
+        for (int64_t d : t.sizes()) shape.push_back(d);
+        entries.back()[*path.parts.back()] = ordered_json{
+            {"dtype", detail::dtype_name(t.scalar_type())},
+            {"shape", std::move(shape)},
+            {"offset", t.storage_offset() * t.element_size() - base}};
+      },
+      [&](const detail::KeyPath& path, const TensorDictImpl& level) {
+        ordered_json batch = ordered_json::array();
+        for (int64_t d : level.batch_size) batch.push_back(d);
+        ordered_json meta{
+            {"type", "TensorDict"},
+            {"batch_size", std::move(batch)},
+            {"device", level.device ? detail::device_name(*level.device) : "None"},
+            {"entries", std::move(entries.back())}};
+        entries.pop_back();
+        if (entries.empty()) {
+          out = std::move(meta);
+        } else {
+          entries.back()[*path.parts.back()] = std::move(meta);
+        }
+      });
+  return out;
 }
 
 ImplPtr load_meta(const ordered_json& j, const c10::Storage& storage,

@@ -480,27 +480,37 @@ void update_rec(const TensorDict& dst, const TensorDictImpl& src) {
   }
 }
 
-void collect_entries(const TensorDictImpl& impl, const NestedKey* prefix,
-                     bool include_nested, bool leaves_only,
+void collect_entries(const TensorDictImpl& impl, bool include_nested,
+                     bool leaves_only,
                      std::vector<std::pair<NestedKey, Entry>>* items,
                      std::vector<Entry>* values) {
-  for (const auto& n : impl.nodes) {
-    if (n.is_dict()) {
-      if (!leaves_only) {
-        Entry e(TensorDictImpl::wrap(n.dict));
-        if (items) items->emplace_back(prefixed(prefix, n.key), e);
-        if (values) values->push_back(e);
-      }
-      if (include_nested) {
-        NestedKey k = prefixed(prefix, n.key);
-        collect_entries(*n.dict, &k, include_nested, leaves_only, items,
-                        values);
-      }
-    } else {
-      if (items) items->emplace_back(prefixed(prefix, n.key), Entry(n.tensor));
-      if (values) values->push_back(Entry(n.tensor));
+  if (!include_nested) {
+    for (const auto& n : impl.nodes) {
+      if (n.is_dict() && leaves_only) continue;
+      Entry e = n.is_dict() ? Entry(TensorDictImpl::wrap(n.dict)) : Entry(n.tensor);
+      if (items) items->emplace_back(NestedKey(n.key), e);
+      if (values) values->push_back(std::move(e));
     }
+    return;
   }
+  // The levels being walked, the innermost last: a sub-dict's entry shares
+  // its parent's handle on it.
+  std::vector<const TensorDictImpl*> levels;
+  visit(
+      impl,
+      [&](const KeyPath& path, const TensorDictImpl& level) {
+        if (!leaves_only && !path.parts.empty()) {
+          Entry e(TensorDictImpl::wrap(levels.back()->find(*path.parts.back())->dict));
+          if (items) items->emplace_back(path.key(), e);
+          if (values) values->push_back(std::move(e));
+        }
+        levels.push_back(&level);
+      },
+      [&](const KeyPath& path, const at::Tensor& t) {
+        if (items) items->emplace_back(path.key(), Entry(t));
+        if (values) values->push_back(Entry(t));
+      },
+      [&](const KeyPath&, const TensorDictImpl&) { levels.pop_back(); });
 }
 
 std::vector<std::string> split_key(const std::string& key,
@@ -554,44 +564,80 @@ void insert_unflattened(TensorDictImpl& dst, std::vector<std::string> prefix,
   }
 }
 
-ImplPtr unflatten_impl(const TensorDictImpl& src, const std::string& sep,
-                       const std::vector<std::string>& prefix) {
-  auto out = make_impl(src.batch_size, src.device);
-  for (const auto& n : src.nodes) {
-    std::vector<std::string> parts = split_key(n.key, sep);
+ImplPtr unflatten_impl(const TensorDictImpl& src, const std::string& sep) {
+  auto split = [&](const std::string& key) {
+    std::vector<std::string> parts = split_key(key, sep);
     for (const auto& p : parts) {
-      TORCH_CHECK_VALUE(!p.empty(), "unflatten_keys: key ", n.key,
+      TORCH_CHECK_VALUE(!p.empty(), "unflatten_keys: key ", key,
                         " has an empty component when split at '", sep, "'");
     }
-    Node value = n;
-    if (n.is_dict()) {
-      std::vector<std::string> sub_prefix = prefix;
-      sub_prefix.insert(sub_prefix.end(), parts.begin(), parts.end());
-      value.dict = unflatten_impl(*n.dict, sep, sub_prefix);
-    }
-    insert_unflattened(*out, prefix, parts, std::move(value), n.key);
-  }
-  return out;
+    return parts;
+  };
+  // Each level being walked, the innermost last: its new dict, where that
+  // goes in its parent's new dict, and its own path from the new root.
+  struct Level {
+    ImplPtr out;
+    std::vector<std::string> parts;
+    std::vector<std::string> prefix;
+  };
+  std::vector<Level> levels;
+  ImplPtr root;
+  visit(
+      src,
+      [&](const KeyPath& path, const TensorDictImpl& level) {
+        Level l{make_impl(level.batch_size, level.device), {}, {}};
+        if (!path.parts.empty()) {
+          l.parts = split(*path.parts.back());
+          l.prefix = levels.back().prefix;
+          l.prefix.insert(l.prefix.end(), l.parts.begin(), l.parts.end());
+        }
+        levels.push_back(std::move(l));
+      },
+      [&](const KeyPath& path, const at::Tensor& t) {
+        const std::string& key = *path.parts.back();
+        insert_unflattened(*levels.back().out, levels.back().prefix, split(key),
+                           Node{key, t, nullptr}, key);
+      },
+      [&](const KeyPath& path, const TensorDictImpl&) {
+        Level l = std::move(levels.back());
+        levels.pop_back();
+        if (levels.empty()) {
+          root = std::move(l.out);
+          return;
+        }
+        const std::string& key = *path.parts.back();
+        insert_unflattened(*levels.back().out, levels.back().prefix, l.parts,
+                           Node{key, at::Tensor(), std::move(l.out)}, key);
+      });
+  return root;
 }
 
-void flatten_into(const TensorDictImpl& src, const std::string& prefix,
-                  const std::string& sep, KeyPath& path, TensorDictImpl& out,
-                  std::unordered_map<std::string, NestedKey>& seen) {
-  for (const auto& n : src.nodes) {
-    std::string name = prefix.empty() ? n.key : prefix + sep + n.key;
-    path.parts.push_back(&n.key);
-    if (n.is_dict()) {
-      flatten_into(*n.dict, name, sep, path, out, seen);
-    } else {
-      auto it = seen.find(name);
-      TORCH_CHECK(it == seen.end(), "flatten_keys: keys ",
-                  it == seen.end() ? std::string() : it->second.str(), " and ",
-                  path.key().str(), " both flatten to '", name, "'");
-      seen.emplace(name, path.key());
-      out.nodes.push_back(Node{name, n.tensor, nullptr});
-    }
-    path.parts.pop_back();
-  }
+ImplPtr flatten_impl(const TensorDictImpl& src, const std::string& sep) {
+  auto out = make_impl(src.batch_size, src.device);
+  std::unordered_map<std::string, NestedKey> seen;
+  // The flattened name of each level being walked, the innermost last (the
+  // root's is empty).
+  std::vector<std::string> names;
+  auto flat = [&](const KeyPath& path) {
+    const std::string& key = *path.parts.back();
+    return names.back().empty() ? key : names.back() + sep + key;
+  };
+  visit(
+      src,
+      [&](const KeyPath& path, const TensorDictImpl&) {
+        names.push_back(path.parts.empty() ? std::string() : flat(path));
+      },
+      [&](const KeyPath& path, const at::Tensor& t) {
+        std::string name = flat(path);
+        auto it = seen.find(name);
+        TORCH_CHECK(it == seen.end(), "flatten_keys: keys ",
+                    it == seen.end() ? std::string() : it->second.str(), " and ",
+                    path.key().str(), " both flatten to '", name, "'");
+        seen.emplace(name, path.key());
+        out->nodes.push_back(Node{std::move(name), t, nullptr});
+      },
+      [&](const KeyPath&, const TensorDictImpl&) { names.pop_back(); });
+  return out;
 }
 
 }  // namespace
@@ -758,23 +804,19 @@ TensorDict TensorDict::exclude(const std::vector<NestedKey>& keys) const {
 }
 
 TensorDict TensorDict::flatten_keys(const std::string& sep) const {
-  auto out = make_impl(impl_->batch_size, impl_->device);
-  std::unordered_map<std::string, NestedKey> seen;
-  KeyPath path;
-  flatten_into(*impl_, std::string(), sep, path, *out, seen);
-  return TensorDict(std::move(out));
+  return TensorDict(flatten_impl(*impl_, sep));
 }
 
 TensorDict TensorDict::unflatten_keys(const std::string& sep) const {
   TORCH_CHECK_VALUE(!sep.empty(), "unflatten_keys: the separator is empty");
-  return TensorDict(unflatten_impl(*impl_, sep, {}));
+  return TensorDict(unflatten_impl(*impl_, sep));
 }
 
 std::vector<std::pair<NestedKey, Entry>> TensorDict::items(
     bool include_nested, bool leaves_only) const {
   std::vector<std::pair<NestedKey, Entry>> out;
   out.reserve(impl_->nodes.size());
-  collect_entries(*impl_, nullptr, include_nested, leaves_only, &out, nullptr);
+  collect_entries(*impl_, include_nested, leaves_only, &out, nullptr);
   return out;
 }
 
@@ -782,7 +824,7 @@ std::vector<Entry> TensorDict::values(bool include_nested,
                                       bool leaves_only) const {
   std::vector<Entry> out;
   out.reserve(impl_->nodes.size());
-  collect_entries(*impl_, nullptr, include_nested, leaves_only, nullptr, &out);
+  collect_entries(*impl_, include_nested, leaves_only, nullptr, &out);
   return out;
 }
 

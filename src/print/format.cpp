@@ -8,6 +8,7 @@
 #include <ATen/MapAllocator.h>
 
 #include "core/internal.h"
+#include "core/tree.h"
 
 namespace tensordict {
 
@@ -95,18 +96,9 @@ std::string tensor_repr(const at::Tensor& t) {
          ", is_shared=" + py_bool(detail::tensor_is_shared(t)) + ")";
 }
 
-std::string dict_repr(const TensorDict& td) {
-  const detail::TensorDictImpl& impl = detail::TensorDictImpl::of(td);
-  std::vector<std::string> fields;
-  fields.reserve(impl.nodes.size());
-  for (const auto& n : impl.nodes) {
-    if (n.is_dict()) {
-      fields.push_back(n.key + ": " +
-                       dict_repr(detail::TensorDictImpl::wrap(n.dict)));
-    } else {
-      fields.push_back(n.key + ": " + tensor_repr(n.tensor));
-    }
-  }
+// The repr of one level, given the "key: repr" of each of its entries.
+std::string level_repr(const detail::TensorDictImpl& impl,
+                       std::vector<std::string> fields) {
   std::sort(fields.begin(), fields.end());
   std::string joined;
   for (size_t i = 0; i < fields.size(); ++i) {
@@ -120,7 +112,33 @@ std::string dict_repr(const TensorDict& td) {
                                           : std::string("None")),
                 4) +
          ",\n";
-  out += indent("is_shared=" + py_bool(td.is_shared()), 4) + ")";
+  out += indent("is_shared=" + py_bool(detail::is_shared(impl)), 4) + ")";
+  return out;
+}
+
+std::string dict_repr(const TensorDict& td) {
+  // The fields of each level being printed, the innermost last.
+  std::vector<std::vector<std::string>> fields;
+  std::string out;
+  const detail::TensorDictImpl& root = detail::TensorDictImpl::of(td);
+  detail::visit(
+      root,
+      [&](const detail::KeyPath&, const detail::TensorDictImpl& level) {
+        fields.emplace_back();
+        fields.back().reserve(level.nodes.size());
+      },
+      [&](const detail::KeyPath& path, const at::Tensor& t) {
+        fields.back().push_back(*path.parts.back() + ": " + tensor_repr(t));
+      },
+      [&](const detail::KeyPath& path, const detail::TensorDictImpl& level) {
+        std::string r = level_repr(level, std::move(fields.back()));
+        fields.pop_back();
+        if (fields.empty()) {
+          out = std::move(r);
+        } else {
+          fields.back().push_back(*path.parts.back() + ": " + r);
+        }
+      });
   return out;
 }
 

@@ -1,0 +1,117 @@
+// tensordict/persistence.h — TensorDicts on disk, and over to Python.
+//
+// Three routes, each readable by Python:
+//
+//  - a memmap directory (`memmap_`, `memmap`, `memmap_like`,
+//    `TensorDict::load_memmap`), in the layout Python tensordict's
+//    `TensorDict.memmap(prefix)` writes, so Python's
+//    `TensorDict.load_memmap(prefix)` opens what these write, and the
+//    reverse. The leaves stay in the files;
+//  - one file (`consolidate`, `save`, `TensorDict::load`), for shipping a
+//    dict as a single blob;
+//  - `pickle_save` (below), `torch.save`'s format, for `torch.load`.
+//
+// The first two are members of `TensorDict`, as in Python, declared in
+// tensordict/tensor_dict.h (included here). This header states their
+// contract: the formats, what is atomic and what throws.
+// docs/tutorials/memmap_and_python_interop.md walks through them from both
+// languages.
+//
+// Memmap directory. One directory per dict level: the root's is `prefix`, a
+// sub-dict's is the sub-directory named after its key. Each holds
+//
+//   meta.json       {"<key>": {"device": "cpu", "shape": [4, 3],
+//                              "dtype": "torch.float32", "is_nested": false},
+//                    "<sub>": {"type": "TensorDict"}, ...,
+//                    "shape": [<batch size>], "device": "cpu" | "None",
+//                    "_type": "<class 'tensordict._td.TensorDict'>"}
+//   <key>.memmap    one per leaf: the raw element bytes, C-contiguous and
+//                   little-endian, no header (numel * itemsize bytes, 1 byte
+//                   per bool); a leaf with no elements has no file
+//   <key>/          one per sub-dict, with its own meta.json
+//
+// `meta.json` lists the entries first, in insertion order, under their raw
+// keys, so the keys `shape`, `device` and `_type` are reserved. The dtypes are
+// float32, float64, float16, bfloat16, int8, int16, int32, int64, uint8, bool,
+// complex64 and complex128, named as in Python (`torch.float32`). A file or
+// sub-directory name is the key with each byte of `/<>:"|?*\`, space, `%` and
+// the control characters written `%XX` (uppercase hex); the empty key is `%`,
+// and `.` and `..` are `%2E` and `%2E%2E`: the key "a/b" is stored in
+// `a%2Fb.memmap`. Readers ignore bytes past a leaf's data (Python sometimes
+// writes some) and Python's non-tensor entries (`{"type": "NonTensorData"}`).
+//
+// Memory-mapped leaves are ordinary CPU tensors over shared file mappings:
+// writes into them (`td[i] = row`) go straight to the files, and a file is
+// unmapped when the last tensor viewing it dies, so tensors taken out of the
+// dict keep working after it is gone. `load_memmap` maps the leaf files and
+// reads only the `meta.json` files; `memmap_like` creates sparse files and
+// copies no data.
+//
+// What is atomic. Writing a memmap directory is all-or-nothing for the dict
+// and crash-safe for the directory. Every key, dtype and layout is checked
+// before any file is touched. Each file is written under a temporary name
+// that contains `%tmp` and renamed into place; the old `meta.json` files are
+// removed before the first rename, and each level's new one is renamed in
+// last, after its sub-dicts' (the root's at the very end). A process killed
+// half-way therefore leaves either no `meta.json` or a complete new version,
+// never a `meta.json` that describes missing data, and the loader ignores the
+// leftover `%tmp` files. An I/O error removes the temporary files and leaves
+// the dict unchanged. `save` writes its file under a temporary name too and
+// renames it into place. Nothing calls `fsync`: the files survive a killed
+// process, not a power cut.
+//
+// Single file (`save`, `load`): `[data][metadata JSON][int64 little-endian
+// length of the JSON]`. The data is the consolidated buffer (see
+// `consolidate`): every leaf C-contiguous at an 8-byte aligned offset (16 for
+// complex128), in `keys(true, true)` order. The metadata is
+//
+//   {"type": "TensorDict", "batch_size": [...], "device": "cpu" | "None",
+//    "entries": {"<key>": {"dtype": "torch.float32", "shape": [...],
+//                          "offset": <bytes from the start of the data>},
+//                "<sub>": <the same object for the sub-dict>, ...}}
+//
+// `load` maps the file copy-on-write: the dict is consolidated, and writes
+// into it never reach the file.
+//
+// Errors. Every failure is a `c10::Error` (or a typed subclass) from
+// `TORCH_CHECK`, naming the operation and, where one is at fault, the key or
+// the file. Whatever a directory or file holds, the loaders throw rather than
+// crash or read out of bounds (a fuzzer checks both).
+//
+//  - `memmap_`, `memmap`, `memmap_like` throw before writing anything for an
+//    empty `prefix`, a reserved key, a key that is not valid UTF-8 or too long
+//    for a file name, two keys of one dict that map to the same file name, a
+//    non-strided leaf (all `c10::ValueError`), or a dtype the format lacks,
+//    such as complex32 or a quantized one (`c10::TypeError`); `memmap_` also
+//    throws for a locked dict. An I/O error throws `c10::Error`.
+//  - `load_memmap` throws for a missing directory or `meta.json`, malformed
+//    JSON, a `_type` that is not a TensorDict, an unknown dtype
+//    (`c10::TypeError`), a missing or short leaf file, a shape that does not
+//    start with the batch size, a nested (jagged) tensor, or a directory that
+//    contains itself.
+//  - `consolidate` throws `c10::ValueError` for a non-strided leaf or leaves
+//    on different devices.
+//  - `load` throws for a missing file, one that is too short or has an
+//    inconsistent length or metadata, a non-CPU device, or a leaf outside the
+//    data.
+#pragma once
+
+#include <vector>
+
+#include "tensordict/tensor_dict.h"
+
+namespace tensordict {
+
+/// Serializes `td` as a nested `dict` of tensors (sub-dicts become nested
+/// dicts, insertion order kept) with `torch::pickle_save`. Python reads the
+/// bytes with `torch.load(io.BytesIO(data))`, or from a file they were
+/// written to. The leaves are detached; their data is copied into the bytes.
+///
+/// Example:
+/// ```
+///   std::vector<char> bytes = tensordict::pickle_save(td);
+///   std::ofstream("td.pt", std::ios::binary).write(bytes.data(), bytes.size());
+/// ```
+[[nodiscard]] std::vector<char> pickle_save(const TensorDict& td);
+
+}  // namespace tensordict
