@@ -1013,7 +1013,7 @@ TEST(ReplayBufferDiskTest, AStorageLargerThanItsWrittenRowsStaysSparse) {
 TEST(ReplayBufferDiskTest, AFirstWriteCutOffBeforeItsStateIsReplaced) {
   TempDir tmp;
   // What a process killed between storage/ and state/ leaves behind.
-  Rows(4, 9.f).memmap_like(tmp / "storage");
+  (void)Rows(4, 9.f).memmap_like(tmp / "storage");
   ReplayBuffer rb(DiskOptions(6, tmp.str()));
   EXPECT_TRUE(rb.empty());
   rb.add(TensorDict({{"x", torch::full({2}, 3.f)}}, {}));
