@@ -92,6 +92,9 @@ void collect_keys(const TensorDictImpl& impl, const NestedKey* prefix,
                   std::vector<NestedKey>& out);
 /// "[a, ('next', 'obs')]".
 std::string key_vec_str(const std::vector<NestedKey>& keys);
+/// The keys of `a` that `b` lacks, in `a`'s order (for error messages).
+std::vector<NestedKey> keys_not_in(const std::vector<NestedKey>& a,
+                                   const std::vector<NestedKey>& b);
 /// "[a, next, ('next', 'obs')]": every key, nested ones included.
 std::string key_list_str(const TensorDictImpl& impl);
 /// The node at `key`, or null when a component is missing.

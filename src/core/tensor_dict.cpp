@@ -81,6 +81,15 @@ std::string key_vec_str(const std::vector<NestedKey>& ks) {
   return out + "]";
 }
 
+std::vector<NestedKey> keys_not_in(const std::vector<NestedKey>& a,
+                                   const std::vector<NestedKey>& b) {
+  std::vector<NestedKey> out;
+  for (const auto& k : a) {
+    if (std::find(b.begin(), b.end(), k) == b.end()) out.push_back(k);
+  }
+  return out;
+}
+
 std::string key_list_str(const TensorDictImpl& impl) {
   std::vector<NestedKey> keys;
   collect_keys(impl, nullptr, /*include_nested=*/true, /*leaves_only=*/false,
@@ -598,13 +607,8 @@ void check_same_keys(const TensorDictImpl& a, const TensorDictImpl& b,
     return out;
   };
   const std::vector<NestedKey> ka = terminal_keys(a), kb = terminal_keys(b);
-  std::vector<NestedKey> missing_b, missing_a;
-  for (const auto& k : ka) {
-    if (std::find(kb.begin(), kb.end(), k) == kb.end()) missing_b.push_back(k);
-  }
-  for (const auto& k : kb) {
-    if (std::find(ka.begin(), ka.end(), k) == ka.end()) missing_a.push_back(k);
-  }
+  const std::vector<NestedKey> missing_b = keys_not_in(ka, kb);
+  const std::vector<NestedKey> missing_a = keys_not_in(kb, ka);
   TORCH_CHECK(missing_a.empty() && missing_b.empty(), op,
               ": TensorDicts have different keys: missing from the left-hand "
               "side: ",

@@ -562,15 +562,6 @@ bool byte_copyable(const at::Tensor& t) {
          t.is_contiguous() && !t.is_conj() && !t.is_neg();
 }
 
-std::vector<NestedKey> minus(const std::vector<NestedKey>& a,
-                             const std::vector<NestedKey>& b) {
-  std::vector<NestedKey> out;
-  for (const auto& k : a) {
-    if (std::find(b.begin(), b.end(), k) == b.end()) out.push_back(k);
-  }
-  return out;
-}
-
 std::vector<NestedKey> all_keys(const TensorDictImpl& impl) {
   std::vector<NestedKey> keys;
   collect_keys(impl, nullptr, /*include_nested=*/true, /*leaves_only=*/false,
@@ -584,30 +575,24 @@ RowWritePlan::RowWritePlan(const TensorDict& dst, const char* dst_name)
     : dst_(dst), dst_name_(dst_name) {
   const TensorDictImpl& root = TensorDictImpl::of(dst_);
   TORCH_INTERNAL_ASSERT(root.batch_dims() == 1);
-  std::vector<NestedKey> keys;
-  collect_keys(root, nullptr, /*include_nested=*/true, /*leaves_only=*/true,
-               keys);
-  leaves_.reserve(keys.size());
-  for (auto& key : keys) {
-    const Node* node = lookup(root, key);
-    const at::Tensor& t = node->tensor;
-    const int64_t rows = t.size(0);
-    Leaf leaf{std::move(key),
-              t,
-              node,
-              t.sizes().slice(1).vec(),
-              rows == 0
-                  ? 0
-                  : static_cast<size_t>(t.numel() / rows) * t.element_size(),
-              byte_copyable(t) ? static_cast<char*>(t.data_ptr()) : nullptr,
-              storage_of(t)};
-    leaves_.push_back(std::move(leaf));
-  }
+  visit(
+      root, Ignore(),
+      [&](const KeyPath& path, const at::Tensor& t) {
+        const int64_t rows = t.size(0);
+        leaves_.push_back(
+            Leaf{path.key(), t, &t, t.sizes().slice(1).vec(),
+                 rows == 0
+                     ? 0
+                     : static_cast<size_t>(t.numel() / rows) * t.element_size(),
+                 byte_copyable(t) ? static_cast<char*>(t.data_ptr()) : nullptr,
+                 storage_of(t)});
+      },
+      Ignore());
 }
 
-size_t RowWritePlan::leaf_index(const Node* node) const {
+size_t RowWritePlan::leaf_index(const at::Tensor* stored) const {
   for (size_t k = 0; k < leaves_.size(); ++k) {
-    if (leaves_[k].node == node) return k;
+    if (leaves_[k].stored == stored) return k;
   }
   return leaves_.size();
 }
@@ -629,8 +614,9 @@ bool RowWritePlan::match(const TensorDictImpl& dst, const TensorDictImpl& value,
       if (!match(*dn->dict, *vn.dict, k, out)) return false;
       continue;
     }
-    const size_t at =
-        k < leaves_.size() && leaves_[k].node == dn ? k : leaf_index(dn);
+    const size_t at = k < leaves_.size() && leaves_[k].stored == &dn->tensor
+                          ? k
+                          : leaf_index(&dn->tensor);
     out[at] = &vn.tensor;
     ++k;
   }
@@ -646,8 +632,8 @@ void RowWritePlan::bind(const char* op, const char* what,
     const auto want = all_keys(TensorDictImpl::of(dst_));
     const auto got = all_keys(value);
     TORCH_CHECK(false, op, ": the ", what, "'s keys differ from the ",
-                dst_name_, "'s: missing ", key_vec_str(minus(want, got)),
-                ", unexpected ", key_vec_str(minus(got, want)));
+                dst_name_, "'s: missing ", key_vec_str(keys_not_in(want, got)),
+                ", unexpected ", key_vec_str(keys_not_in(got, want)));
   }
   for (size_t i = 0; i < leaves_.size(); ++i) {
     const Leaf& l = leaves_[i];

@@ -251,7 +251,7 @@ class RowWritePlan {
   struct Leaf {
     NestedKey key;
     at::Tensor tensor;               // [rows, row_shape...]
-    const Node* node;                // where it lives in the destination
+    const at::Tensor* stored;        // its node in the destination (identity)
     std::vector<int64_t> row_shape;  // the shape after dim 0
     size_t row_bytes;
     char* base;  // set when rows can be byte-copied (contiguous CPU)
@@ -259,7 +259,7 @@ class RowWritePlan {
   };
   bool match(const TensorDictImpl& dst, const TensorDictImpl& value, size_t& k,
              Sources& out) const;
-  size_t leaf_index(const Node* node) const;
+  size_t leaf_index(const at::Tensor* stored) const;
 
   TensorDict dst_;
   const char* dst_name_ = "";

@@ -297,13 +297,8 @@ void diagnose_structure(const TensorDictImpl& ref, const TensorDictImpl& in,
   std::vector<NestedKey> kr, ki;
   detail::collect_keys(ref, nullptr, true, false, kr);
   detail::collect_keys(in, nullptr, true, false, ki);
-  std::vector<NestedKey> missing, extra;
-  for (const auto& k : kr) {
-    if (std::find(ki.begin(), ki.end(), k) == ki.end()) missing.push_back(k);
-  }
-  for (const auto& k : ki) {
-    if (std::find(kr.begin(), kr.end(), k) == kr.end()) extra.push_back(k);
-  }
+  const std::vector<NestedKey> missing = detail::keys_not_in(kr, ki);
+  const std::vector<NestedKey> extra = detail::keys_not_in(ki, kr);
   if (!missing.empty() || !extra.empty()) {
     std::string msg = std::string(spec.op) + ": keys differ between inputs: ";
     if (!missing.empty()) {

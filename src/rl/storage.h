@@ -32,7 +32,6 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <c10/util/Optional.h>
-#include <c10/util/SmallVector.h>
 
 #include <cstdint>
 #include <string>
