@@ -129,8 +129,8 @@ void checked_stack_errors() {
   b.erase("reward");
   b.set("done", torch::zeros({1}, torch::kBool));
   TORCH_CHECK(error_of([&] { (void)tensordict::stack({a, b}); }) ==
-              "stack: keys differ between inputs: input 1 is missing [reward]; "
-              "input 1 has extra keys [done]");
+              "stack: TensorDicts have different keys: missing from input 0: "
+              "[done]; missing from input 1: [reward]");
 
   TensorDict wide({{"obs", torch::zeros({4})},
                    {"action", torch::zeros({2})},

@@ -218,6 +218,20 @@ TEST(KeyOpsTest, UpdateMergesIntoAnExistingSubDict) {
   EXPECT_TRUE(next.get("reward").is_same(r));
 }
 
+TEST(KeyOpsTest, UpdateFromASubDictOfItselfUsesTheKeysItHadBefore) {
+  // `other` is td["a"], which the update itself grows: every set is planned
+  // from the keys before the first one, whatever the update adds on the way.
+  at::Tensor x = torch::zeros({4});
+  at::Tensor y = torch::ones({4});
+  TensorDict td({{{"a", "a", "x"}, x}, {{"a", "y"}, y}}, {4});
+  td.update(td.get_tensordict("a"));
+  EXPECT_EQ(td.keys(true), (std::vector<NestedKey>{
+                               "a", {"a", "a"}, {"a", "a", "x"}, {"a", "y"},
+                               {"a", "x"}, "y"}));
+  EXPECT_TRUE(td.get({"a", "x"}).is_same(x));
+  EXPECT_TRUE(td.get("y").is_same(y));
+}
+
 TEST(KeyOpsTest, FailedUpdateLeavesTheDictUnchanged) {
   TensorDict td = MakeDict();
   Snapshot s = TakeSnapshot(td);
@@ -345,6 +359,20 @@ TEST(KeyOpsTest, UnflattenKeysCollisionIsAnError) {
   TensorDict td2({{"a.b", torch::zeros({4})}, {"a", torch::zeros({4})}}, {4});
   ExpectThrowsMsg([&] { (void)td2.unflatten_keys(); },
                   "unflatten_keys: key a collides with another key at a");
+}
+
+TEST(KeyOpsTest, UnflattenKeysMergesSubDictsAndNamesDeepCollisions) {
+  at::Tensor b = torch::zeros({4});
+  at::Tensor c = torch::ones({4});
+  TensorDict td({{"a.b", b}, {{"a", "c"}, c}}, {4});
+  TensorDict out = td.unflatten_keys();
+  EXPECT_EQ(out.keys(true), (std::vector<NestedKey>{"a", {"a", "b"}, {"a", "c"}}));
+  EXPECT_TRUE(out.get({"a", "b"}).is_same(b));
+  EXPECT_TRUE(out.get({"a", "c"}).is_same(c));
+  TensorDict clash({{"a.s.x", b}, {{"a", "s", "x"}, c}}, {4});
+  ExpectThrowsMsg([&] { (void)clash.unflatten_keys(); },
+                  "unflatten_keys: key a collides with another key at ('a', "
+                  "'s', 'x')");
 }
 
 TEST(KeyOpsTest, ItemsAndValuesFollowTheOrderOfKeys) {

@@ -563,23 +563,25 @@ TEST(ReplayBufferTest, WritesWithOtherKeysShapesOrDtypesThrowAndChangeNothing) {
 
   TensorDict missing = Row(5).exclude({"done"});
   ExpectThrowsMsg([&] { rb.add(missing); },
-                  "ReplayBuffer::add: the row's keys differ from the "
-                  "storage's: missing [done], unexpected []");
+                  "ReplayBuffer::add: TensorDicts have different keys: "
+                  "missing from the storage: []; missing from the row: "
+                  "[done]");
   ExpectSame(rb, before);
 
   TensorDict extra = Rows(2, 5);
   extra.set("reward", torch::zeros({2, 1}));
   ExpectThrowsMsg([&] { rb.extend(extra); },
-                  "ReplayBuffer::extend: the batch's keys differ from the "
-                  "storage's: missing [], unexpected [reward]");
+                  "ReplayBuffer::extend: TensorDicts have different keys: "
+                  "missing from the storage: [reward]; missing from the "
+                  "batch: []");
   ExpectSame(rb, before);
 
   TensorDict renamed = Rows(2, 5);
   renamed.rename_key_({"next", "obs"}, {"next", "observation"});
   ExpectThrowsMsg([&] { rb.extend(renamed); },
-                  "ReplayBuffer::extend: the batch's keys differ from the "
-                  "storage's: missing [('next', 'obs')], unexpected "
-                  "[('next', 'observation')]");
+                  "ReplayBuffer::extend: TensorDicts have different keys: "
+                  "missing from the storage: [('next', 'observation')]; "
+                  "missing from the batch: [('next', 'obs')]");
   ExpectSame(rb, before);
 
   // The first leaves are valid: nothing may be written before the check of

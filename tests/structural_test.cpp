@@ -225,19 +225,20 @@ TEST(StructuralStack, KeyErrorListsWhichKeysAreMissingFromWhichInput) {
                        {});
   ExpectThrowsMsg(
       [&] { (void)tensordict::stack(rows); },
-      "stack: keys differ between inputs: input 2 is missing [next, "
-      "('next', 'obs')]; input 2 has extra keys [foo]");
+      "stack: TensorDicts have different keys: missing from input 0: "
+      "[foo]; missing from input 2: [('next', 'obs')]");
   rows[2] = MakeRow(2);
   rows[2].erase({"next", "obs"});
   ExpectThrowsMsg(
       [&] { (void)tensordict::stack(rows); },
-      "stack: keys differ between inputs: input 2 is missing [('next', "
-      "'obs')]");
+      "stack: TensorDicts have different keys: missing from input 0: "
+      "[]; missing from input 2: [('next', 'obs')]");
   rows[2] = MakeRow(2);
   rows[2].set("extra", torch::rand({1}));
   ExpectThrowsMsg(
       [&] { (void)tensordict::stack(rows); },
-      "stack: keys differ between inputs: input 2 has extra keys [extra]");
+      "stack: TensorDicts have different keys: missing from input 0: "
+      "[extra]; missing from input 2: []");
 }
 
 TEST(StructuralStack, ErrorsForLeafVsDictConflictsAndSubDictBatchSizes) {

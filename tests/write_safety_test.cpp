@@ -547,8 +547,14 @@ TEST(WriteSafetyTest, ApplyAndWhereWithAnEmptySubDictOnOneSideNameTheKey) {
 TEST(WriteSafetyTest, ATensorAgainstAnEmptySubDictIsATypeErrorNamingTheKey) {
   TensorDict a = WithEmpty();
   TensorDict t({{"x", torch::ones({6})}, {"s", torch::ones({6})}}, {6});
-  const std::string tail = ": key s is a tensor on one side and a TensorDict on the other";
-  ExpectThrowsMsg<c10::TypeError>([&] { (void)(a == t); }, "operator==" + tail);
+  // The left-hand side's kind comes first.
+  const std::string tail =
+      ": key s is a tensor in the left-hand side but a TensorDict in the "
+      "right-hand side";
+  const std::string dict_first =
+      ": key s is a TensorDict in the left-hand side but a tensor in the "
+      "right-hand side";
+  ExpectThrowsMsg<c10::TypeError>([&] { (void)(a == t); }, "operator==" + dict_first);
   ExpectThrowsMsg<c10::TypeError>([&] { (void)(t != a); }, "operator!=" + tail);
   ExpectThrowsMsg<c10::TypeError>([&] { (void)(t + a); }, "add" + tail);
   Snapshot st = TakeSnapshot(t);
@@ -557,7 +563,7 @@ TEST(WriteSafetyTest, ATensorAgainstAnEmptySubDictIsATypeErrorNamingTheKey) {
   auto fn = [](const at::Tensor& x, const at::Tensor& y) { return x + y; };
   ExpectThrowsMsg<c10::TypeError>([&] { (void)t.apply(fn, a); }, "apply" + tail);
   at::Tensor cond = torch::ones({6}, torch::kBool);
-  ExpectThrowsMsg<c10::TypeError>([&] { (void)a.where(cond, t); }, "where" + tail);
+  ExpectThrowsMsg<c10::TypeError>([&] { (void)a.where(cond, t); }, "where" + dict_first);
 }
 
 // ===========================================================================

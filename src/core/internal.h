@@ -114,12 +114,6 @@ inline void check_unlocked(const TensorDictImpl& dict, const char* op,
 /// The key of the `i`-th leaf of `root`, in `keys(true, true)` order (for
 /// error messages).
 NestedKey leaf_key(const TensorDictImpl& root, size_t i);
-/// Throws (see `check_unlocked`), naming the full key, when writing `value`'s
-/// keys into `dst` would add a key to a locked level of `dst`, or (with
-/// `replaces`) replace an entry of one.
-void check_can_add_keys(const TensorDictImpl& dst, const TensorDictImpl& value,
-                        const char* op, bool replaces,
-                        const NestedKey* prefix = nullptr);
 /// Whether `target` is `from` or one of its sub-dicts.
 bool reaches(const TensorDictImpl& from, const TensorDictImpl* target);
 /// New dict structure (every level, each keeping its batch size and device),

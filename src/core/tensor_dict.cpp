@@ -162,20 +162,6 @@ void check_unlocked(const TensorDictImpl& dict, const char* op,
               "with set_() or td[i] = row, or unlock_() it first)");
 }
 
-void check_can_add_keys(const TensorDictImpl& dst, const TensorDictImpl& value,
-                        const char* op, bool replaces,
-                        const NestedKey* prefix) {
-  for (const auto& n : value.nodes) {
-    const Node* m = dst.find(n.key);
-    if (m != nullptr && m->is_dict() && n.is_dict()) {
-      const NestedKey key = prefixed(prefix, n.key);
-      check_can_add_keys(*m->dict, *n.dict, op, replaces, &key);
-    } else if (dst.locked && (m == nullptr || replaces)) {
-      check_unlocked(dst, op, prefixed(prefix, n.key));
-    }
-  }
-}
-
 bool reaches(const TensorDictImpl& from, const TensorDictImpl* target) {
   bool found = false;
   for_each_level(from, [&](const TensorDictImpl& level) {
@@ -571,62 +557,6 @@ bool TensorDict::is_shared() const { return detail::is_shared(*impl_); }
 // Comparisons
 // ---------------------------------------------------------------------------
 
-namespace detail {
-
-namespace {
-
-// Whether `b` has exactly `a`'s keys, recursively, with leaves and sub-dicts
-// in the same places. Allocation-free: the common case of check_same_keys.
-bool same_structure(const TensorDictImpl& a, const TensorDictImpl& b) {
-  if (a.nodes.size() != b.nodes.size()) return false;
-  for (size_t i = 0; i < a.nodes.size(); ++i) {
-    const Node& n = a.nodes[i];
-    // Same order is the common case; fall back to a search.
-    const Node* m = b.nodes[i].key == n.key ? &b.nodes[i] : b.find(n.key);
-    if (m == nullptr || m->is_dict() != n.is_dict()) return false;
-    if (n.is_dict() && !same_structure(*n.dict, *m->dict)) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
-void check_same_keys(const TensorDictImpl& a, const TensorDictImpl& b,
-                     const char* op) {
-  if (same_structure(a, b)) return;
-  // The leaves and the empty sub-dicts: an empty sub-dict on one side only
-  // is a difference too (as in Python, where the key sets must match).
-  auto terminal_keys = [](const TensorDictImpl& root) {
-    std::vector<NestedKey> all, out;
-    collect_keys(root, nullptr, /*include_nested=*/true,
-                 /*leaves_only=*/false, all);
-    for (auto& k : all) {
-      const Node* n = lookup(root, k);
-      if (!n->is_dict() || n->dict->nodes.empty()) out.push_back(std::move(k));
-    }
-    return out;
-  };
-  const std::vector<NestedKey> ka = terminal_keys(a), kb = terminal_keys(b);
-  const std::vector<NestedKey> missing_b = keys_not_in(ka, kb);
-  const std::vector<NestedKey> missing_a = keys_not_in(kb, ka);
-  TORCH_CHECK(missing_a.empty() && missing_b.empty(), op,
-              ": TensorDicts have different keys: missing from the left-hand "
-              "side: ",
-              key_vec_str(missing_a), "; missing from the right-hand side: ",
-              key_vec_str(missing_b));
-  std::vector<NestedKey> all;
-  collect_keys(a, nullptr, /*include_nested=*/true, /*leaves_only=*/false,
-               all);
-  for (const auto& k : all) {
-    const Node* m = lookup(b, k);
-    TORCH_CHECK_TYPE(m != nullptr && lookup(a, k)->is_dict() == m->is_dict(),
-                     op,
-                     ": key ", k.str(),
-                     " is a tensor on one side and a TensorDict on the other");
-  }
-}
-
-}  // namespace detail
 
 namespace {
 

@@ -19,31 +19,76 @@ void leaf_ptrs(const TensorDictImpl& root,
 
 namespace {
 
-void gather_pair(const TensorDictImpl& a, const TensorDictImpl& b,
-                 std::vector<at::Tensor>& va, std::vector<at::Tensor>& vb) {
-  for (const auto& n : a.nodes) {
-    const Node* m = b.find(n.key);
-    // check_same_keys ran first.
-    TORCH_CHECK(m != nullptr && n.is_dict() == m->is_dict(), "key ", n.key,
-                " differs between the two TensorDicts");
-    if (n.is_dict()) {
-      gather_pair(*n.dict, *m->dict, va, vb);
-    } else {
-      va.push_back(n.tensor);
-      vb.push_back(m->tensor);
-    }
-  }
+// The keys of the leaves and empty sub-dicts of `a` that `b` lacks, appended
+// to `out`, and the first leaf-vs-dict conflict.
+void one_sided_difference(const TensorDictImpl& a, const TensorDictImpl& b,
+                          std::vector<NestedKey>& out,
+                          c10::optional<NestedKey>& kind) {
+  pair_walk<Pairing::kInto>(
+      a, &b, [&](const KeyPath& path, const Match<const TensorDictImpl>& m) {
+        if (m.b != nullptr && m.b->is_dict() != m.a.is_dict()) {
+          if (!kind) kind = path.key();
+          return Next::kSkip;
+        }
+        if (m.a.is_dict() && !m.a.dict->nodes.empty()) return Next::kDescend;
+        if (m.b == nullptr) out.push_back(path.key());
+        return Next::kSkip;
+      });
 }
 
 }  // namespace
 
+KeyDifference key_difference(const TensorDictImpl& a,
+                             const TensorDictImpl& b) {
+  KeyDifference d;
+  c10::optional<NestedKey> unused;
+  one_sided_difference(a, b, d.missing, d.kind);
+  one_sided_difference(b, a, d.extra, unused);
+  return d;
+}
+
+void throw_key_difference(const char* op, const TensorDictImpl& a,
+                          const TensorDictImpl& b, const char* a_name,
+                          const char* b_name) {
+  const KeyDifference d = key_difference(a, b);
+  if (d.kind) {
+    const bool a_dict = lookup(a, *d.kind)->is_dict();
+    TORCH_CHECK_TYPE(false, op, ": key ", d.kind->str(), " is a ",
+                     a_dict ? "TensorDict" : "tensor", " in ", a_name,
+                     " but a ", a_dict ? "tensor" : "TensorDict", " in ",
+                     b_name);
+  }
+  TORCH_CHECK(false, op, ": TensorDicts have different keys: missing from ",
+              a_name, ": ", key_vec_str(d.extra), "; missing from ", b_name,
+              ": ", key_vec_str(d.missing));
+}
+
+void check_same_keys(const TensorDictImpl& a, const TensorDictImpl& b,
+                     const char* op) {
+  const bool same = pair_walk<Pairing::kSameKeys>(
+      a, &b, [](const Match<const TensorDictImpl>& m) {
+        return m.a.is_dict() ? Next::kDescend : Next::kSkip;
+      });
+  if (!same) {
+    throw_key_difference(op, a, b, "the left-hand side", "the right-hand side");
+  }
+}
+
 void pair_leaves(const TensorDictImpl& a, const TensorDictImpl& b,
                  const char* op, std::vector<at::Tensor>& va,
                  std::vector<at::Tensor>& vb) {
-  check_same_keys(a, b, op);
   va.reserve(a.nodes.size());
   vb.reserve(a.nodes.size());
-  gather_pair(a, b, va, vb);
+  const bool same = pair_walk<Pairing::kSameKeys>(
+      a, &b, [&](const Match<const TensorDictImpl>& m) {
+        if (m.a.is_dict()) return Next::kDescend;
+        va.push_back(m.a.tensor);
+        vb.push_back(m.b->tensor);
+        return Next::kSkip;
+      });
+  if (!same) {
+    throw_key_difference(op, a, b, "the left-hand side", "the right-hand side");
+  }
 }
 
 ImplPtr rebuild_from(const TensorDictImpl& src, std::vector<at::Tensor> vals,

@@ -13,16 +13,16 @@
 //  - `for_each_leaf` / `leaf_tensors` / `leaf_ptrs` and `for_each_level`:
 //    the leaves, or the levels, without key paths (nothing to maintain per
 //    node: these are the hot paths);
-//  - `pair_leaves`: two trees matched key for key (`check_same_keys` first);
+//  - `pair_walk`: two trees matched key for key, either with the same keys
+//    (binary ops, stacking, row writes) or one written into the other (writes
+//    that may create keys, `update`, merges). `pair_leaves` collects the
+//    matched leaves; `key_difference` / `throw_key_difference` are the one
+//    diagnosis of trees whose keys differ;
 //  - `rebuild`: a new tree shaped like a source tree, each leaf computed by a
 //    function: Python's `_apply_nest`. Each level's batch size follows from
 //    the root's: a sub-dict gets its new parent's batch size followed by its
 //    own dims beyond its old parent's, which covers keeping the batch size,
 //    indexing, reshaping, reducing and stacking alike.
-//
-// Walks over two trees at once, which look each key of one tree up in the
-// other and skip or stop where the other differs (`check_same_keys`' fast
-// path, `check_can_add_keys`, `update`'s), recurse on their own.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -142,6 +142,155 @@ class StructureSnapshot {
  private:
   std::vector<std::pair<TensorDictImpl*, std::vector<Node>>> saved_;
 };
+
+/// Key equality without a library call: keys are short.
+inline bool same_key(const std::string& a, const std::string& b) noexcept {
+  const size_t n = a.size();
+  if (n != b.size()) return false;
+  const char* p = a.data();
+  const char* q = b.data();
+  for (size_t j = 0; j < n; ++j) {
+    if (p[j] != q[j]) return false;
+  }
+  return true;
+}
+
+/// What `pair_walk` does after an entry.
+enum class Next {
+  kDescend,  ///< walk the entry's sub-dict (against its match's, if any)
+  kSkip,     ///< go on with the next entry
+  kStop,     ///< end the walk
+};
+
+/// Which trees `pair_walk` pairs.
+enum class Pairing {
+  /// Trees with the same keys, each a leaf on both sides or a sub-dict on
+  /// both sides: the walk stops where they differ, and the callback sees
+  /// matched entries only.
+  kSameKeys,
+  /// A tree written into another: the other may lack entries (the callback
+  /// sees no match) or have more.
+  kInto,
+};
+
+/// An entry of the walked tree `a` and its match in the other tree `b`.
+template <typename BImpl>
+struct Match {
+  using BNode = std::conditional_t<std::is_const<BImpl>::value, const Node,
+                                   Node>;
+  const Node& a;
+  /// The level of `b` paired with `a`'s level; null below an entry that `b`
+  /// lacks.
+  BImpl* b_level;
+  /// The entry of `b_level` with `a`'s key; null when there is none.
+  BNode* b;
+};
+
+namespace tree_impl {
+
+template <Pairing P, typename BImpl, typename Fn>
+bool pair_walk(const TensorDictImpl& a, BImpl* b, KeyPath& path,
+               const Fn& fn) {
+  using BNode = typename Match<BImpl>::BNode;
+  constexpr bool kWithPath =
+      std::is_invocable<const Fn&, const KeyPath&, const Match<BImpl>&>::value;
+  if (P == Pairing::kSameKeys && a.nodes.size() != b->nodes.size()) {
+    return false;
+  }
+  // `b`'s entries are read afresh for each entry of `a`: a callback may add
+  // entries to `b_level` (never to `a`).
+  for (size_t j = 0; j < a.nodes.size(); ++j) {
+    const Node& an = a.nodes[j];
+    BNode* bn = nullptr;
+    if (b != nullptr) {
+      // The same order is the common case; else a lookup.
+      bn = j < b->nodes.size() && same_key(b->nodes[j].key, an.key)
+               ? &b->nodes[j]
+               : b->find(an.key);
+    }
+    if (P == Pairing::kSameKeys &&
+        (bn == nullptr || bn->is_dict() != an.is_dict())) {
+      return false;
+    }
+    const Match<BImpl> m{an, b, bn};
+    Next next;
+    if constexpr (kWithPath) {
+      path.parts.push_back(&an.key);
+      next = fn(static_cast<const KeyPath&>(path), m);
+    } else {
+      next = fn(m);
+    }
+    bool ok = next != Next::kStop;
+    if (next == Next::kDescend) {
+      BImpl* sub = bn != nullptr && bn->is_dict() ? bn->dict.get() : nullptr;
+      ok = pair_walk<P>(*an.dict, sub, path, fn);
+    }
+    if constexpr (kWithPath) path.parts.pop_back();
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace tree_impl
+
+/// The one walk over two trees: each entry of `a`, depth first in `a`'s
+/// order, with the entry of the same key in `b` (found at the same position
+/// when the orders agree, else by lookup). `fn(path, match)`, or
+/// `fn(match)` when it needs no key path, returns what to do next:
+/// `kDescend` walks the entry's sub-dict (`a`'s entry must be a sub-dict)
+/// against the matching sub-dict of `b`, or against none; `kSkip` goes on;
+/// `kStop` ends the walk. With `Pairing::kSameKeys` the walk also stops
+/// where the trees' keys differ (see `Pairing`), so that a walk that
+/// descends into every sub-dict returns true exactly when the trees have the
+/// same keys. Returns false when the walk stopped. With a non-const `b` the
+/// callback may add entries to `match.b_level`.
+///
+/// Example: pairing the leaves of two trees with the same keys.
+/// ```
+///   bool same = pair_walk<Pairing::kSameKeys>(a, &b, [&](const auto& m) {
+///     if (m.a.is_dict()) return Next::kDescend;
+///     pairs.emplace_back(&m.a.tensor, &m.b->tensor);
+///     return Next::kSkip;
+///   });
+/// ```
+template <Pairing P, typename BImpl, typename Fn>
+bool pair_walk(const TensorDictImpl& a, BImpl* b, const Fn& fn) {
+  static_assert(
+      std::is_same<std::remove_const_t<BImpl>, TensorDictImpl>::value,
+      "pair_walk pairs TensorDictImpls");
+  KeyPath path;
+  return tree_impl::pair_walk<P>(a, b, path, fn);
+}
+
+/// How the keys of two trees differ.
+struct KeyDifference {
+  /// The keys of leaves and empty sub-dicts of `a` that `b` lacks, in `a`'s
+  /// order.
+  std::vector<NestedKey> missing;
+  /// The same for `b` against `a`, in `b`'s order.
+  std::vector<NestedKey> extra;
+  /// The first key (in `a`'s order) that is a leaf on one side and a
+  /// sub-dict on the other, if any.
+  c10::optional<NestedKey> kind;
+  [[nodiscard]] bool empty() const {
+    return missing.empty() && extra.empty() && !kind.has_value();
+  }
+};
+
+/// How the keys of `a` and `b` differ: empty exactly when
+/// `pair_walk<Pairing::kSameKeys>` through every sub-dict succeeds.
+KeyDifference key_difference(const TensorDictImpl& a, const TensorDictImpl& b);
+
+/// Throws the one error for trees whose keys differ (`key_difference` must
+/// not be empty). `a_name` and `b_name` name the trees ("the left-hand
+/// side", "input 3"). A leaf-vs-dict conflict is a TypeError:
+/// "<op>: key K is a tensor in <a_name> but a TensorDict in <b_name>";
+/// else "<op>: TensorDicts have different keys: missing from <a_name>: [...];
+/// missing from <b_name>: [...]".
+[[noreturn]] void throw_key_difference(const char* op,
+                                       const TensorDictImpl& a,
+                                       const TensorDictImpl& b,
+                                       const char* a_name, const char* b_name);
 
 /// The leaves, in `keys(true, true)` order.
 std::vector<at::Tensor> leaf_tensors(const TensorDictImpl& root);

@@ -147,70 +147,59 @@ void copy_bytes_streaming(char* dst, const char* src, size_t n) {
 // The destination side of a write
 // ---------------------------------------------------------------------------
 
-struct WriteTargets::Walk {
-  const TensorDictImpl& root;
-  bool may_create;
-  const char* op;
-  SubBatch sub_batch;
-  OnDict on_dict;
-  OnLeaf on_leaf;
-  KeyPath path;
-};
-
 WriteTargets::WriteTargets(const char* op, TensorDictImpl& dst,
                            const TensorDictImpl& value, SubBatch sub_batch,
                            OnDict on_dict, OnLeaf on_leaf, bool may_create) {
-  Walk w{dst, may_create, op, sub_batch, on_dict, on_leaf, {}};
-  pair(w, &dst, kNone, value);
-}
-
-void WriteTargets::pair(Walk& w, TensorDictImpl* dst, size_t new_parent,
-                        const TensorDictImpl& value) {
-  for (size_t j = 0; j < value.nodes.size(); ++j) {
-    const Node& vn = value.nodes[j];
-    Node* dn = nullptr;
-    if (dst != nullptr) {
-      dn = j < dst->nodes.size() && dst->nodes[j].key == vn.key
-               ? &dst->nodes[j]
-               : dst->find(vn.key);
-    }
-    w.path.parts.push_back(&vn.key);
-    if (dn == nullptr && !w.may_create) {
-      (void)lookup_or_throw(w.root, w.path.key());
-    }
-    if (dn == nullptr && dst != nullptr && dst->locked) {
-      check_unlocked(*dst, w.op, w.path.key());
-    }
-    if (vn.is_dict()) {
-      if (dn != nullptr) {
-        TORCH_CHECK_TYPE(dn->is_dict(), w.op, ": key ", w.path.key().str(),
-                         ": cannot write a TensorDict where a tensor lives");
-        w.on_dict(w.path, *dn->dict, *vn.dict);
-        pair(w, dn->dict.get(), kNone, *vn.dict);
-      } else {
-        const Dict* np = dst ? nullptr : &dicts_[new_parent];
-        dicts_.push_back(
-            Dict{dst, new_parent, &vn,
-                 w.sub_batch(dst ? dst->batch_size : np->batch, *vn.dict),
-                 dst ? dst->device : np->device, nullptr});
-        creations_.emplace_back(true, dicts_.size() - 1);
-        pair(w, nullptr, dicts_.size() - 1, *vn.dict);
-      }
-    } else {
-      if (dn != nullptr) {
-        TORCH_CHECK_TYPE(!dn->is_dict(), w.op, ": key ", w.path.key().str(),
-                         ": cannot write a tensor where a TensorDict lives");
-      }
-      const size_t i = leaves_.size();
-      leaves_.push_back(
-          Leaf{dst, dn ? static_cast<size_t>(dn - dst->nodes.data()) : 0,
-               new_parent, &vn, dn != nullptr});
-      if (dn == nullptr) creations_.emplace_back(false, i);
-      w.on_leaf(w.path, i, vn.tensor, dn ? &dn->tensor : nullptr, dst,
-                dst ? dst->device : dicts_[new_parent].device);
-    }
-    w.path.parts.pop_back();
-  }
+  // The new dicts around the entry being walked, innermost last: the depth
+  // of their key and their index into dicts_.
+  c10::SmallVector<std::pair<size_t, size_t>, 4> open;
+  pair_walk<Pairing::kInto>(
+      value, &dst, [&](const KeyPath& path, const Match<TensorDictImpl>& m) {
+        const size_t depth = path.parts.size();
+        while (!open.empty() && open.back().first >= depth) open.pop_back();
+        TensorDictImpl* level = m.b_level;  // null: inside a new dict
+        const size_t new_parent = level != nullptr ? kNone : open.back().second;
+        const Node& vn = m.a;
+        Node* dn = m.b;
+        if (dn == nullptr && level != nullptr) {
+          if (!may_create) (void)lookup_or_throw(dst, path.key());
+          if (level->locked) check_unlocked(*level, op, path.key());
+        }
+        if (vn.is_dict()) {
+          if (dn != nullptr) {
+            TORCH_CHECK_TYPE(dn->is_dict(), op, ": key ", path.key().str(),
+                             ": cannot write a TensorDict where a tensor lives");
+            on_dict(path, *dn->dict, *vn.dict);
+            return Next::kDescend;
+          }
+          const Dict* np = level != nullptr ? nullptr : &dicts_[new_parent];
+          std::vector<int64_t> batch =
+              sub_batch(np != nullptr ? c10::IntArrayRef(np->batch)
+                                      : c10::IntArrayRef(level->batch_size),
+                        *vn.dict);
+          c10::optional<at::Device> device =
+              np != nullptr ? np->device : level->device;
+          dicts_.push_back(Dict{level, new_parent, &vn, std::move(batch),
+                                device, nullptr});
+          creations_.emplace_back(true, dicts_.size() - 1);
+          open.emplace_back(depth, dicts_.size() - 1);
+          return Next::kDescend;
+        }
+        if (dn != nullptr) {
+          TORCH_CHECK_TYPE(!dn->is_dict(), op, ": key ", path.key().str(),
+                           ": cannot write a tensor where a TensorDict lives");
+        }
+        const size_t i = leaves_.size();
+        leaves_.push_back(Leaf{
+            level,
+            dn != nullptr ? static_cast<size_t>(dn - level->nodes.data()) : 0,
+            new_parent, &vn, dn != nullptr});
+        if (dn == nullptr) creations_.emplace_back(false, i);
+        on_leaf(path, i, vn.tensor, dn != nullptr ? &dn->tensor : nullptr,
+                level,
+                level != nullptr ? level->device : dicts_[new_parent].device);
+        return Next::kSkip;
+      });
 }
 
 void WriteTargets::create(
@@ -562,13 +551,6 @@ bool byte_copyable(const at::Tensor& t) {
          t.is_contiguous() && !t.is_conj() && !t.is_neg();
 }
 
-std::vector<NestedKey> all_keys(const TensorDictImpl& impl) {
-  std::vector<NestedKey> keys;
-  collect_keys(impl, nullptr, /*include_nested=*/true, /*leaves_only=*/false,
-               keys);
-  return keys;
-}
-
 }  // namespace
 
 RowWritePlan::RowWritePlan(const TensorDict& dst, const char* dst_name)
@@ -597,43 +579,26 @@ size_t RowWritePlan::leaf_index(const at::Tensor* stored) const {
   return leaves_.size();
 }
 
-// Pairs `value`'s level with `dst`'s: the same keys, by position when the
-// orders agree (the common case), else by lookup. False when they differ.
-bool RowWritePlan::match(const TensorDictImpl& dst, const TensorDictImpl& value,
-                         size_t& k, Sources& out) const {
-  if (value.nodes.size() != dst.nodes.size()) return false;
-  for (size_t j = 0; j < value.nodes.size(); ++j) {
-    const Node& vn = value.nodes[j];
-    const Node* dn = &dst.nodes[j];
-    if (dn->key != vn.key) {
-      dn = dst.find(vn.key);
-      if (dn == nullptr) return false;
-    }
-    if (dn->is_dict() != vn.is_dict()) return false;
-    if (vn.is_dict()) {
-      if (!match(*dn->dict, *vn.dict, k, out)) return false;
-      continue;
-    }
-    const size_t at = k < leaves_.size() && leaves_[k].stored == &dn->tensor
-                          ? k
-                          : leaf_index(&dn->tensor);
-    out[at] = &vn.tensor;
-    ++k;
-  }
-  return true;
-}
-
 void RowWritePlan::bind(const char* op, const char* what,
                         const TensorDictImpl& value, int64_t value_bd,
                         Sources& out) const {
+  const TensorDictImpl& root = TensorDictImpl::of(dst_);
   out.assign(leaves_.size(), nullptr);
-  size_t k = 0;
-  if (!match(TensorDictImpl::of(dst_), value, k, out)) {
-    const auto want = all_keys(TensorDictImpl::of(dst_));
-    const auto got = all_keys(value);
-    TORCH_CHECK(false, op, ": the ", what, "'s keys differ from the ",
-                dst_name_, "'s: missing ", key_vec_str(keys_not_in(want, got)),
-                ", unexpected ", key_vec_str(keys_not_in(got, want)));
+  size_t k = 0;  // the leaf the next one is, when the key orders agree
+  const bool same = pair_walk<Pairing::kSameKeys>(
+      value, &root, [&](const Match<const TensorDictImpl>& m) {
+        if (m.a.is_dict()) return Next::kDescend;
+        const at::Tensor* stored = &m.b->tensor;
+        const size_t at = k < leaves_.size() && leaves_[k].stored == stored
+                              ? k
+                              : leaf_index(stored);
+        out[at] = &m.a.tensor;
+        ++k;
+        return Next::kSkip;
+      });
+  if (!same) {
+    throw_key_difference(op, root, value, ("the " + std::string(dst_name_)).c_str(),
+                         ("the " + std::string(what)).c_str());
   }
   for (size_t i = 0; i < leaves_.size(); ++i) {
     const Leaf& l = leaves_[i];

@@ -170,10 +170,6 @@ class WriteTargets {
   void undo();
 
  private:
-  struct Walk;
-  void pair(Walk& w, TensorDictImpl* dst, size_t new_parent,
-            const TensorDictImpl& value);
-
   Leaves leaves_;
   std::vector<Dict> dicts_;
   // What the write creates, in `value`'s order: {is_dict, index into
@@ -230,8 +226,8 @@ class RowWritePlan {
   /// the destination and checks every leaf: the same keys, each leaf's row
   /// shape (its dims beyond `value_bd`) and dtype equal to the
   /// destination's, devices that `copy_` moves between. Fills `out`.
-  /// Throws "<op>: the <what>'s keys differ from the <dst_name>'s: missing
-  /// [...], unexpected [...]", or "<op>: key K: ..." naming the shapes,
+  /// Throws `throw_key_difference`'s error (the trees named "the
+  /// <dst_name>" and "the <what>"), or "<op>: key K: ..." naming the shapes,
   /// dtypes or devices.
   void bind(const char* op, const char* what, const TensorDictImpl& value,
             int64_t value_bd, Sources& out) const;
@@ -257,8 +253,6 @@ class RowWritePlan {
     char* base;  // set when rows can be byte-copied (contiguous CPU)
     const c10::StorageImpl* storage;  // to spot sources that view it
   };
-  bool match(const TensorDictImpl& dst, const TensorDictImpl& value, size_t& k,
-             Sources& out) const;
   size_t leaf_index(const at::Tensor* stored) const;
 
   TensorDict dst_;

@@ -464,22 +464,6 @@ TensorDict reduce_dim(Reduce r, const TensorDictImpl& impl, int64_t dim,
 // Key manipulation helpers
 // ===========================================================================
 
-void update_rec(const TensorDict& dst, const TensorDictImpl& src) {
-  const std::vector<Node> nodes = src.nodes;  // src may alias dst
-  for (const auto& n : nodes) {
-    if (n.is_dict()) {
-      Node* d = TensorDictImpl::of(dst).find(n.key);
-      if (d != nullptr && d->is_dict()) {
-        update_rec(TensorDictImpl::wrap(d->dict), *n.dict);
-      } else {
-        dst.set(n.key, TensorDictImpl::wrap(n.dict));
-      }
-    } else {
-      dst.set(n.key, n.tensor);
-    }
-  }
-}
-
 void collect_entries(const TensorDictImpl& impl, bool include_nested,
                      bool leaves_only,
                      std::vector<std::pair<NestedKey, Entry>>* items,
@@ -557,11 +541,26 @@ void insert_unflattened(TensorDictImpl& dst, std::vector<std::string> prefix,
     cur->nodes.push_back(std::move(node));
     return;
   }
-  TORCH_CHECK(e->is_dict() && node.is_dict(), "unflatten_keys: key ", orig,
-              " collides with another key at ", NestedKey(prefix).str());
-  for (auto& sub : node.dict->nodes) {
-    insert_unflattened(*e->dict, prefix, {sub.key}, sub, orig);
-  }
+  auto collides = [&](const KeyPath* below) {
+    std::vector<std::string> at = prefix;
+    if (below != nullptr) {
+      for (const auto* p : below->parts) at.push_back(*p);
+    }
+    TORCH_CHECK(false, "unflatten_keys: key ", orig,
+                " collides with another key at ", NestedKey(std::move(at)).str());
+  };
+  if (!e->is_dict() || !node.is_dict()) collides(nullptr);
+  // Two sub-dicts at the same place merge.
+  pair_walk<Pairing::kInto>(
+      *node.dict, e->dict.get(),
+      [&](const KeyPath& path, const Match<TensorDictImpl>& m) {
+        if (m.b == nullptr) {
+          m.b_level->nodes.push_back(m.a);
+          return Next::kSkip;
+        }
+        if (!m.b->is_dict() || !m.a.is_dict()) collides(&path);
+        return Next::kDescend;
+      });
 }
 
 ImplPtr unflatten_impl(const TensorDictImpl& src, const std::string& sep) {
@@ -720,34 +719,36 @@ const TensorDict& TensorDict::apply_(const LeafFn& fn) const {
 // Key manipulation
 // ===========================================================================
 
-namespace {
-
-// update()'s checks that need the full key: a sub-dict stored by handle may
-// not contain the dict that would hold it.
-void check_update_cycles(const TensorDictImpl& dst, const TensorDictImpl& src,
-                         const NestedKey* prefix) {
-  for (const auto& n : src.nodes) {
-    if (!n.is_dict()) continue;
-    const NestedKey key = prefixed(prefix, n.key);
-    const Node* m = dst.find(n.key);
-    if (m != nullptr && m->is_dict()) {
-      check_update_cycles(*m->dict, *n.dict, &key);
-    } else {
-      TORCH_CHECK(!reaches(*n.dict, &dst), "update: key ", key.str(),
-                  ": cannot set a TensorDict inside itself");
-    }
-  }
-}
-
-}  // namespace
-
 const TensorDict& TensorDict::update(const TensorDict& other) const {
   if (other.is_same(*this)) return *this;
-  check_can_add_keys(*impl_, *other.impl_, "update", /*replaces=*/true);
-  check_update_cycles(*impl_, *other.impl_, nullptr);
+  // Planned and checked before anything changes: `other` may share levels
+  // with this dict, which the sets below may grow.
+  std::vector<std::pair<NestedKey, Node>> sets;
+  pair_walk<Pairing::kInto>(
+      *other.impl_, impl_.get(),
+      [&](const KeyPath& path, const Match<TensorDictImpl>& m) {
+        if (m.b != nullptr && m.b->is_dict() && m.a.is_dict()) {
+          // A level updated with itself stays as it is.
+          return m.b->dict == m.a.dict ? Next::kSkip : Next::kDescend;
+        }
+        NestedKey key = path.key();
+        check_unlocked(*m.b_level, "update", key);
+        // A sub-dict is stored by handle: it may not hold its new parent.
+        TORCH_CHECK(!m.a.is_dict() || !reaches(*m.a.dict, m.b_level),
+                    "update: key ", key.str(),
+                    ": cannot set a TensorDict inside itself");
+        sets.emplace_back(std::move(key), m.a);
+        return Next::kSkip;
+      });
   StructureSnapshot snapshot(*impl_);
   try {
-    update_rec(*this, *other.impl_);
+    for (const auto& [key, entry] : sets) {
+      if (entry.is_dict()) {
+        set(key, TensorDictImpl::wrap(entry.dict));
+      } else {
+        set(key, entry.tensor);
+      }
+    }
   } catch (...) {
     snapshot.restore();
     throw;

@@ -53,6 +53,11 @@ using detail::copyable_device;
 using detail::copyable_devices;
 using detail::device_name;
 using detail::leaf_key;
+using detail::KeyPath;
+using detail::Match;
+using detail::Next;
+using detail::Pairing;
+using detail::pair_walk;
 
 namespace {
 
@@ -119,18 +124,6 @@ struct JoinSpec {
 };
 
 
-// Key equality without a library call: keys are short.
-inline bool same_key(const std::string& a, const std::string& b) {
-  const size_t n = a.size();
-  if (n != b.size()) return false;
-  const char* p = a.data();
-  const char* q = b.data();
-  for (size_t j = 0; j < n; ++j) {
-    if (p[j] != q[j]) return false;
-  }
-  return true;
-}
-
 bool fusable_src(const c10::TensorImpl* t) {
   return t->device_type() == c10::DeviceType::CPU &&
          t->layout() == at::kStrided && t->unsafe_storage() &&
@@ -188,36 +181,22 @@ struct Gathered {
 }
 
 // Gathers input `i`'s leaves (`in`, matched against `ref`, the first input)
-// into slots `base + k`: nodes are matched by position, falling back to a
-// lookup by key. Returns false on any structural difference (keys,
+// into slots `base + k`. Returns false on any structural difference (keys,
 // leaf-vs-dict, sub-dict batch sizes), which the caller then diagnoses.
 bool gather(const TensorDictImpl& ref, const TensorDictImpl& in,
             const JoinSpec& spec, size_t base, size_t& k, Gathered& g) {
-  const size_t n = ref.nodes.size();
-  if (in.nodes.size() != n) return false;
-  const Node* in_nodes = in.nodes.data();
-  const Node* ref_nodes = ref.nodes.data();
-  for (size_t j = 0; j < n; ++j) {
-    const Node& r = ref_nodes[j];
-    const Node* m = &in_nodes[j];
-    if (!same_key(m->key, r.key)) {
-      m = in.find(r.key);
-      if (m == nullptr) return false;
-    }
-    if (r.dict) {
-      if (!m->dict) return false;
-      if (!spec.compatible(r.dict->batch_size, m->dict->batch_size)) {
-        return false;
-      }
-      if (!gather(*r.dict, *m->dict, spec, base, k, g)) return false;
-      continue;
-    }
-    if (m->dict || k >= g.num_leaves) return false;
-    g.leaves[base + k] = &m->tensor;
-    g.impls[base + k] = m->tensor.unsafeGetTensorImpl();
-    ++k;
-  }
-  return true;
+  return pair_walk<Pairing::kSameKeys>(
+      ref, &in, [&](const Match<const TensorDictImpl>& m) {
+        if (m.a.is_dict()) {
+          return spec.compatible(m.a.dict->batch_size, m.b->dict->batch_size)
+                     ? Next::kDescend
+                     : Next::kStop;
+        }
+        g.leaves[base + k] = &m.b->tensor;
+        g.impls[base + k] = m.b->tensor.unsafeGetTensorImpl();
+        ++k;
+        return Next::kSkip;
+      });
 }
 
 // Per key of the first input, what the fast pass compares against.
@@ -229,50 +208,41 @@ struct FastLeaf {
 };
 
 // The fast pass of a dim-0 stack whose first input's leaves are all fusable
-// sources: matches `in` against `ref` node for node (same key at the same
-// position, no lookup), and each leaf against `ref`'s (same shape, dtype and
-// dispatch keys, contiguous, with storage, not requiring grad), recording
-// the leaf and its source bytes in slot `k`. Returns false on any other
-// input, which the general pass then handles (and diagnoses).
+// sources: matches `in` against `ref`, and each leaf against `ref`'s (same
+// shape, dtype and dispatch keys, contiguous, with storage, not requiring
+// grad), recording the leaf and its source bytes in slot `k`. Returns false
+// on any other input, which the general pass then handles (and diagnoses).
 bool fast_gather(const TensorDictImpl& ref, const TensorDictImpl& in,
                  const FastLeaf* fl, bool grad_mode, size_t& k,
                  const at::Tensor** leaves, const char** data) {
-  const size_t n = ref.nodes.size();
-  if (in.nodes.size() != n) return false;
-  const Node* in_nodes = in.nodes.data();
-  const Node* ref_nodes = ref.nodes.data();
-  for (size_t j = 0; j < n; ++j) {
-    const Node& r = ref_nodes[j];
-    const Node& m = in_nodes[j];
-    if (!same_key(m.key, r.key)) return false;
-    if (r.dict) {
-      if (!m.dict || !same_shape(r.dict->batch_size, m.dict->batch_size) ||
-          !fast_gather(*r.dict, *m.dict, fl, grad_mode, k, leaves, data)) {
-        return false;
-      }
-      continue;
-    }
-    if (m.dict) return false;
-    const c10::TensorImpl* t = m.tensor.unsafeGetTensorImpl();
-    const FastLeaf& f = fl[k];
-    // The same dispatch keys as a fusable first leaf imply a dense, CPU,
-    // non-conj, non-neg, non-quantized tensor.
-    if (t->key_set() != f.keys || t->dtype() != f.dtype ||
-        !t->is_contiguous() || !same_shape(f.sizes, t->sizes()) ||
-        !t->unsafe_storage()) {
-      return false;
-    }
-    // requires_grad() is an out-of-line call; most leaves have no autograd
-    // metadata at all.
-    if (grad_mode && t->autograd_meta() != nullptr && t->requires_grad()) {
-      return false;
-    }
-    leaves[k] = &m.tensor;
-    data[k] = static_cast<const char*>(t->unsafe_storage().data()) +
-              t->storage_offset() * f.itemsize;
-    ++k;
-  }
-  return true;
+  return pair_walk<Pairing::kSameKeys>(
+      ref, &in, [&](const Match<const TensorDictImpl>& m) {
+        if (m.a.is_dict()) {
+          return same_shape(m.a.dict->batch_size, m.b->dict->batch_size)
+                     ? Next::kDescend
+                     : Next::kStop;
+        }
+        const c10::TensorImpl* t = m.b->tensor.unsafeGetTensorImpl();
+        const FastLeaf& f = fl[k];
+        // The same dispatch keys as a fusable first leaf imply a dense, CPU,
+        // non-conj, non-neg, non-quantized tensor.
+        if (t->key_set() != f.keys || t->dtype() != f.dtype ||
+            !t->is_contiguous() || !same_shape(f.sizes, t->sizes()) ||
+            !t->unsafe_storage()) {
+          return Next::kStop;
+        }
+        // requires_grad() is an out-of-line call; most leaves have no
+        // autograd metadata at all.
+        if (grad_mode && t->autograd_meta() != nullptr &&
+            t->requires_grad()) {
+          return Next::kStop;
+        }
+        leaves[k] = &m.b->tensor;
+        data[k] = static_cast<const char*>(t->unsafe_storage().data()) +
+                  t->storage_offset() * f.itemsize;
+        ++k;
+        return Next::kSkip;
+      });
 }
 
 // Prefetch hints for the pointer-chasing walks over many small inputs.
@@ -292,49 +262,31 @@ inline void prefetch_nodes(const TensorDictImpl& impl) {
 
 // Throws the precise error for a structural difference between `ref`
 // (input 0) and `in` (input `i`) found by `gather`.
-void diagnose_structure(const TensorDictImpl& ref, const TensorDictImpl& in,
-                        const JoinSpec& spec, int64_t i) {
-  std::vector<NestedKey> kr, ki;
-  detail::collect_keys(ref, nullptr, true, false, kr);
-  detail::collect_keys(in, nullptr, true, false, ki);
-  const std::vector<NestedKey> missing = detail::keys_not_in(kr, ki);
-  const std::vector<NestedKey> extra = detail::keys_not_in(ki, kr);
-  if (!missing.empty() || !extra.empty()) {
-    std::string msg = std::string(spec.op) + ": keys differ between inputs: ";
-    if (!missing.empty()) {
-      msg += "input " + std::to_string(i) + " is missing " +
-             key_vec_str(missing);
-    }
-    if (!extra.empty()) {
-      if (!missing.empty()) msg += "; ";
-      msg += "input " + std::to_string(i) + " has extra keys " +
-             key_vec_str(extra);
-    }
-    TORCH_CHECK(false, msg);
+[[noreturn]] void diagnose_structure(const TensorDictImpl& ref,
+                                     const TensorDictImpl& in,
+                                     const JoinSpec& spec, int64_t i) {
+  const std::string name = "input " + std::to_string(i);
+  if (!detail::key_difference(ref, in).empty()) {
+    detail::throw_key_difference(spec.op, ref, in, "input 0", name.c_str());
   }
-  // Same keys: a leaf-vs-dict conflict or a sub-dict batch size.
-  for (const auto& k : kr) {
-    const Node* a = detail::lookup(ref, k);
-    const Node* b = detail::lookup(in, k);
-    TORCH_INTERNAL_ASSERT(a != nullptr && b != nullptr);
-    TORCH_CHECK_TYPE(a->is_dict() == b->is_dict(), spec.op, ": key ", k.str(),
-                     " is a ", a->is_dict() ? "TensorDict" : "tensor",
-                     " in input 0 but a ",
-                     b->is_dict() ? "TensorDict" : "tensor", " in input ", i);
-    if (a->is_dict() &&
-        !spec.compatible(a->dict->batch_size, b->dict->batch_size)) {
-      if (spec.is_cat) {
-        TORCH_CHECK(false, spec.op, ": key ", k.str(), ": input ", i,
-                    " has batch_size ", shape_str(b->dict->batch_size),
-                    ", which does not match input 0's batch_size ",
-                    shape_str(a->dict->batch_size), " outside dim ", spec.dim);
-      }
-      TORCH_CHECK(false, spec.op, ": key ", k.str(), ": input ", i,
-                  " has batch_size ", shape_str(b->dict->batch_size),
-                  ", expected ", shape_str(a->dict->batch_size),
-                  " (the batch_size of input 0)");
-    }
-  }
+  // The same keys: a sub-dict's batch size.
+  pair_walk<Pairing::kSameKeys>(
+      ref, &in,
+      [&](const KeyPath& path, const Match<const TensorDictImpl>& m) {
+        if (!m.a.is_dict()) return Next::kSkip;
+        const auto& a = m.a.dict->batch_size;
+        const auto& b = m.b->dict->batch_size;
+        if (spec.compatible(a, b)) return Next::kDescend;
+        if (spec.is_cat) {
+          TORCH_CHECK(false, spec.op, ": key ", path.key().str(), ": ", name,
+                      " has batch_size ", shape_str(b),
+                      ", which does not match input 0's batch_size ",
+                      shape_str(a), " outside dim ", spec.dim);
+        }
+        TORCH_CHECK(false, spec.op, ": key ", path.key().str(), ": ", name,
+                    " has batch_size ", shape_str(b), ", expected ",
+                    shape_str(a), " (the batch_size of input 0)");
+      });
   TORCH_INTERNAL_ASSERT(false, spec.op, ": structural difference not found");
 }
 
