@@ -95,6 +95,17 @@ int main(int argc, char** argv) {
   const fs::path dir = out / "rollout";
   td.memmap_(dir.string());  // in place: the leaves now live in the files
   std::cout << "wrote " << dir.string() << " (is_memmap=" << td.is_memmap() << ")\n";
+  // As in Python, a memory-mapped dict is on the CPU and locked: a new key
+  // would never reach the disk, so adding one is an error.
+  check(td.is_locked() && td.device() == c10::Device(c10::kCPU),
+        "memmap_ locks the dict on the CPU");
+  bool rejected = false;
+  try {
+    td.set("extra", torch::zeros({4}));
+  } catch (const c10::Error&) {
+    rejected = true;
+  }
+  check(rejected, "a memmapped dict rejects a new key");
 
   // --- 2. Check the files against the format --------------------------------
   check_level(dir, td);

@@ -30,6 +30,9 @@ namespace fs = std::filesystem;
 using nlohmann::ordered_json;
 using tensordict::TensorDict;
 using tensordict_test::ExpectThrowsMsg;
+using tensordict_test::ExpectUnchanged;
+using tensordict_test::Snapshot;
+using tensordict_test::TakeSnapshot;
 
 using tensordict_test::TempDir;
 
@@ -102,7 +105,76 @@ TEST(Memmap, MemmapInPlaceReplacesLeavesWithMappedFilesWithTheSameValues) {
   TensorDict loaded = TensorDict::load_memmap(dir.str());
   EXPECT_TRUE(loaded.is_memmap());
   ExpectSameDict(loaded, before);
-  EXPECT_EQ(loaded.device(), c10::nullopt);
+  EXPECT_EQ(loaded.device(), c10::Device(c10::kCPU));
+}
+
+// As in Python: a memory-mapped dict is on the CPU and locked at every
+// level, so that a key added later (which would never reach the disk) is an
+// error; in-place writes still reach the files.
+TEST(Memmap, EveryMemmappedDictIsLockedOnTheCpu) {
+  const std::string locked =
+      ": the TensorDict is locked: its entries cannot be added, removed, "
+      "renamed or replaced (write into existing tensors with set_() or td[i] "
+      "= row, or unlock_() it first)";
+  TempDir dir;
+  TensorDict src = MakeNested();
+  TensorDict copy = src.memmap(dir / "copy");
+  EXPECT_FALSE(src.is_locked());
+  EXPECT_EQ(src.device(), c10::nullopt);
+  TensorDict like = src.memmap_like(dir / "like");
+  TensorDict in_place = MakeNested();
+  in_place.memmap_(dir / "in_place");
+  TensorDict loaded = TensorDict::load_memmap(dir / "in_place");
+  TensorDict read_only =
+      TensorDict::load_memmap(dir / "in_place", /*read_only=*/true);
+  for (const TensorDict* td : {&copy, &like, &in_place, &loaded, &read_only}) {
+    EXPECT_TRUE(td->is_locked());
+    EXPECT_TRUE(td->get_tensordict("next").is_locked());
+    EXPECT_EQ(td->device(), c10::Device(c10::kCPU));
+    EXPECT_EQ(td->get_tensordict("next").device(), c10::Device(c10::kCPU));
+    Snapshot s = TakeSnapshot(*td);
+    ExpectThrowsMsg([&] { td->set("new", torch::zeros({2})); },
+                    "set: key new" + locked);
+    ExpectThrowsMsg([&] { td->set({"next", "new"}, torch::zeros({2})); },
+                    "set: key ('next', 'new')" + locked);
+    ExpectUnchanged(*td, s);
+  }
+  for (const char* d : {"copy", "like", "in_place"}) {
+    const std::string sub = std::string(d);
+    EXPECT_EQ(ReadJson(dir / (sub + "/meta.json"))["device"], "cpu") << d;
+    EXPECT_EQ(ReadJson(dir / (sub + "/next/meta.json"))["device"], "cpu") << d;
+  }
+  // In-place writes reach the file.
+  in_place.set_("count", torch::tensor({70, 80}, torch::kInt64));
+  TensorDict reread = TensorDict::load_memmap(dir / "in_place");
+  EXPECT_TRUE(reread.get("count").equal(torch::tensor({70, 80}, torch::kInt64)));
+}
+
+// The repr Python tensordict 0.4.0 prints for the same dict memory-mapped
+// (`td.memmap_(dir)`; the dict had no device).
+TEST(Memmap, MemmappedLeavesPrintAsPythonsMemoryMappedTensor) {
+  TempDir dir;
+  TensorDict td({{"a", torch::zeros({3, 2})},
+                 {{"n", "b"}, torch::ones({3}, torch::kInt64)}},
+                {3});
+  td.memmap_(dir.str());
+  EXPECT_EQ(tensordict::repr(td),
+            "TensorDict(\n"
+            "    fields={\n"
+            "        a: MemoryMappedTensor(shape=torch.Size([3, 2]), "
+            "device=cpu, dtype=torch.float32, is_shared=True),\n"
+            "        n: TensorDict(\n"
+            "            fields={\n"
+            "                b: MemoryMappedTensor(shape=torch.Size([3]), "
+            "device=cpu, dtype=torch.int64, is_shared=True)},\n"
+            "            batch_size=torch.Size([3]),\n"
+            "            device=cpu,\n"
+            "            is_shared=False)},\n"
+            "    batch_size=torch.Size([3]),\n"
+            "    device=cpu,\n"
+            "    is_shared=False)");
+  EXPECT_EQ(tensordict::repr(TensorDict::load_memmap(dir.str())),
+            tensordict::repr(td));
 }
 
 TEST(Memmap, MemmapReturnsACopyAndLeavesTheSourceUnchanged) {
@@ -330,7 +402,7 @@ TEST(MemmapFormat, LeafFilesHoldRawCContiguousLittleEndianBytes) {
   const unsigned char expected_d[] = {0, 0, 0, 0, 0, 0, 0xE0, 0x3F};
   EXPECT_EQ(ReadFile(dir / "d.memmap"),
             std::string(reinterpret_cast<const char*>(expected_d), sizeof(expected_d)));
-  EXPECT_EQ(ReadJson(dir / "meta.json")["device"], "None");
+  EXPECT_EQ(ReadJson(dir / "meta.json")["device"], "cpu");
   EXPECT_EQ(ReadJson(dir / "meta.json")["shape"], ordered_json::array());
 }
 

@@ -23,7 +23,7 @@
 //   meta.json       {"<key>": {"device": "cpu", "shape": [4, 3],
 //                              "dtype": "torch.float32", "is_nested": false},
 //                    "<sub>": {"type": "TensorDict"}, ...,
-//                    "shape": [<batch size>], "device": "cpu" | "None",
+//                    "shape": [<batch size>], "device": "cpu",
 //                    "_type": "<class 'tensordict._td.TensorDict'>"}
 //   <key>.memmap    one per leaf: the raw element bytes, C-contiguous and
 //                   little-endian, no header (numel * itemsize bytes, 1 byte
@@ -39,6 +39,11 @@
 // and `.` and `..` are `%2E` and `%2E%2E`: the key "a/b" is stored in
 // `a%2Fb.memmap`. Readers ignore bytes past a leaf's data (Python sometimes
 // writes some) and Python's non-tensor entries (`{"type": "NonTensorData"}`).
+//
+// A memory-mapped dict (`memmap_`, `memmap`, `memmap_like`, `load_memmap`) is
+// on the CPU (`meta.json` says "cpu"; "None", which old Python versions
+// wrote, loads as no device) and locked at every level, as in Python: a key
+// added later would never reach the disk.
 //
 // Memory-mapped leaves are ordinary CPU tensors over shared file mappings:
 // writes into them (`td[i] = row`) go straight to the files, and a file is

@@ -439,25 +439,30 @@ class TensorDict {
   /// Moves every leaf into a memory-mapped file under `prefix` (created if
   /// needed; existing files of the same names are replaced), in place: each
   /// leaf is replaced by a new tensor over its file, with the same values
-  /// (non-CPU leaves are copied to the CPU, and a dict with a device gets
-  /// `device() == cpu`). A leaf with no elements gets no file and stays an
-  /// ordinary tensor. Returns `*this`. Throws before writing anything when
-  /// the dict cannot be stored; a failed call leaves the dict unchanged.
+  /// (non-CPU leaves are copied to the CPU). A leaf with no elements gets no
+  /// file and stays an ordinary tensor. As in Python, the dict then has
+  /// `device() == cpu` at every level and is locked (`is_locked()`): a key
+  /// added later would never reach the disk, so adding one is an error
+  /// until `unlock_()`. A locked dict may be memory-mapped (no key changes).
+  /// Returns `*this`. Throws before writing anything when the dict cannot
+  /// be stored; a failed call leaves the dict unchanged.
   const TensorDict& memmap_(const std::string& prefix) const;
   /// A memory-mapped copy under `prefix` (new dict and new tensors over the
-  /// files); this dict is unchanged. Same errors as `memmap_`.
+  /// files, on the CPU and locked, as `memmap_` leaves a dict); this dict is
+  /// unchanged. Same errors as `memmap_`.
   TensorDict memmap(const std::string& prefix) const;
   /// A memory-mapped dict under `prefix` with this dict's structure, batch
   /// sizes, shapes and dtypes, zero-filled. Only shapes are read: the files
   /// are created sparse and no data is copied, so a `[capacity, ...]` buffer
   /// costs nothing until written. Typical use: an on-disk buffer from an
-  /// expanded row, `row.unsqueeze(0).expand({n})`.
+  /// expanded row, `row.unsqueeze(0).expand({n})`. Locked, on the CPU.
   [[nodiscard]] TensorDict memmap_like(const std::string& prefix) const;
   /// Opens a memmap directory (written by this library or by Python),
   /// zero-copy: O(number of keys), whatever the data size. Read-write unless
   /// `read_only`; with `read_only` the files are mapped copy-on-write, so
   /// writes into the leaves stay in this process's memory. A dict saved with
-  /// a non-CPU device is moved there after mapping (a copy).
+  /// a non-CPU device is moved there after mapping (a copy). The result is
+  /// locked at every level, like `memmap_`'s.
   [[nodiscard]] static TensorDict load_memmap(const std::string& prefix,
                                               bool read_only = false);
   /// True when this dict was memory-mapped (`saved_path()` is set) and every

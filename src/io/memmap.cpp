@@ -5,7 +5,7 @@
 //   meta.json        {"<key>": {"device": "cpu", "shape": [...],
 //                     "dtype": "torch.float32", "is_nested": false},
 //                     "<sub>": {"type": "TensorDict"}, ...,
-//                     "shape": [batch], "device": "cpu" | "None",
+//                     "shape": [batch], "device": "cpu" (read: or "None"),
 //                     "_type": "<class 'tensordict._td.TensorDict'>"}
 //   <key>.memmap     raw little-endian C-contiguous bytes, no header
 //   <sub>/           a sub-dict, with its own meta.json
@@ -389,8 +389,8 @@ MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
         ordered_json batch = ordered_json::array();
         for (int64_t d : level.batch_size) batch.push_back(d);
         meta["shape"] = std::move(batch);
-        // Memory-mapped leaves live on the CPU, whatever device the dict had.
-        meta["device"] = level.device ? "cpu" : "None";
+        // A memory-mapped dict lives on the CPU, whatever device it had.
+        meta["device"] = "cpu";
         meta["_type"] = kTdType;
         // Every key was checked to be valid UTF-8.
         plan.dirs[levels.back().dir].meta = meta.dump();
@@ -532,7 +532,10 @@ void commit(MemmapPlan& plan, WriteMode mode) {
     }
     p.impl->saved_path = p.dir;
     p.impl->consolidated = at::Tensor();
-    if (p.impl->device && !p.impl->device->is_cpu()) p.impl->device = at::Device(at::kCPU);
+    // As in Python: a memory-mapped dict lives on the CPU, and is locked
+    // (a key added later would never reach the disk).
+    p.impl->device = at::Device(at::kCPU);
+    p.impl->locked = true;
   }
 }
 
@@ -939,10 +942,9 @@ ImplPtr consolidated_to(const TensorDictImpl& impl, at::Device device,
 // ===========================================================================
 
 const TensorDict& TensorDict::memmap_(const std::string& prefix) const {
-  // memmap_ replaces every stored tensor by one over its file.
-  detail::for_each_level(*impl_, [](TensorDictImpl& level) {
-    detail::check_unlocked(level, "memmap_", nullptr);
-  });
+  // Each stored tensor is replaced by one with the same values over its
+  // file; no key changes, so a locked dict may be memory-mapped (as in
+  // Python).
   memmap_impl(*impl_, prefix, WriteMode::kCopy, "memmap_");
   return *this;
 }
@@ -963,7 +965,10 @@ TensorDict TensorDict::load_memmap(const std::string& prefix, bool read_only) {
   TORCH_CHECK_VALUE(!prefix.empty(), "load_memmap: the directory name is empty");
   LoadCtx ctx{read_only, {}};
   std::vector<std::string> key_path;
-  return TensorDict(load_dir(prefix, key_path, ctx));
+  ImplPtr root = load_dir(prefix, key_path, ctx);
+  detail::for_each_level(*root,
+                         [](TensorDictImpl& level) { level.locked = true; });
+  return TensorDict(std::move(root));
 }
 
 bool TensorDict::is_memmap() const {

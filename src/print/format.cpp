@@ -89,11 +89,15 @@ std::string indent(const std::string& text, size_t n) {
 
 std::string py_bool(bool b) { return b ? "True" : "False"; }
 
+// A leaf over a file mapped by this library prints as Python prints a
+// MemoryMappedTensor, which always reports itself shared.
 std::string tensor_repr(const at::Tensor& t) {
-  return "Tensor(shape=torch.Size(" + detail::shape_str(t.sizes()) +
+  const bool mapped = detail::is_mapped_tensor(t);
+  return std::string(mapped ? "MemoryMappedTensor" : "Tensor") +
+         "(shape=torch.Size(" + detail::shape_str(t.sizes()) +
          "), device=" + detail::device_name(t.device()) +
-         ", dtype=" + detail::dtype_name(t.scalar_type()) +
-         ", is_shared=" + py_bool(detail::tensor_is_shared(t)) + ")";
+         ", dtype=" + detail::dtype_name(t.scalar_type()) + ", is_shared=" +
+         py_bool(mapped || detail::tensor_is_shared(t)) + ")";
 }
 
 // The repr of one level, given the "key: repr" of each of its entries.
