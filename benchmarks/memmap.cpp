@@ -95,14 +95,14 @@ constexpr int64_t kLoadLeaves = 10;
 void LoadBench(benchmark::State& state, int64_t total_bytes, const char* name) {
   const std::string dir = ScratchDir() + "/" + name;
   {
-    // Shapes only: memmap_like of an expanded row creates sparse files.
+    // Shapes only: memmap_like of an expanded row, with sparse files.
     TensorDict spec({}, {1024});
     for (int64_t i = 0; i < kLoadLeaves; ++i) {
       spec.set("leaf" + std::to_string(i),
                torch::zeros({1, total_bytes / kLoadLeaves / 1024 / 4})
                    .expand({1024, total_bytes / kLoadLeaves / 1024 / 4}));
     }
-    (void)spec.memmap_like(dir);
+    (void)spec.memmap_like(dir, /*sparse=*/true);
   }
   for (auto _ : state) {
     TensorDict td = TensorDict::load_memmap(dir);
@@ -115,6 +115,29 @@ BENCHMARK(BM_LoadMemmap1MB)->Unit(benchmark::kMicrosecond);
 
 void BM_LoadMemmap1GB(benchmark::State& state) { LoadBench(state, 1 << 30, "load1gb"); }
 BENCHMARK(BM_LoadMemmap1GB)->Unit(benchmark::kMicrosecond);
+
+// ---- memmap_like of 1 GB: reserved space vs sparse files --------------------
+
+void MemmapLikeBench(benchmark::State& state, bool sparse) {
+  constexpr int64_t kRows = 1 << 18;  // [2^18, 1024] float32: 1 GiB
+  TensorDict spec({{"x", torch::zeros({1, 1024}).expand({kRows, 1024})}},
+                  {kRows});
+  const std::string dir = ScratchDir() + (sparse ? "/like_sparse" : "/like_reserved");
+  for (auto _ : state) {
+    TensorDict td = spec.memmap_like(dir, sparse);
+    benchmark::DoNotOptimize(&td);
+    state.PauseTiming();
+    td = TensorDict({}, {});
+    fs::remove_all(dir);  // each iteration creates the files anew
+    state.ResumeTiming();
+  }
+}
+
+void BM_MemmapLike1GBReserved(benchmark::State& state) { MemmapLikeBench(state, false); }
+BENCHMARK(BM_MemmapLike1GBReserved)->Unit(benchmark::kMillisecond);
+
+void BM_MemmapLike1GBSparse(benchmark::State& state) { MemmapLikeBench(state, true); }
+BENCHMARK(BM_MemmapLike1GBSparse)->Unit(benchmark::kMillisecond);
 
 // ---- consolidate vs memcpy ----------------------------------------------------
 
@@ -153,4 +176,6 @@ TENSORDICT_BENCHMARK_MAIN({
     {"memmap_ 50 MB vs write(2)", "BM_Memmap50MB", "BM_RawWrite50MB", 1.3},
     {"load_memmap 1 GB vs 1 MB (same keys)", "BM_LoadMemmap1GB", "BM_LoadMemmap1MB", 1.3},
     {"consolidate 100 leaves vs memcpy", "BM_Consolidate100", "BM_MemcpyLeaves100", 1.2},
+    {"memmap_like 1 GB, reserved vs sparse (info)", "BM_MemmapLike1GBReserved",
+     "BM_MemmapLike1GBSparse", 0.0},
 })

@@ -3,13 +3,17 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <tensordict/persistence.h>
 #include <tensordict/tensordict.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <complex>
 #include <cstdint>
@@ -30,6 +34,7 @@ namespace fs = std::filesystem;
 using nlohmann::ordered_json;
 using tensordict::TensorDict;
 using tensordict_test::ExpectThrowsMsg;
+using tensordict_test::ExpectThrowsMsgPrefix;
 using tensordict_test::ExpectUnchanged;
 using tensordict_test::Snapshot;
 using tensordict_test::TakeSnapshot;
@@ -314,7 +319,7 @@ TEST(Memmap, MemmapLikeMakesZeroFilledSparseFilesWithTheSameStructure) {
   TensorDict row({{"obs", torch::ones({64})}, {{"next", "done"}, torch::ones({1}, torch::kBool)}},
                  {});
   TensorDict spec = row.unsqueeze(0).expand({capacity});
-  TensorDict storage = spec.memmap_like(dir.str());
+  TensorDict storage = spec.memmap_like(dir.str(), /*sparse=*/true);
   EXPECT_TRUE(storage.is_memmap());
   EXPECT_FALSE(spec.is_memmap());
   EXPECT_EQ(storage.batch_size().vec(), std::vector<int64_t>{capacity});
@@ -906,3 +911,120 @@ TEST(PickleSave, WritesANestedDictOfTensorsThatPickleLoadReadsBack) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------
+// Crashes and full disks
+// ---------------------------------------------------------------------------
+
+namespace {
+
+std::vector<std::string> TmpFilesIn(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.find("%tmp.") != std::string::npos) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+// A writer killed mid-way leaves temporary files. The old names were
+// "<file>%tmp.<pid>.<n>": a restarted writer with the same PID (PID 1 in a
+// container) hit "File exists". Names now carry a per-process random nonce,
+// and the next write removes the temporary files no live writer holds.
+TEST(MemmapCrash, StaleTempFilesOfDeadWritersAreRemovedByTheNextWrite) {
+  TempDir dir;
+  const std::string pid = std::to_string(::getpid());
+  fs::create_directories(dir / "next");
+  for (const std::string& name :
+       {"obs.memmap%tmp." + pid + ".0", "meta.json%tmp." + pid + ".1",
+        std::string("count.memmap%tmp.1.0123456789abcdef.7")}) {
+    WriteFile(dir / name, "stale");
+  }
+  WriteFile(dir / ("next/reward.memmap%tmp." + pid + ".2"), "stale");
+  // A live writer's temporary file: held under an exclusive flock.
+  const std::string live = dir / "obs.memmap%tmp.99.fedcba9876543210.0";
+  WriteFile(live, "live");
+  const int held = ::open(live.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX), 0);
+
+  TensorDict td = MakeNested();
+  td.memmap_(dir.str());
+  EXPECT_EQ(TmpFilesIn(dir.str()),
+            std::vector<std::string>{"obs.memmap%tmp.99.fedcba9876543210.0"});
+  EXPECT_EQ(TmpFilesIn(dir / "next"), std::vector<std::string>{});
+  ExpectSameDict(TensorDict::load_memmap(dir.str()), MakeNested());
+  ::close(held);  // its writer "dies": the next write removes it
+  TensorDict::load_memmap(dir.str()).unlock_().memmap_(dir.str());
+  EXPECT_EQ(TmpFilesIn(dir.str()), std::vector<std::string>{});
+
+  // save() cleans up next to its file the same way.
+  WriteFile(dir / ("blob.td%tmp." + pid + ".0"), "stale");
+  td.save(dir / "blob.td");
+  EXPECT_EQ(TmpFilesIn(dir.str()), std::vector<std::string>{});
+  ExpectSameDict(TensorDict::load(dir / "blob.td"), MakeNested());
+}
+
+// memmap_like reserves the files' space unless asked for sparse files.
+TEST(MemmapCrash, MemmapLikeReservesSpaceUnlessSparse) {
+  TempDir dir;
+  TensorDict tmpl({{"x", torch::zeros({1}).expand({1 << 20})}}, {1 << 20});
+  const int64_t bytes = int64_t{4} << 20;
+  TensorDict reserved = tmpl.memmap_like(dir / "reserved");
+  TensorDict sparse = tmpl.memmap_like(dir / "sparse", /*sparse=*/true);
+  struct stat st {};
+  ASSERT_EQ(::stat((dir / "reserved/x.memmap").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, bytes);
+  EXPECT_GE(static_cast<int64_t>(st.st_blocks) * 512, bytes);
+  ASSERT_EQ(::stat((dir / "sparse/x.memmap").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, bytes);
+  EXPECT_LT(static_cast<int64_t>(st.st_blocks) * 512, bytes);
+  EXPECT_FALSE(reserved.any());
+  EXPECT_FALSE(sparse.any());
+}
+
+// On a disk too small for the files, reserving fails up front with a clear
+// error and leaves no file behind; sparse files are created (and would die
+// of SIGBUS when a write needs a page the disk cannot give).
+TEST(MemmapCrash, AFullDiskIsAClearErrorWhenTheSpaceIsReserved) {
+  TempDir dir;
+  const std::string mnt = dir / "small";
+  fs::create_directories(mnt);
+  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=1m") != 0) {
+    GTEST_SKIP() << "cannot mount a 1 MiB tmpfs at " << mnt << " ("
+                 << std::strerror(errno)
+                 << "): needs root or CAP_SYS_ADMIN; the full-disk test is "
+                    "skipped";
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount(path.c_str()); }
+  } unmount{mnt};
+  TensorDict tmpl({{"x", torch::zeros({1}).expand({1 << 20})}}, {1 << 20});
+  ExpectThrowsMsgPrefix([&] { (void)tmpl.memmap_like(mnt + "/buf"); },
+                        "memmap_like: cannot reserve 4194304 bytes for '" +
+                            mnt + "/buf/x.memmap%tmp.");
+  try {
+    (void)tmpl.memmap_like(mnt + "/buf");
+  } catch (const c10::Error& e) {
+    EXPECT_NE(e.msg().find("': No space left on device"), std::string::npos)
+        << e.msg();
+  }
+  EXPECT_EQ(TmpFilesIn(mnt + "/buf"), std::vector<std::string>{});
+  EXPECT_FALSE(fs::exists(mnt + "/buf/meta.json"));
+
+  TensorDict sparse = tmpl.memmap_like(mnt + "/sparse", /*sparse=*/true);
+  EXPECT_EQ(sparse.batch_size().vec(), std::vector<int64_t>{1 << 20});
+
+  // The replay buffer's disk storage reserves its space at the first write.
+  tensordict::ReplayBuffer rb(
+      tensordict::ReplayBufferOptions(1 << 20).storage_dir(mnt + "/rb"));
+  ExpectThrowsMsgPrefix(
+      [&] { rb.add(TensorDict({{"x", torch::zeros({})}}, {})); },
+      "memmap_like: cannot reserve 4194304 bytes for '" + mnt +
+          "/rb/storage/x.memmap%tmp.");
+  EXPECT_EQ(rb.size(), 0);
+}

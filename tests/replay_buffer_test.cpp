@@ -998,10 +998,21 @@ TEST(ReplayBufferDiskTest, ADiskBufferOnAnotherDeviceThrows) {
           "') lives on the CPU, but ReplayBufferOptions::device is meta");
 }
 
-TEST(ReplayBufferDiskTest, AStorageLargerThanItsWrittenRowsStaysSparse) {
+TEST(ReplayBufferDiskTest, ByDefaultTheStorageFilesReserveTheirSpace) {
+  TempDir tmp;
+  constexpr int64_t kRows = 4096;  // 4 MiB of float32[256] rows
+  ReplayBuffer rb(DiskOptions(kRows, tmp.str()));
+  rb.add(TensorDict({{"obs", torch::ones({256})}}, {}));
+  struct stat st {};
+  ASSERT_EQ(::stat((tmp / "storage/obs.memmap").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, kRows * 256 * 4);
+  EXPECT_GE(static_cast<int64_t>(st.st_blocks) * 512, kRows * 256 * 4);
+}
+
+TEST(ReplayBufferDiskTest, ASparseStorageLargerThanItsWrittenRowsStaysSparse) {
   TempDir tmp;
   constexpr int64_t kRows = int64_t{1} << 22;  // 4 GiB of float32[256] rows
-  ReplayBuffer rb(DiskOptions(kRows, tmp.str()));
+  ReplayBuffer rb(DiskOptions(kRows, tmp.str()).sparse_storage(true));
   rb.add(TensorDict({{"obs", torch::ones({256})}}, {}));
   const std::string file = tmp / "storage/obs.memmap";
   EXPECT_EQ(fs::file_size(file), static_cast<uintmax_t>(kRows) * 256 * 4);

@@ -155,9 +155,10 @@ struct ReplayBufferOptions {
   ///
   /// Construction: a directory that does not exist or is empty gets nothing
   /// until the first write, which creates the three parts with
-  /// `memmap_like` (sparse files: no capacity-sized allocation in RAM or on
-  /// disk, so a storage larger than RAM works; pages reach the disk as rows
-  /// are written). A directory holding a buffer (`state/meta.json`) is
+  /// `memmap_like` (no capacity-sized allocation in RAM, so a storage larger
+  /// than RAM works; pages reach the disk as rows are written). Their disk
+  /// space is reserved then, so a disk too small for the capacity fails that
+  /// first write with "No space left on device" (see `sparse_storage`). A directory holding a buffer (`state/meta.json`) is
   /// reopened: its storage, cursor and size are restored, and for a
   /// `PrioritizedSampler` its priorities (rows last written without one get
   /// the priority 1 again). Throws a `c10::ValueError` when the stored
@@ -179,6 +180,12 @@ struct ReplayBufferOptions {
   /// buffer at a time. The sampler's in-memory state (the generator,
   /// `SamplerWithoutReplacement`'s epoch) is not persisted.
   TORCH_ARG(c10::optional<std::string>, storage_dir) = c10::nullopt;
+  /// With `storage_dir`: create the storage files sparse (with holes)
+  /// instead of reserving their space. Creating them is then instant and
+  /// takes no disk space until rows are written, but if the disk fills up
+  /// later, the row write that needs a new page dies with SIGBUS (the kernel
+  /// cannot report the error through a memory store).
+  TORCH_ARG(bool, sparse_storage) = false;
 };
 
 /// What `ReplayBuffer::sample` returns besides the data.

@@ -452,11 +452,17 @@ class TensorDict {
   /// unchanged. Same errors as `memmap_`.
   TensorDict memmap(const std::string& prefix) const;
   /// A memory-mapped dict under `prefix` with this dict's structure, batch
-  /// sizes, shapes and dtypes, zero-filled. Only shapes are read: the files
-  /// are created sparse and no data is copied, so a `[capacity, ...]` buffer
-  /// costs nothing until written. Typical use: an on-disk buffer from an
-  /// expanded row, `row.unsqueeze(0).expand({n})`. Locked, on the CPU.
-  [[nodiscard]] TensorDict memmap_like(const std::string& prefix) const;
+  /// sizes, shapes and dtypes, zero-filled. Only shapes are read and no data
+  /// is copied. Typical use: an on-disk buffer from an expanded row,
+  /// `row.unsqueeze(0).expand({n})`. Locked, on the CPU.
+  ///
+  /// The files' space is reserved up front (`posix_fallocate`), so a disk
+  /// too small for them is a clear "No space left on device" error here. With
+  /// `sparse`, the files are created with holes instead: instant and free
+  /// until written, but a disk that fills up later makes a row write through
+  /// the mapping die with SIGBUS, which no error can report.
+  [[nodiscard]] TensorDict memmap_like(const std::string& prefix,
+                                       bool sparse = false) const;
   /// Opens a memmap directory (written by this library or by Python),
   /// zero-copy: O(number of keys), whatever the data size. Read-write unless
   /// `read_only`; with `read_only` the files are mapped copy-on-write, so

@@ -15,12 +15,17 @@
 // the deleter).
 #include <ATen/ATen.h>
 #include <fcntl.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <random>
 #include <cerrno>
 #include <functional>
 #include <cstring>
@@ -291,6 +296,12 @@ struct LeafPlan {
   at::Tensor mapped;    // the new leaf
 };
 
+// How `memmap_like` (and the replay buffer's storage files) get their zeros.
+enum class Space {
+  kReserve,  // allocated up front (posix_fallocate): a full disk fails here
+  kSparse,   // holes, allocated when written: a full disk is a SIGBUS later
+};
+
 // One directory of the plan: a dict level.
 struct DirPlan {
   TensorDictImpl* impl;
@@ -304,15 +315,84 @@ struct MemmapPlan {
   std::vector<size_t> meta_order;  // indices into `dirs`, sub-dicts first
 };
 
+// Temporary files. A name is "<final>%tmp.<pid>.<nonce>.<n>": the nonce is
+// random per process, so that names never repeat across processes or
+// restarts (a restarted container's PID 1 included). Every temporary name
+// contains "%t", which no escaped key contains ('%' is always followed by two
+// hex digits), so it never collides with a real entry. A writer holds an
+// exclusive flock on each of its temporary files until the write ends, so
+// that the next write into a directory (`remove_stale_tmps`) removes exactly
+// the temporary files that nobody holds: those of writers that died.
+constexpr const char* kTmpMark = "%tmp.";
+
+const std::string& process_nonce() {
+  static const std::string nonce = [] {
+    std::random_device rd;
+    const uint64_t v =
+        ((uint64_t{rd()} << 32) | rd()) ^
+        static_cast<uint64_t>(
+            std::chrono::steady_clock::now().time_since_epoch().count());
+    char buf[17];
+    std::snprintf(buf, sizeof(buf), "%016llx",
+                  static_cast<unsigned long long>(v));
+    return std::string(buf);
+  }();
+  return nonce;
+}
+
 std::atomic<uint64_t> g_tmp_counter{0};
 
-// A temporary name next to `final_name`. Every temporary name contains "%t",
-// which no escaped key contains ('%' is always followed by two hex digits), so
-// it never collides with a real entry.
 std::string tmp_name(const std::string& dir, const std::string& final_name) {
-  return join_path(dir, final_name + "%tmp." + std::to_string(::getpid()) +
-                            "." + std::to_string(g_tmp_counter++));
+  return join_path(dir, final_name + kTmpMark + std::to_string(::getpid()) +
+                            "." + process_nonce() + "." +
+                            std::to_string(g_tmp_counter++));
 }
+
+// Removes the temporary files in `dir` that no live writer holds.
+void remove_stale_tmps(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> names;
+  while (const dirent* e = ::readdir(d)) {
+    if (std::strstr(e->d_name, kTmpMark) != nullptr) names.emplace_back(e->d_name);
+  }
+  ::closedir(d);
+  for (const auto& name : names) {
+    const std::string path = join_path(dir, name);
+    Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st {};
+    if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      continue;
+    }
+    // Held: a live writer's. Free: its writer died (or just finished and
+    // renamed it, when unlink finds nothing).
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) ::unlink(path.c_str());
+  }
+}
+
+// The temporary files of one write, each locked until the write ends.
+class TmpFiles {
+ public:
+  TmpFiles() = default;
+  TmpFiles(const TmpFiles&) = delete;
+  TmpFiles& operator=(const TmpFiles&) = delete;
+  ~TmpFiles() {
+    for (int fd : fds_) ::close(fd);
+  }
+  // A new, locked temporary file next to `final_name` in `dir`, holding
+  // `size` bytes of `data`, or `size` zero bytes laid out as `space` says
+  // when `data` is null. Sets `path`; returns its descriptor (owned here).
+  int create(const std::string& dir, const std::string& final_name,
+             const void* data, size_t size, Space space, std::string& path);
+  // Removes every file created (after a failed write).
+  void remove_all() {
+    for (const auto& p : paths_) ::unlink(p.c_str());
+  }
+
+ private:
+  std::vector<std::string> paths_;
+  std::vector<int> fds_;
+};
 
 // Validates the tree under `root` and builds the write plan, without touching
 // the file system.
@@ -415,23 +495,39 @@ void write_all(int fd, const void* data, size_t n, const std::string& path) {
   }
 }
 
-// Writes `bytes` (or `size` zero bytes as a sparse file when `data` is null)
-// to a new file `tmp`. Returns the open descriptor.
-int create_file(const std::string& tmp, const void* data, size_t size) {
-  const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  const int err = errno;
-  TORCH_CHECK(fd >= 0, "cannot create '", tmp, "': ", errno_str(err));
-  try {
-    if (data != nullptr) {
-      write_all(fd, data, size, tmp);
-    } else if (size > 0) {
-      const int r = ::ftruncate(fd, static_cast<off_t>(size));
-      const int e2 = errno;
-      TORCH_CHECK(r == 0, "cannot size '", tmp, "': ", errno_str(e2));
+int TmpFiles::create(const std::string& dir, const std::string& final_name,
+                     const void* data, size_t size, Space space,
+                     std::string& path) {
+  for (int attempt = 0;; ++attempt) {
+    TORCH_CHECK(attempt < 8, "cannot create a temporary file in '", dir,
+                "': each one was removed as it was created");
+    path = tmp_name(dir, final_name);
+    const int fd =
+        ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    const int err = errno;
+    TORCH_CHECK(fd >= 0, "cannot create '", path, "': ", errno_str(err));
+    fds_.push_back(fd);
+    paths_.push_back(path);
+    // Another writer's remove_stale_tmps may have taken it between open and
+    // flock: then it is gone, and a new name is tried.
+    struct stat st {};
+    if (::flock(fd, LOCK_EX) == 0 && ::fstat(fd, &st) == 0 && st.st_nlink > 0) {
+      break;
     }
-  } catch (...) {
-    ::close(fd);
-    throw;
+  }
+  const int fd = fds_.back();
+  if (data != nullptr) {
+    write_all(fd, data, size, path);
+  } else if (size > 0) {
+    int r = ::ftruncate(fd, static_cast<off_t>(size));
+    int e = errno;
+    TORCH_CHECK(r == 0, "cannot size '", path, "': ", errno_str(e));
+    if (space == Space::kReserve) {
+      // posix_fallocate returns the error instead of setting errno.
+      e = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
+      TORCH_CHECK(e == 0, "cannot reserve ", size, " bytes for '", path,
+                  "': ", errno_str(e));
+    }
   }
   return fd;
 }
@@ -458,7 +554,8 @@ void make_dirs(const MemmapPlan& plan) {
 }
 
 // Writes every leaf to its temporary file and maps it.
-void write_leaves(MemmapPlan& plan, WriteMode mode, std::vector<std::string>& tmps) {
+void write_leaves(MemmapPlan& plan, WriteMode mode, Space space,
+                  TmpFiles& tmps) {
   for (DirPlan& p : plan.dirs) {
     for (auto& lp : p.leaves) {
       const at::Tensor& old = *lp.leaf;
@@ -469,7 +566,6 @@ void write_leaves(MemmapPlan& plan, WriteMode mode, std::vector<std::string>& tm
         lp.mapped = at::empty(old.sizes(), at::TensorOptions().dtype(dtype));
         continue;
       }
-      lp.tmp = tmp_name(p.dir, lp.name);
       const void* data = nullptr;
       at::Tensor src;
       if (mode == WriteMode::kCopy) {
@@ -478,9 +574,9 @@ void write_leaves(MemmapPlan& plan, WriteMode mode, std::vector<std::string>& tm
         src = src.contiguous();
         data = src.data_ptr();
       }
-      tmps.push_back(lp.tmp);
-      Fd fd(create_file(lp.tmp, data, static_cast<size_t>(nbytes)));
-      c10::Storage st = map_storage(fd.get(), static_cast<size_t>(nbytes),
+      const int fd = tmps.create(p.dir, lp.name, data,
+                                 static_cast<size_t>(nbytes), space, lp.tmp);
+      c10::Storage st = map_storage(fd, static_cast<size_t>(nbytes),
                                     static_cast<size_t>(nbytes), true, true, lp.tmp);
       lp.mapped = tensor_on(st, 0, dtype, old.sizes());
     }
@@ -509,13 +605,13 @@ void rename_leaves(const MemmapPlan& plan) {
 }
 
 // Each level's meta.json after its sub-dicts', the root's last.
-void write_metas(const MemmapPlan& plan, std::vector<std::string>& tmps) {
+void write_metas(const MemmapPlan& plan, TmpFiles& tmps) {
   for (size_t i : plan.meta_order) {
     const DirPlan& p = plan.dirs[i];
     const std::string final_path = join_path(p.dir, "meta.json");
-    const std::string tmp = tmp_name(p.dir, "meta.json");
-    tmps.push_back(tmp);
-    { Fd fd(create_file(tmp, p.meta.data(), p.meta.size())); }
+    std::string tmp;
+    (void)tmps.create(p.dir, "meta.json", p.meta.data(), p.meta.size(),
+                      Space::kSparse, tmp);
     rename_or_throw(tmp, final_path);
   }
 }
@@ -542,19 +638,20 @@ void commit(MemmapPlan& plan, WriteMode mode) {
 // Writes `impl` (already a private copy for memmap/memmap_like) under
 // `prefix` and points its leaves at the files.
 void memmap_impl(TensorDictImpl& impl, const std::string& prefix, WriteMode mode,
-                 const char* fn) {
+                 const char* fn, Space space = Space::kReserve) {
   TORCH_CHECK_VALUE(!prefix.empty(), fn, ": the directory name is empty");
   MemmapPlan plan = plan_memmap(impl, prefix, fn);  // validates; no I/O
-  std::vector<std::string> tmps;
+  TmpFiles tmps;
   try {
     make_dirs(plan);
-    write_leaves(plan, mode, tmps);
+    for (const DirPlan& p : plan.dirs) remove_stale_tmps(p.dir);
+    write_leaves(plan, mode, space, tmps);
     // From here on no old meta.json can describe the new files.
     unlink_metas(plan);
     rename_leaves(plan);
     write_metas(plan, tmps);
   } catch (const c10::Error& e) {
-    for (const auto& t : tmps) ::unlink(t.c_str());
+    tmps.remove_all();
     TORCH_CHECK(false, fn, ": ", e.msg());
   }
   commit(plan, mode);
@@ -955,9 +1052,11 @@ TensorDict TensorDict::memmap(const std::string& prefix) const {
   return TensorDict(std::move(copy));
 }
 
-TensorDict TensorDict::memmap_like(const std::string& prefix) const {
+TensorDict TensorDict::memmap_like(const std::string& prefix,
+                                   bool sparse) const {
   ImplPtr copy = detail::shallow_copy(*impl_);
-  memmap_impl(*copy, prefix, WriteMode::kZeros, "memmap_like");
+  memmap_impl(*copy, prefix, WriteMode::kZeros, "memmap_like",
+              sparse ? Space::kSparse : Space::kReserve);
   return TensorDict(std::move(copy));
 }
 
@@ -1053,16 +1152,25 @@ void TensorDict::save(const std::string& path) const {
   } catch (const nlohmann::json::exception&) {
     TORCH_CHECK_VALUE(false, "save: a key is not valid UTF-8");
   }
-  const std::string tmp = path + "%tmp." + std::to_string(::getpid()) + "." +
-                          std::to_string(g_tmp_counter++);
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  const std::string name =
+      slash == std::string::npos ? path : path.substr(slash + 1);
+  TmpFiles tmps;
   try {
-    Fd fd(create_file(tmp, buf.data_ptr(), static_cast<size_t>(buf.numel())));
-    write_all(fd.get(), meta.data(), meta.size(), tmp);
+    remove_stale_tmps(dir);
+    std::string tmp;
+    const int fd = tmps.create(dir, name, buf.data_ptr(),
+                               static_cast<size_t>(buf.numel()), Space::kSparse,
+                               tmp);
+    write_all(fd, meta.data(), meta.size(), tmp);
     const int64_t len = static_cast<int64_t>(meta.size());
-    write_all(fd.get(), &len, sizeof(len), tmp);
+    write_all(fd, &len, sizeof(len), tmp);
     rename_or_throw(tmp, path);
   } catch (const c10::Error& e) {
-    ::unlink(tmp.c_str());
+    tmps.remove_all();
     TORCH_CHECK(false, "save: ", e.msg());
   }
 }

@@ -102,7 +102,8 @@ struct ReplayBuffer::Impl {
         prioritized(
             dynamic_cast<detail::PrioritizedSamplerImpl*>(sampler.get())),
         storage(capacity, storage_device(options), options.storage_dir(),
-                /*keeps_priorities=*/prioritized != nullptr) {
+                /*keeps_priorities=*/prioritized != nullptr,
+                options.sparse_storage()) {
     sampler->restore(storage);
     if (options.seed()) {
       rng.seed(*options.seed());

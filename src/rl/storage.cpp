@@ -55,12 +55,13 @@ bool file_exists(const std::string& path) {
 
 ReplayStorage::ReplayStorage(int64_t capacity, c10::optional<at::Device> device,
                              const c10::optional<std::string>& storage_dir,
-                             bool keeps_priorities)
+                             bool keeps_priorities, bool sparse_files)
     : capacity_(capacity),
       device_(device),
       keeps_priorities_(keeps_priorities),
       storage_(std::vector<Item>{}, {capacity}, device) {
   storage_.lock_();  // storage() hands it out: its leaves are cached
+  sparse_files_ = sparse_files;
   if (storage_dir) open_dir(*storage_dir);
 }
 
@@ -362,7 +363,7 @@ TensorDict ReplayStorage::allocate_disk(const TensorDictImpl& value,
                                         int64_t value_bd) {
   TensorDict tmpl =
       TensorDictImpl::wrap(expanded_template(value, value_bd, {capacity_}));
-  TensorDict st = tmpl.memmap_like(sub("storage"));
+  TensorDict st = tmpl.memmap_like(sub("storage"), sparse_files_);
   if (rows_ptr_ == nullptr) create_state();
   return st;
 }
@@ -371,7 +372,8 @@ void ReplayStorage::create_state() {
   ImplPtr p = make_impl({capacity_}, c10::nullopt);
   p->nodes.push_back(Node{
       "priority", at::zeros({1}, at::kDouble).expand({capacity_}), nullptr});
-  TensorDict priority = TensorDictImpl::wrap(p).memmap_like(sub("priority"));
+  TensorDict priority =
+      TensorDictImpl::wrap(p).memmap_like(sub("priority"), sparse_files_);
   ImplPtr s = make_impl({}, c10::nullopt);
   auto scalar = [&](const char* key, at::Tensor v) {
     s->nodes.push_back(Node{key, std::move(v), nullptr});

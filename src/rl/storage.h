@@ -69,7 +69,7 @@ class ReplayStorage {
   // PrioritizedSampler); otherwise every write marks them stale.
   ReplayStorage(int64_t capacity, c10::optional<at::Device> device,
                 const c10::optional<std::string>& storage_dir,
-                bool keeps_priorities);
+                bool keeps_priorities, bool sparse_files = false);
 
   [[nodiscard]] int64_t capacity() const { return capacity_; }
   [[nodiscard]] int64_t size() const { return size_; }
@@ -161,6 +161,7 @@ class ReplayStorage {
 
   // ---- Disk-backed storage (see the top of this file) ----------------------
   std::string dir_;              // empty: the storage is in RAM
+  bool sparse_files_ = false;    // memmap_like's `sparse` for dir_
   TensorDict disk_state_;        // state/ (keeps the mappings alive)
   TensorDict disk_priority_;     // priority/
   int64_t* rows_ptr_ = nullptr;  // state/rows_written
