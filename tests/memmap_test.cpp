@@ -431,6 +431,14 @@ void MakeDir(const std::string& dir, const std::string& meta,
   for (const auto& f : files) WriteFile(dir + "/" + f.first, f.second);
 }
 
+// The bytes of a file in save()'s format: `data`, then `json`, then its
+// length.
+std::string SavedFile(const std::string& data, const std::string& json) {
+  const int64_t len = static_cast<int64_t>(json.size());
+  return data + json +
+         std::string(reinterpret_cast<const char*>(&len), sizeof(len));
+}
+
 const char* kTail = R"("shape": [2], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})";
 
 TEST(MemmapErrors, MissingOrNonTensorDictDirectoriesAreClearErrors) {
@@ -595,12 +603,39 @@ TEST(MemmapErrors, APrefixThatIsAFileIsAClearErrorAndTheDictIsUnchanged) {
 
 TEST(MemmapErrors, DeeplyNestedJsonValuesAreReportedWithoutBeingPrinted) {
   TempDir dir;
-  MakeDir(dir.str(), std::string(R"({"x": {"shape": )") + std::string(5000, '[') +
-                         std::string(5000, ']') + R"(, "dtype": "torch.int8"}, )" + kTail);
+  MakeDir(dir.str(), std::string(R"({"x": {"shape": )") +
+                         std::string(500, '[') + std::string(500, ']') +
+                         R"(, "dtype": "torch.int8"}, )" + kTail);
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir.str()); },
                   "load_memmap: '" + (dir / "meta.json") +
                       "': key 'x' has an invalid shape (deeply nested JSON) (expected a list "
                       "of non-negative integers)");
+}
+
+TEST(MemmapErrors, JsonNestedDeeperThan512LevelsIsRejectedWhileParsing) {
+  TempDir dir;
+  // Adding "shape" to the root object copies the value of "x", recursively:
+  // without the limit, 100000 levels (200 kB) overflow an 8 MB stack in a
+  // sanitized build, and 1000000 levels in a release build.
+  for (const size_t depth : {size_t{100000}, size_t{1000000}}) {
+    MakeDir(dir / "deep", std::string(R"({"x": )") + std::string(depth, '[') +
+                              std::string(depth, ']') + ", " + kTail);
+    ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "deep"); },
+                    "load_memmap: '" + (dir / "deep/meta.json") +
+                        "' nests JSON values more than 512 levels deep");
+  }
+  // 512 levels (the object and 511 arrays) parse; 513 do not.
+  MakeDir(dir / "limit", std::string(R"({"x": )") + std::string(511, '[') +
+                             std::string(511, ']') + ", " + kTail);
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "limit"); },
+                  "load_memmap: '" + (dir / "limit/meta.json") +
+                      "': the entry of key 'x' must be a JSON object, got "
+                      "(deeply nested JSON)");
+  MakeDir(dir / "over", std::string(R"({"x": )") + std::string(512, '[') +
+                            std::string(512, ']') + ", " + kTail);
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "over"); },
+                  "load_memmap: '" + (dir / "over/meta.json") +
+                      "' nests JSON values more than 512 levels deep");
 }
 
 TEST(MemmapErrors, NestedTensorEntriesAndUnknownTypesAreRejected) {
@@ -808,6 +843,21 @@ TEST(SaveLoad, CorruptFilesAreClearErrors) {
                   "load: '" + (dir / "oob") +
                       "': key 'x' has offset 8 and 16 bytes, which do not fit in the file's 16 "
                       "data bytes");
+}
+
+TEST(SaveLoad, MetadataNestedDeeperThan512LevelsIsRejectedWhileParsing) {
+  TempDir dir;
+  // As for meta.json: adding "type" copies the value of "entries".
+  for (const size_t depth : {size_t{100000}, size_t{1000000}}) {
+    WriteFile(dir / "deep", SavedFile("", std::string(R"({"entries": )") +
+                                              std::string(depth, '[') +
+                                              std::string(depth, ']') +
+                                              R"(, "type": "TensorDict"})"));
+    ExpectThrowsMsg(
+        [&] { (void)TensorDict::load(dir / "deep"); },
+        "load: '" + (dir / "deep") +
+            "': the metadata nests JSON values more than 512 levels deep");
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -49,6 +49,10 @@ namespace {
 
 constexpr const char* kTdType = "<class 'tensordict._td.TensorDict'>";
 constexpr size_t kMaxFileName = 255;
+// How deeply the loaders let JSON nest. A dict nested 64 levels deep (the
+// loaders' limit) needs about 130 in a saved file's metadata and 3 in a
+// meta.json.
+constexpr int kMaxJsonDepth = 512;
 
 // ---------------------------------------------------------------------------
 // Small helpers
@@ -593,13 +597,28 @@ std::string read_small_file(const std::string& path, const std::string& dir) {
   return out;
 }
 
-ordered_json parse_json(const std::string& text, const std::string& path,
-                        const char* fn) {
+// Parses the JSON text [begin, end). `subject` names it in errors: "'<path>'"
+// for a meta.json, "'<path>': the metadata" for a saved file's metadata.
+// Nesting deeper than kMaxJsonDepth is rejected while parsing, before any
+// deep value is built: ordered_json copies values recursively (an object
+// that grows copies its entries), so a deep one overflows the stack.
+ordered_json parse_json(const char* begin, const char* end, const char* fn,
+                        const std::string& subject) {
   try {
-    return ordered_json::parse(text);
+    return ordered_json::parse(
+        begin, end,
+        [&](int depth, ordered_json::parse_event_t event, ordered_json&) {
+          // `depth` counts the containers around the one that starts.
+          TORCH_CHECK(depth < kMaxJsonDepth ||
+                          (event != ordered_json::parse_event_t::object_start &&
+                           event != ordered_json::parse_event_t::array_start),
+                      fn, ": ", subject, " nests JSON values more than ",
+                      kMaxJsonDepth, " levels deep");
+          return true;
+        });
   } catch (const nlohmann::json::parse_error& e) {
-    TORCH_CHECK(false, fn, ": '", path, "' is not valid JSON (syntax error at byte ",
-                e.byte, ")");
+    TORCH_CHECK(false, fn, ": ", subject,
+                " is not valid JSON (syntax error at byte ", e.byte, ")");
   }
   return {};
 }
@@ -651,8 +670,9 @@ ImplPtr load_dir(const std::string& dir, std::vector<std::string>& key_path,
   ctx.stack.emplace_back(st.st_dev, st.st_ino);
 
   const std::string path = join_path(dir, "meta.json");
-  const ordered_json meta =
-      parse_json(read_small_file(path, dir), path, "load_memmap");
+  const std::string text = read_small_file(path, dir);
+  const ordered_json meta = parse_json(text.data(), text.data() + text.size(),
+                                       "load_memmap", "'" + path + "'");
   TORCH_CHECK(meta.is_object(), "load_memmap: '", path,
               "' must hold a JSON object, got ", dump(meta));
   auto type_it = meta.find("_type");
@@ -1085,13 +1105,9 @@ TensorDict TensorDict::load(const std::string& path) {
               "' is not a saved TensorDict (its metadata length ", len,
               " does not fit in its ", size, " bytes)");
   const int64_t data_size = size - 8 - len;
-  ordered_json meta;
-  try {
-    meta = ordered_json::parse(bytes + data_size, bytes + data_size + len);
-  } catch (const nlohmann::json::parse_error& e) {
-    TORCH_CHECK(false, "load: '", path, "': the metadata is not valid JSON (syntax error at byte ",
-                e.byte, ")");
-  }
+  const ordered_json meta =
+      parse_json(bytes + data_size, bytes + data_size + len, "load",
+                 "'" + path + "': the metadata");
   TORCH_CHECK(meta.is_object() && meta.value("type", ordered_json()) == "TensorDict",
               "load: '", path, "' does not hold a saved TensorDict");
   storage.set_nbytes(static_cast<size_t>(data_size));
