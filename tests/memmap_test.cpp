@@ -495,6 +495,54 @@ TEST(MemmapErrors, MalformedMetaJsonIsAClearError) {
                       "': key 'x' has shape [2, 4611686018427387904, 4], which is too large");
 }
 
+TEST(MemmapErrors, NumbersOutOfRangeAndWronglyTypedFieldsAreClearErrors) {
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // Parsed: a number out of range is an error of its own.
+      {R"({"x": {"shape": [1e400], "dtype": "torch.int8"}, )",
+       "' is not usable JSON (number overflow parsing '1e400')"},
+      {R"({"x": {"shape": [2], "dtype": "torch.int8", "n": -1e400}, )",
+       "' is not usable JSON (number overflow parsing '-1e400')"},
+      // Fields of the wrong type.
+      {R"({"x": {"shape": [2.0], "dtype": "torch.int8"}, )",
+       "': key 'x' has an invalid shape [2.0] (expected a list of non-negative "
+       "integers)"},
+      {R"({"x": {"shape": [18446744073709551616], "dtype": "torch.int8"}, )",
+       "': key 'x' has an invalid shape [1.8446744073709552e+19] (expected a "
+       "list of "
+       "non-negative integers)"},
+      {R"({"x": {"shape": {"0": 2}, "dtype": "torch.int8"}, )",
+       "': key 'x' has an invalid shape {\"0\":2} (expected a list of "
+       "non-negative "
+       "integers)"},
+      {R"({"x": {"type": 7}, )", "': key 'x' has unsupported type \"7\""},
+      {R"({"x": {"shape": [2], "dtype": "torch.int8", "is_nested": "yes"}, "device": 0, )",
+       "': \"device\" must be a string, got 0"},
+  };
+  int i = 0;
+  for (const auto& [entries, error] : cases) {
+    const std::string d = dir / std::to_string(i++);
+    MakeDir(
+        d,
+        entries +
+            R"("shape": [2], "_type": "<class 'tensordict._td.TensorDict'>"})",
+        {{"x.memmap", "ab"}});
+    ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(d); },
+                    "load_memmap: '" + d + "/meta.json" + error);
+  }
+  MakeDir(dir / "type", R"({"shape": [2], "_type": ["TensorDict"]})");
+  ExpectThrowsMsg(
+      [&] { (void)TensorDict::load_memmap(dir / "type"); },
+      "load_memmap: '" + (dir / "type/meta.json") +
+          "' does not describe a TensorDict (\"_type\" is [\"TensorDict\"])");
+  MakeDir(dir / "batch",
+          R"({"shape": 2, "_type": "<class 'tensordict._td.TensorDict'>"})");
+  ExpectThrowsMsg(
+      [&] { (void)TensorDict::load_memmap(dir / "batch"); },
+      "load_memmap: '" + (dir / "batch/meta.json") +
+          "': \"shape\" must be a list of non-negative integers, got 2");
+}
+
 TEST(MemmapErrors, UnknownDtypeIsATypeError) {
   TempDir dir;
   MakeDir(dir.str(),
@@ -843,6 +891,58 @@ TEST(SaveLoad, CorruptFilesAreClearErrors) {
                   "load: '" + (dir / "oob") +
                       "': key 'x' has offset 8 and 16 bytes, which do not fit in the file's 16 "
                       "data bytes");
+}
+
+TEST(SaveLoad,
+     TruncatedFilesNumbersOutOfRangeAndWronglyTypedFieldsAreClearErrors) {
+  TempDir dir;
+  const std::string path = dir / "td.bin";
+  MakeNested().save(path);
+  const std::string bytes = ReadFile(path);
+  // Cut short: the last 8 bytes are no longer the length.
+  const std::string cut = bytes.substr(0, bytes.size() - 3);
+  WriteFile(path, cut);
+  int64_t len = 0;
+  std::memcpy(&len, cut.data() + cut.size() - 8, 8);
+  ExpectThrowsMsg([&] { (void)TensorDict::load(path); },
+                  "load: '" + path +
+                      "' is not a saved TensorDict (its metadata length " +
+                      std::to_string(len) + " does not fit in its " +
+                      std::to_string(cut.size()) + " bytes)");
+  // A whole length, but the JSON cut short.
+  const std::string json =
+      R"({"type": "TensorDict", "batch_size": [], "device": "None", "entries": {"x": )";
+  WriteFile(path, SavedFile("", json));
+  ExpectThrowsMsg(
+      [&] { (void)TensorDict::load(path); },
+      "load: '" + path +
+          "': the metadata is not valid JSON (syntax error at byte " +
+          std::to_string(json.size() + 1) + ")");
+  const std::string head =
+      R"({"type": "TensorDict", "batch_size": [], "device": )";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"("None", "entries": {"x": {"dtype": "torch.int8", "shape": [2], "offset": 1e400}}})",
+       "': the metadata is not usable JSON (number overflow parsing '1e400')"},
+      {R"("None", "entries": {"x": {"dtype": "torch.int8", "shape": [2], "offset": "0"}}})",
+       "': key 'x' has offset \"0\" and 2 bytes, which do not fit in the "
+       "file's 8 data "
+       "bytes"},
+      {R"("None", "entries": {"x": {"dtype": 8, "shape": [2], "offset": 0}}})",
+       "': key 'x' has unknown dtype 8"},
+      {R"("None", "entries": {"x": {"dtype": "torch.int8", "shape": 2, "offset": 0}}})",
+       "': key 'x' has an invalid shape"},
+      {R"("None", "entries": []})", "': malformed metadata at the root"},
+      {R"(["cpu"], "entries": {}})",
+       "': \"device\" must be a string, got [\"cpu\"]"},
+  };
+  for (const auto& [tail, error] : cases) {
+    WriteFile(path, SavedFile(std::string(8, '\0'), head + tail));
+    ExpectThrowsMsg([&] { (void)TensorDict::load(path); },
+                    "load: '" + path + error);
+  }
+  WriteFile(path, SavedFile("", R"({"type": ["TensorDict"], "entries": {}})"));
+  ExpectThrowsMsg([&] { (void)TensorDict::load(path); },
+                  "load: '" + path + "' does not hold a saved TensorDict");
 }
 
 TEST(SaveLoad, MetadataNestedDeeperThan512LevelsIsRejectedWhileParsing) {

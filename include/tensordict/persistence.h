@@ -76,7 +76,9 @@
 // Errors. Every failure is a `c10::Error` (or a typed subclass) from
 // `TORCH_CHECK`, naming the operation and, where one is at fault, the key or
 // the file. Whatever a directory or file holds, the loaders throw rather than
-// crash or read out of bounds (a fuzzer checks both).
+// crash or read out of bounds (a fuzzer checks both). Any JSON they cannot
+// use (a syntax error, a number out of range such as `1e400`, a field of the
+// wrong type) is a `c10::Error` that names the file.
 //
 //  - `memmap_`, `memmap`, `memmap_like` throw before writing anything for an
 //    empty `prefix`, a reserved key, a key that is not valid UTF-8 or too long

@@ -597,15 +597,38 @@ std::string read_small_file(const std::string& path, const std::string& dir) {
   return out;
 }
 
-// Parses the JSON text [begin, end). `subject` names it in errors: "'<path>'"
-// for a meta.json, "'<path>': the metadata" for a saved file's metadata.
-// Nesting deeper than kMaxJsonDepth is rejected while parsing, before any
-// deep value is built: ordered_json copies values recursively (an object
-// that grows copies its entries), so a deep one overflows the stack.
-ordered_json parse_json(const char* begin, const char* end, const char* fn,
-                        const std::string& subject) {
+// Throws the c10::Error for `e`, raised while parsing or reading the JSON
+// that `subject` names (see read_json).
+[[noreturn]] void throw_json_error(const nlohmann::json::exception& e,
+                                   const char* fn, const std::string& subject) {
+  if (const auto* pe = dynamic_cast<const nlohmann::json::parse_error*>(&e)) {
+    TORCH_CHECK(false, fn, ": ", subject,
+                " is not valid JSON (syntax error at byte ", pe->byte, ")");
+  }
+  // "[json.exception.<kind>.<id>] <what>", where <what> may quote a long
+  // token of the file.
+  std::string what = e.what();
+  const size_t start = what.find("] ");
+  if (start != std::string::npos) what.erase(0, start + 2);
+  if (what.size() > 200) what = what.substr(0, 200) + "...";
+  TORCH_CHECK(false, fn, ": ", subject, " is not usable JSON (", what, ")");
+}
+
+// Parses the JSON text [begin, end) and returns `read(json)`. Every JSON
+// failure is a c10::Error naming `subject` ("'<path>'" for a meta.json,
+// "'<path>': the metadata" for a saved file's metadata): a syntax error,
+// nesting deeper than kMaxJsonDepth, and any other nlohmann exception, in
+// parsing (a number out of range, such as 1e400) or in `read` (a field read
+// as the wrong type). `read`'s own errors pass through.
+//
+// Deep nesting is rejected while parsing, before any deep value is built:
+// ordered_json copies values recursively (an object that grows copies its
+// entries), so a deep one overflows the stack.
+template <typename Read>
+auto read_json(const char* begin, const char* end, const char* fn,
+               const std::string& subject, const Read& read) {
   try {
-    return ordered_json::parse(
+    const ordered_json j = ordered_json::parse(
         begin, end,
         [&](int depth, ordered_json::parse_event_t event, ordered_json&) {
           // `depth` counts the containers around the one that starts.
@@ -616,11 +639,10 @@ ordered_json parse_json(const char* begin, const char* end, const char* fn,
                       kMaxJsonDepth, " levels deep");
           return true;
         });
-  } catch (const nlohmann::json::parse_error& e) {
-    TORCH_CHECK(false, fn, ": ", subject,
-                " is not valid JSON (syntax error at byte ", e.byte, ")");
+    return read(j);
+  } catch (const nlohmann::json::exception& e) {
+    throw_json_error(e, fn, subject);
   }
-  return {};
 }
 
 // Python's batch size / device entries of a level.
@@ -652,6 +674,13 @@ c10::optional<at::Device> parse_device(const ordered_json& meta,
   return detail::normalize_device(*d);
 }
 
+// The dict that `meta`, the parsed `path` (`dir`/meta.json), describes; its
+// sub-dicts are loaded with load_dir.
+ImplPtr load_level(const ordered_json& meta, const std::string& dir,
+                   const std::string& path, std::vector<std::string>& key_path,
+                   LoadCtx& ctx);
+
+// The dict stored in directory `dir`; `ctx.stack` holds its parents.
 ImplPtr load_dir(const std::string& dir, std::vector<std::string>& key_path,
                  LoadCtx& ctx) {
   struct stat st {};
@@ -671,8 +700,18 @@ ImplPtr load_dir(const std::string& dir, std::vector<std::string>& key_path,
 
   const std::string path = join_path(dir, "meta.json");
   const std::string text = read_small_file(path, dir);
-  const ordered_json meta = parse_json(text.data(), text.data() + text.size(),
-                                       "load_memmap", "'" + path + "'");
+  ImplPtr impl =
+      read_json(text.data(), text.data() + text.size(), "load_memmap",
+                "'" + path + "'", [&](const ordered_json& meta) {
+                  return load_level(meta, dir, path, key_path, ctx);
+                });
+  ctx.stack.pop_back();
+  return impl;
+}
+
+ImplPtr load_level(const ordered_json& meta, const std::string& dir,
+                   const std::string& path, std::vector<std::string>& key_path,
+                   LoadCtx& ctx) {
   TORCH_CHECK(meta.is_object(), "load_memmap: '", path,
               "' must hold a JSON object, got ", dump(meta));
   auto type_it = meta.find("_type");
@@ -784,7 +823,6 @@ ImplPtr load_dir(const std::string& dir, std::vector<std::string>& key_path,
     }
     impl->device = *device;
   }
-  ctx.stack.pop_back();
   return impl;
 }
 
@@ -1105,15 +1143,18 @@ TensorDict TensorDict::load(const std::string& path) {
               "' is not a saved TensorDict (its metadata length ", len,
               " does not fit in its ", size, " bytes)");
   const int64_t data_size = size - 8 - len;
-  const ordered_json meta =
-      parse_json(bytes + data_size, bytes + data_size + len, "load",
-                 "'" + path + "': the metadata");
-  TORCH_CHECK(meta.is_object() && meta.value("type", ordered_json()) == "TensorDict",
-              "load: '", path, "' does not hold a saved TensorDict");
   storage.set_nbytes(static_cast<size_t>(data_size));
   at::Tensor buffer = tensor_on(storage, 0, at::kByte, {data_size});
-  std::vector<std::string> key_path;
-  return TensorDict(load_meta(meta, storage, buffer, data_size, path, key_path, {}, 0));
+  return TensorDict(read_json(
+      bytes + data_size, bytes + data_size + len, "load",
+      "'" + path + "': the metadata", [&](const ordered_json& meta) {
+        TORCH_CHECK(meta.is_object() &&
+                        meta.value("type", ordered_json()) == "TensorDict",
+                    "load: '", path, "' does not hold a saved TensorDict");
+        std::vector<std::string> key_path;
+        return load_meta(meta, storage, buffer, data_size, path, key_path, {},
+                         0);
+      }));
 }
 
 }  // namespace tensordict
