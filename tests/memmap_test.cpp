@@ -686,6 +686,46 @@ TEST(MemmapErrors, JsonNestedDeeperThan512LevelsIsRejectedWhileParsing) {
                       "' nests JSON values more than 512 levels deep");
 }
 
+// Opening a FIFO to read blocks until a writer comes: without the check, these
+// calls hang.
+TEST(MemmapErrors, FifosAndOtherNonRegularFilesAreRejectedWithoutBlocking) {
+  TempDir dir;
+  fs::create_directories(dir / "meta");
+  ASSERT_EQ(::mkfifo((dir / "meta/meta.json").c_str(), 0644), 0);
+  ExpectThrowsMsg(
+      [&] { (void)TensorDict::load_memmap(dir / "meta"); },
+      "load_memmap: '" + (dir / "meta/meta.json") + "' is not a regular file");
+  fs::create_directories(dir / "dirmeta/meta.json");
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "dirmeta"); },
+                  "load_memmap: '" + (dir / "dirmeta/meta.json") +
+                      "' is not a regular file");
+  MakeDir(
+      dir / "leaf",
+      std::string(
+          R"({"x": {"device": "cpu", "shape": [2], "dtype": "torch.int8"}, )") +
+          kTail);
+  ASSERT_EQ(::mkfifo((dir / "leaf/x.memmap").c_str(), 0644), 0);
+  for (const bool read_only : {true, false}) {
+    ExpectThrowsMsg(
+        [&] { (void)TensorDict::load_memmap(dir / "leaf", read_only); },
+        "load_memmap: key 'x': '" + (dir / "leaf/x.memmap") +
+            "' is not a regular file");
+  }
+  MakeDir(
+      dir / "dev",
+      std::string(
+          R"({"x": {"device": "cpu", "shape": [2], "dtype": "torch.int8"}, )") +
+          kTail);
+  fs::create_symlink("/dev/zero", dir / "dev/x.memmap");
+  ExpectThrowsMsg(
+      [&] { (void)TensorDict::load_memmap(dir / "dev", /*read_only=*/true); },
+      "load_memmap: key 'x': '" + (dir / "dev/x.memmap") +
+          "' is not a regular file");
+  ASSERT_EQ(::mkfifo((dir / "saved").c_str(), 0644), 0);
+  ExpectThrowsMsg([&] { (void)TensorDict::load(dir / "saved"); },
+                  "load: '" + (dir / "saved") + "' is not a regular file");
+}
+
 TEST(MemmapErrors, NestedTensorEntriesAndUnknownTypesAreRejected) {
   TempDir dir;
   MakeDir(dir / "nt",

@@ -88,16 +88,17 @@
 //    throws for a locked dict. An I/O error throws `c10::Error`.
 //  - `load_memmap` throws for a missing directory or `meta.json`, malformed
 //    JSON, JSON nested more than 512 levels deep (rejected while parsing), a
-//    `_type` that is not a TensorDict, an unknown dtype
-//    (`c10::TypeError`), a missing or short leaf file, a shape that does not
-//    start with the batch size, a nested (jagged) tensor, or a directory that
-//    contains itself.
+//    `_type` that is not a TensorDict, an unknown dtype (`c10::TypeError`), a
+//    missing or short leaf file, a `meta.json` or leaf file that is not a
+//    regular file (a FIFO or a device: opened without blocking, then
+//    rejected), a shape that does not start with the batch size, a nested
+//    (jagged) tensor, or a directory that contains itself.
 //  - `consolidate` throws `c10::ValueError` for a non-strided leaf or leaves
 //    on different devices.
-//  - `load` throws for a missing file, one that is too short or has an
-//    inconsistent length or metadata (metadata nested more than 512 levels
-//    deep included), a non-CPU device, or a leaf outside the
-//    data.
+//  - `load` throws for a missing file, one that is not a regular file, one
+//    that is too short or has an inconsistent length or metadata (metadata
+//    nested more than 512 levels deep included), a non-CPU device, or a leaf
+//    outside the data.
 #pragma once
 
 #include <vector>

@@ -88,16 +88,37 @@ std::string join_path(const std::string& dir, const std::string& name) {
 class Fd {
  public:
   explicit Fd(int fd = -1) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   ~Fd() {
     if (fd_ >= 0) ::close(fd_);
   }
   [[nodiscard]] int get() const { return fd_; }
+  [[nodiscard]] bool valid() const { return fd_ >= 0; }
 
  private:
   int fd_;
 };
+
+// Opens `path` to read (and write, when `writable`) and checks that it is a
+// regular file, whose status goes to `st`. The open does not block
+// (O_NONBLOCK), so a FIFO or a device cannot hang a loader. Returns an invalid
+// Fd when `path` does not exist; other failures throw, with messages that
+// start with `context` (such as "load_memmap: key 'x': ").
+Fd open_regular_file(const std::string& path, bool writable,
+                     const std::string& context, struct stat& st) {
+  Fd fd(::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_NONBLOCK |
+                                 O_NOCTTY | O_CLOEXEC));
+  if (!fd.valid()) {
+    const int err = errno;
+    if (err == ENOENT) return fd;
+    TORCH_CHECK(false, context, "cannot open '", path, "': ", errno_str(err));
+  }
+  TORCH_CHECK(::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode), context, "'",
+              path, "' is not a regular file");
+  return fd;
+}
 
 // The DataPtr context of a mapped file: unmapped by `unmap_deleter`.
 struct Mapping {
@@ -571,16 +592,10 @@ struct LoadCtx {
 };
 
 std::string read_small_file(const std::string& path, const std::string& dir) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    const int err = errno;
-    TORCH_CHECK(err != ENOENT, "load_memmap: '", dir,
-                "' is not a TensorDict memmap directory: it has no meta.json");
-    TORCH_CHECK(false, "load_memmap: cannot read '", path, "': ", errno_str(err));
-  }
   struct stat st {};
-  TORCH_CHECK(::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode),
-              "load_memmap: '", path, "' is not a regular file");
+  Fd fd = open_regular_file(path, /*writable=*/false, "load_memmap: ", st);
+  TORCH_CHECK(fd.valid(), "load_memmap: '", dir,
+              "' is not a TensorDict memmap directory: it has no meta.json");
   TORCH_CHECK(st.st_size <= (int64_t{64} << 20), "load_memmap: '", path,
               "' is too large for a meta.json (", st.st_size, " bytes)");
   std::string out(static_cast<size_t>(st.st_size), '\0');
@@ -788,17 +803,11 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
       leaf = at::empty(*shape, at::TensorOptions().dtype(*dtype));
     } else {
       const std::string file = join_path(dir, escape_key(key) + ".memmap");
-      Fd fd(::open(file.c_str(), (ctx.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC));
-      if (fd.get() < 0) {
-        const int err = errno;
-        TORCH_CHECK(err != ENOENT, "load_memmap: key ", krepr, ": leaf file '", file,
-                    "' is missing");
-        TORCH_CHECK(false, "load_memmap: key ", krepr, ": cannot open '", file,
-                    "': ", errno_str(err));
-      }
       struct stat fst {};
-      TORCH_CHECK(::fstat(fd.get(), &fst) == 0 && S_ISREG(fst.st_mode),
-                  "load_memmap: key ", krepr, ": '", file, "' is not a regular file");
+      Fd fd = open_regular_file(file, !ctx.read_only,
+                                "load_memmap: key " + krepr + ": ", fst);
+      TORCH_CHECK(fd.valid(), "load_memmap: key ", krepr, ": leaf file '", file,
+                  "' is missing");
       TORCH_CHECK(fst.st_size >= *nbytes, "load_memmap: key ", krepr, ": leaf file '",
                   file, "' holds ", fst.st_size, " bytes, but shape ",
                   detail::shape_str(*shape), " of ", detail::dtype_name(*dtype),
@@ -1121,15 +1130,9 @@ void TensorDict::save(const std::string& path) const {
 }
 
 TensorDict TensorDict::load(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    const int err = errno;
-    TORCH_CHECK(err != ENOENT, "load: '", path, "' does not exist");
-    TORCH_CHECK(false, "load: cannot open '", path, "': ", errno_str(err));
-  }
   struct stat st {};
-  TORCH_CHECK(::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode), "load: '", path,
-              "' is not a regular file");
+  Fd fd = open_regular_file(path, /*writable=*/false, "load: ", st);
+  TORCH_CHECK(fd.valid(), "load: '", path, "' does not exist");
   const int64_t size = st.st_size;
   TORCH_CHECK(size >= 8, "load: '", path, "' holds ", size,
               " bytes, too few for a saved TensorDict (it ends with an 8-byte length)");
