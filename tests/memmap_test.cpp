@@ -79,6 +79,26 @@ void ExpectSameDict(const TensorDict& a, const TensorDict& b) {
   }
 }
 
+// Writes a one-level memmap directory with `meta` and the given leaf files.
+void MakeDir(
+    const std::string& dir, const std::string& meta,
+    const std::vector<std::pair<std::string, std::string>>& files = {}) {
+  fs::create_directories(dir);
+  WriteFile(dir + "/meta.json", meta);
+  for (const auto& f : files) WriteFile(dir + "/" + f.first, f.second);
+}
+
+// The bytes of a file in save()'s format: `data`, then `json`, then its
+// length.
+std::string SavedFile(const std::string& data, const std::string& json) {
+  const int64_t len = static_cast<int64_t>(json.size());
+  return data + json +
+         std::string(reinterpret_cast<const char*>(&len), sizeof(len));
+}
+
+const char* kTail =
+    R"("shape": [2], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})";
+
 // ---------------------------------------------------------------------------
 // Round trips
 // ---------------------------------------------------------------------------
@@ -167,27 +187,117 @@ TEST(Memmap, ZeroElementLeavesGetNoFileAndLoadBack) {
             (std::vector<int64_t>{0, 5}));
 }
 
-TEST(Memmap, OddKeyCharactersAreEscapedInFileNames) {
+TEST(Memmap, KeysAreStoredUnderTheirRawNamesUnlessIllegalOrAmbiguous) {
   TempDir dir;
   const std::vector<std::pair<std::string, std::string>> keys = {
-      {"a/b", "a%2Fb"},   {"x y", "x%20y"},     {"100%", "100%25"},
-      {".", "%2E"},       {"..", "%2E%2E"},     {"q?*", "q%3F%2A"},
-      {"t\tn\n", "t%09n%0A"}, {"<>:\"|\\", "%3C%3E%3A%22%7C%5C"},
-      {"caf\xc3\xa9", "caf\xc3\xa9"}, {".hidden", ".hidden"}};
+      // Raw: what Python tensordict 0.4 to 0.12 look for.
+      {"x y", "x y"},
+      {"100%", "100%"},
+      {"%zz", "%zz"},
+      {"q?*", "q?*"},
+      {"t\tn\n", "t\tn\n"},
+      {"<>:\"|\\", "<>:\"|\\"},
+      {"caf\xc3\xa9", "caf\xc3\xa9"},
+      {".hidden", ".hidden"},
+      // Escaped: not one file name...
+      {"a/b", "a%2Fb"},
+      {".", "%2E"},
+      {"..", "%2E%2E"},
+      // ... or one that reads as another key's escaped name ("a%20b" is
+      // "a b"'s, "%" the empty key's) or as a temporary file.
+      {"a%20b", "a%2520b"},
+      {"a%2fb", "a%252fb"},
+      {"%", "%25"},
+      {"50%tmp", "50%25tmp"}};
   TensorDict td({}, {2});
   int64_t i = 0;
   for (const auto& [k, file] : keys) td.set(k, torch::full({2}, ++i));
   td.set({"sub dir", "k/1"}, torch::zeros({2}));
+  td.set({"sub dir", "k 2"}, torch::zeros({2}));
   td.memmap_(dir.str());
   for (const auto& [k, file] : keys) {
     EXPECT_TRUE(fs::is_regular_file(dir / (file + ".memmap"))) << file;
   }
-  EXPECT_TRUE(fs::is_regular_file(dir / "sub%20dir/k%2F1.memmap"));
-  EXPECT_TRUE(fs::is_regular_file(dir / "sub%20dir/meta.json"));
+  EXPECT_TRUE(fs::is_regular_file(dir / "sub dir/k%2F1.memmap"));
+  EXPECT_TRUE(fs::is_regular_file(dir / "sub dir/k 2.memmap"));
+  EXPECT_TRUE(fs::is_regular_file(dir / "sub dir/meta.json"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.str()),
+                          fs::directory_iterator()),
+            static_cast<std::ptrdiff_t>(keys.size()) + 2);
   TensorDict loaded = TensorDict::load_memmap(dir.str());
   ExpectSameDict(loaded, td);
   // meta.json keeps the raw keys.
-  EXPECT_EQ(JsonKeys(ReadJson(dir / "meta.json"))[0], "a/b");
+  EXPECT_EQ(JsonKeys(ReadJson(dir / "meta.json"))[8], "a/b");
+}
+
+// Python tensordict 0.4 to 0.12 write raw names; this library before and
+// Python 0.13 and later write escaped names. Both load the same.
+TEST(Memmap, DirectoriesWithRawOrEscapedNamesLoadTheSame) {
+  TempDir dir;
+  const std::string meta =
+      std::string(
+          R"({"a b": {"device": "cpu", "shape": [2], "dtype": "torch.int8"}, )") +
+      R"("a%20b": {"device": "cpu", "shape": [2], "dtype": "torch.int8"}, )" +
+      R"("100%": {"device": "cpu", "shape": [2], "dtype": "torch.int8"}, )" +
+      R"("caf\u00e9": {"device": "cpu", "shape": [2], "dtype": "torch.int8"}, )" +
+      R"("s t": {"type": "TensorDict"}, )" + kTail;
+  const std::string sub =
+      std::string(
+          R"({"u v": {"device": "cpu", "shape": [2], "dtype": "torch.int8"}, )") +
+      kTail;
+  MakeDir(dir / "raw", meta,
+          {{"a b.memmap", "ab"},
+           {"a%20b.memmap", "cd"},
+           {"100%.memmap", "ef"},
+           {"caf\xc3\xa9.memmap", "gh"}});
+  MakeDir(dir / "raw/s t", sub, {{"u v.memmap", "ij"}});
+  MakeDir(dir / "escaped", meta,
+          {{"a%20b.memmap", "ab"},
+           {"a%2520b.memmap", "cd"},
+           {"100%25.memmap", "ef"},
+           {"caf\xc3\xa9.memmap", "gh"}});
+  MakeDir(dir / "escaped/s%20t", sub, {{"u%20v.memmap", "ij"}});
+  for (const char* d : {"raw", "escaped"}) {
+    TensorDict td = TensorDict::load_memmap(dir / d);
+    EXPECT_EQ(td.keys(true, true),
+              (std::vector<tensordict::NestedKey>{
+                  "a b", "a%20b", "100%", "caf\xc3\xa9", {"s t", "u v"}}))
+        << d;
+    std::string bytes;
+    for (const auto& k : td.keys(true, true)) bytes += TensorBytes(td.get(k));
+    EXPECT_EQ(bytes, "abcdefghij") << d;
+  }
+  // When neither name is there, the error names both.
+  MakeDir(dir / "none", meta);
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "none"); },
+                  "load_memmap: key 'a b': leaf file '" +
+                      (dir / "none/a b.memmap") + "' is missing (and so is '" +
+                      (dir / "none/a%20b.memmap") + "')");
+  MakeDir(dir / "nosub",
+          std::string(R"({"s t": {"type": "TensorDict"}, )") + kTail);
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "nosub"); },
+                  "load_memmap: '" + (dir / "nosub/s t") +
+                      "' does not exist (nor does '" + (dir / "nosub/s%20t") +
+                      "')");
+}
+
+// Readers that try the escaped name first (Python tensordict >= 0.13) must not
+// find what an earlier write left there.
+TEST(Memmap, WritingARawNameRemovesWhatAnEarlierWriteLeftUnderTheEscapedName) {
+  TempDir dir;
+  WriteFile(dir / "a%20b.memmap", "stale");
+  fs::create_directories(dir / "s%20t");
+  WriteFile(dir / "s%20t/meta.json", "{}");
+  WriteFile(dir / "s%20t/x.memmap", "stale");
+  WriteFile(dir / "other%20file", "kept");
+  TensorDict({{"a b", torch::zeros({2})}, {{"s t", "x"}, torch::zeros({2})}},
+             {2})
+      .memmap_(dir.str());
+  EXPECT_FALSE(fs::exists(dir / "a%20b.memmap"));
+  EXPECT_FALSE(fs::exists(dir / "s%20t/meta.json"));
+  EXPECT_TRUE(fs::is_regular_file(dir / "a b.memmap"));
+  EXPECT_TRUE(fs::is_regular_file(dir / "s t/meta.json"));
+  EXPECT_EQ(ReadFile(dir / "other%20file"), "kept");
 }
 
 TEST(Memmap, IndexedWritesGoStraightToTheFile) {
@@ -422,24 +532,6 @@ TEST(MemmapGolden, WhatThisLibraryWritesMatchesTheTensordict04Files) {
 // ---------------------------------------------------------------------------
 // Errors
 // ---------------------------------------------------------------------------
-
-// Writes a one-level memmap directory with `meta` and the given leaf files.
-void MakeDir(const std::string& dir, const std::string& meta,
-             const std::vector<std::pair<std::string, std::string>>& files = {}) {
-  fs::create_directories(dir);
-  WriteFile(dir + "/meta.json", meta);
-  for (const auto& f : files) WriteFile(dir + "/" + f.first, f.second);
-}
-
-// The bytes of a file in save()'s format: `data`, then `json`, then its
-// length.
-std::string SavedFile(const std::string& data, const std::string& json) {
-  const int64_t len = static_cast<int64_t>(json.size());
-  return data + json +
-         std::string(reinterpret_cast<const char*>(&len), sizeof(len));
-}
-
-const char* kTail = R"("shape": [2], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})";
 
 TEST(MemmapErrors, MissingOrNonTensorDictDirectoriesAreClearErrors) {
   TempDir dir;

@@ -33,11 +33,23 @@
 // `meta.json` lists the entries first, in insertion order, under their raw
 // keys, so the keys `shape`, `device` and `_type` are reserved. The dtypes are
 // float32, float64, float16, bfloat16, int8, int16, int32, int64, uint8, bool,
-// complex64 and complex128, named as in Python (`torch.float32`). A file or
-// sub-directory name is the key with each byte of `/<>:"|?*\`, space, `%` and
-// the control characters written `%XX` (uppercase hex); the empty key is `%`,
-// and `.` and `..` are `%2E` and `%2E%2E`: the key "a/b" is stored in
-// `a%2Fb.memmap`. Readers ignore bytes past a leaf's data (Python sometimes
+// complex64 and complex128, named as in Python (`torch.float32`).
+//
+// File names. A file or sub-directory is named after the raw key ("a b" is
+// stored in `a b.memmap`), which every Python version reads, unless the key
+// is not one legal file name (empty, `.`, `..`, or with a `/` or NUL) or
+// could be read as another name: `%`, or a `%` followed by two hex digits or
+// by `tmp`. Those keys get their escaped name, Python tensordict >= 0.13's:
+// each byte of `/<>:"|?*\`, space, `%` and the control characters written
+// `%XX` (uppercase hex), the empty key `%`, and `.` and `..` `%2E` and
+// `%2E%2E`. So "a/b" is stored in `a%2Fb.memmap` and "a%20b" in
+// `a%2520b.memmap` (`a%20b` is the escaped name of "a b"). Python 0.4 to 0.12
+// look for raw names only and silently skip escaped entries. Readers try the
+// name this library writes, then the other form, so directories from every
+// Python version load. Writing a key under its raw name removes a leaf file,
+// or a sub-dict's `meta.json`, left under its escaped name by an earlier
+// write, which readers that try the escaped name first would take for the
+// key's data. Readers ignore bytes past a leaf's data (Python sometimes
 // writes some) and Python's non-tensor entries (`{"type": "NonTensorData"}`).
 //
 // Memory-mapped leaves are ordinary CPU tensors over shared file mappings:

@@ -9,6 +9,8 @@
 //                     "_type": "<class 'tensordict._td.TensorDict'>"}
 //   <key>.memmap     raw little-endian C-contiguous bytes, no header
 //   <sub>/           a sub-dict, with its own meta.json
+// where a key names its file as is, or escaped where it must be (see "file
+// names" below).
 //
 // Leaves are tensors over `mmap`ed files: their storage's DataPtr owns the
 // mapping and unmaps it when the last tensor dies (`is_mapped_tensor` checks
@@ -21,9 +23,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
-#include <functional>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -89,6 +92,13 @@ class Fd {
  public:
   explicit Fd(int fd = -1) : fd_(fd) {}
   Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) {
+      if (fd_ >= 0) ::close(fd_);
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   ~Fd() {
@@ -273,9 +283,9 @@ bool is_mapped_tensor(const at::Tensor& t) {
          t.storage().data_ptr().get_deleter() == &unmap_deleter;
 }
 
-/// The file-system name of a key: each byte of `/<>:"|?*\`, space, `%` and
-/// the control characters becomes `%XX`; "" is "%", "." and ".." are "%2E"
-/// and "%2E%2E".
+/// The escaped form of a key (Python tensordict >= 0.13's file names): each
+/// byte of `/<>:"|?*\`, space, `%` and the control characters becomes `%XX`;
+/// "" is "%", "." and ".." are "%2E" and "%2E%2E".
 std::string escape_key(const std::string& key) {
   if (key.empty()) return "%";
   if (key == ".") return "%2E";
@@ -302,6 +312,58 @@ namespace {
 
 using detail::escape_key;
 
+// ---- file names -------------------------------------------------------------
+//
+// A key is stored under its raw name wherever that is a legal file name that
+// no other key's escaped name equals, so that every Python version finds it:
+// 0.4 to 0.12 read raw names only, 0.13 and later read the escaped name and
+// then the raw one. Other keys are stored under their escaped names. Readers
+// try both.
+
+bool is_hex(char c) {
+  return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+}
+
+// Whether `name` is one file name: not empty, "." or "..", no '/' or NUL.
+bool is_single_file_name(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." &&
+         name.find_first_of(std::string("/\0", 2)) == std::string::npos;
+}
+
+// Whether `key` is stored under its raw name. Besides being one file name, it
+// must not be "%" (the empty key's escaped name) nor hold a '%' followed by
+// two hex digits (an escape: "a%20b" is the escaped name of "a b") or by
+// "tmp" (which marks temporary files, see tmp_name).
+bool raw_name_ok(const std::string& key) {
+  if (!is_single_file_name(key) || key == "%") return false;
+  for (size_t i = key.find('%'); i != std::string::npos;
+       i = key.find('%', i + 1)) {
+    if (i + 2 < key.size() && is_hex(key[i + 1]) && is_hex(key[i + 2])) {
+      return false;
+    }
+    if (key.compare(i + 1, 3, "tmp") == 0) return false;
+  }
+  return true;
+}
+
+// The name of `key`'s file (plus ".memmap" for a leaf) or sub-directory.
+std::string file_name(const std::string& key) {
+  return raw_name_ok(key) ? key : escape_key(key);
+}
+
+// The names a reader tries for `key`, in order: file_name(key), then the
+// other form (the escaped name, or the raw one where it is one file name),
+// which other writers may have used.
+std::vector<std::string> file_name_candidates(const std::string& key) {
+  if (raw_name_ok(key)) {
+    std::string escaped = escape_key(key);
+    if (escaped == key) return {key};
+    return {key, std::move(escaped)};
+  }
+  if (is_single_file_name(key)) return {escape_key(key), key};
+  return {escape_key(key)};
+}
+
 // ===========================================================================
 // Writing
 // ===========================================================================
@@ -322,6 +384,9 @@ struct DirPlan {
   std::string dir;
   std::string meta;  // meta.json content
   std::vector<LeafPlan> leaves;
+  // What an earlier write may have left under the escaped names of entries
+  // now stored under their raw names: leaf files and sub-dicts' meta.json.
+  std::vector<std::string> stale;
 };
 
 struct MemmapPlan {
@@ -331,9 +396,9 @@ struct MemmapPlan {
 
 std::atomic<uint64_t> g_tmp_counter{0};
 
-// A temporary name next to `final_name`. Every temporary name contains "%t",
-// which no escaped key contains ('%' is always followed by two hex digits), so
-// it never collides with a real entry.
+// A temporary name next to `final_name`. Every temporary name contains "%tmp",
+// which no entry's name contains (see raw_name_ok; in an escaped name '%' is
+// always followed by two hex digits), so it never collides with a real entry.
 std::string tmp_name(const std::string& dir, const std::string& final_name) {
   return join_path(dir, final_name + "%tmp." + std::to_string(::getpid()) +
                             "." + std::to_string(g_tmp_counter++));
@@ -365,16 +430,26 @@ MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
       TORCH_CHECK_VALUE(false, fn, ": key ", key_repr(path),
                         " is not valid UTF-8, which meta.json cannot hold");
     }
-    std::string name = escape_key(key) + (is_dict ? std::string() : ".memmap");
-    TORCH_CHECK_VALUE(name.size() + 32 <= kMaxFileName, fn, ": key ", key_repr(path),
-                      " is too long for a file name (", name.size(),
-                      " bytes once escaped)");
+    const char* suffix = is_dict ? "" : ".memmap";
+    std::string name = file_name(key) + suffix;
+    TORCH_CHECK_VALUE(name.size() + 32 <= kMaxFileName, fn, ": key ",
+                      key_repr(path), " is too long for a file name (",
+                      name.size(), " bytes as one)");
     std::vector<std::string>& names = levels.back().names;
     for (const auto& used : names) {
       TORCH_CHECK_VALUE(used != name, fn, ": key ", key_repr(path), " would be stored as '",
                         name, "', which another entry of the same dict uses");
     }
     names.push_back(name);
+    // No entry is stored under this escaped name: it holds a '%' and a hex
+    // digit pair, so it is no raw name, and no other key escapes to it.
+    const std::string escaped = escape_key(key) + suffix;
+    if (escaped != name) {
+      DirPlan& d = plan.dirs[levels.back().dir];
+      d.stale.push_back(is_dict
+                            ? join_path(join_path(d.dir, escaped), "meta.json")
+                            : join_path(d.dir, escaped));
+    }
     return name;
   };
   detail::visit(
@@ -386,7 +461,7 @@ MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
           levels.back().meta[*path.parts.back()] = ordered_json{{"type", "TensorDict"}};
           dir = join_path(plan.dirs[levels.back().dir].dir, name);
         }
-        plan.dirs.push_back(DirPlan{&level, std::move(dir), {}, {}});
+        plan.dirs.push_back(DirPlan{&level, std::move(dir), {}, {}, {}});
         levels.push_back(Level{plan.dirs.size() - 1, ordered_json::object(), {"meta.json"}});
       },
       [&](const detail::KeyPath& path, at::Tensor& t) {
@@ -525,6 +600,15 @@ void unlink_metas(const MemmapPlan& plan) {
   }
 }
 
+// Removes what earlier writes left under the escaped names of entries now
+// stored under their raw names, which readers that try the escaped name first
+// (Python tensordict >= 0.13) would take for the entries' data.
+void unlink_stale(const MemmapPlan& plan) {
+  for (const DirPlan& p : plan.dirs) {
+    for (const auto& path : p.stale) ::unlink(path.c_str());
+  }
+}
+
 void rename_leaves(const MemmapPlan& plan) {
   for (const DirPlan& p : plan.dirs) {
     for (const auto& lp : p.leaves) {
@@ -573,6 +657,7 @@ void memmap_impl(TensorDictImpl& impl, const std::string& prefix, WriteMode mode
     write_leaves(plan, mode, tmps);
     // From here on no old meta.json can describe the new files.
     unlink_metas(plan);
+    unlink_stale(plan);
     rename_leaves(plan);
     write_metas(plan, tmps);
   } catch (const c10::Error& e) {
@@ -763,11 +848,27 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
       }
       TORCH_CHECK(type == "TensorDict", "load_memmap: '", path, "': key ", krepr,
                   " has unsupported type \"", type, "\"");
-      ImplPtr sub = load_dir(join_path(dir, escape_key(key)), key_path, ctx);
+      const std::vector<std::string> names = file_name_candidates(key);
+      std::string sub_dir;
+      for (const auto& name : names) {
+        struct stat sst {};
+        const std::string candidate = join_path(dir, name);
+        if (::stat(candidate.c_str(), &sst) == 0 || errno != ENOENT) {
+          sub_dir = candidate;
+          break;
+        }
+      }
+      TORCH_CHECK(!sub_dir.empty(), "load_memmap: '", join_path(dir, names[0]),
+                  "' does not exist",
+                  names.size() > 1
+                      ? " (nor does '" + join_path(dir, names[1]) + "')"
+                      : std::string());
+      ImplPtr sub = load_dir(sub_dir, key_path, ctx);
       TORCH_CHECK(detail::starts_with(sub->batch_size, impl->batch_size),
-                  "load_memmap: '", join_path(join_path(dir, escape_key(key)), "meta.json"),
+                  "load_memmap: '", join_path(sub_dir, "meta.json"),
                   "': the batch size ", detail::shape_str(sub->batch_size),
-                  " of key ", krepr, " does not start with the parent's batch size ",
+                  " of key ", krepr,
+                  " does not start with the parent's batch size ",
                   detail::shape_str(impl->batch_size));
       impl->nodes.push_back(Node{key, at::Tensor(), std::move(sub)});
       key_path.pop_back();
@@ -802,12 +903,22 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
     if (*nbytes == 0) {
       leaf = at::empty(*shape, at::TensorOptions().dtype(*dtype));
     } else {
-      const std::string file = join_path(dir, escape_key(key) + ".memmap");
+      const std::vector<std::string> names = file_name_candidates(key);
+      std::string file;
       struct stat fst {};
-      Fd fd = open_regular_file(file, !ctx.read_only,
-                                "load_memmap: key " + krepr + ": ", fst);
-      TORCH_CHECK(fd.valid(), "load_memmap: key ", krepr, ": leaf file '", file,
-                  "' is missing");
+      Fd fd;
+      for (const auto& name : names) {
+        file = join_path(dir, name + ".memmap");
+        fd = open_regular_file(file, !ctx.read_only,
+                               "load_memmap: key " + krepr + ": ", fst);
+        if (fd.valid()) break;
+      }
+      TORCH_CHECK(
+          fd.valid(), "load_memmap: key ", krepr, ": leaf file '",
+          join_path(dir, names[0] + ".memmap"), "' is missing",
+          names.size() > 1
+              ? " (and so is '" + join_path(dir, names[1] + ".memmap") + "')"
+              : std::string());
       TORCH_CHECK(fst.st_size >= *nbytes, "load_memmap: key ", krepr, ": leaf file '",
                   file, "' holds ", fst.st_size, " bytes, but shape ",
                   detail::shape_str(*shape), " of ", detail::dtype_name(*dtype),
