@@ -727,6 +727,17 @@ TEST(MemmapErrors, ReservedAndCollidingKeysAreRejectedBeforeAnythingIsWritten) {
   ExpectThrowsMsg<c10::TypeError>(
       [&] { unsupported.memmap_(dir / "r"); },
       "memmap_: key 'q' has dtype torch.complex32, which the memmap format does not support");
+  // 216 bytes fit a name (with room for the temporary suffix); 75 '/' do
+  // not, once escaped.
+  TensorDict long_ok({{std::string(216, 'x'), torch::zeros({2})}}, {2});
+  (void)long_ok.memmap(dir / "ok");
+  std::string escaped;
+  for (int i = 0; i < 75; ++i) escaped += "%2F";
+  TensorDict too_long({{std::string(75, '/'), torch::zeros({2})}}, {2});
+  ExpectThrowsMsg<c10::ValueError>([&] { (void)too_long.memmap(dir / "r"); },
+                                   "memmap: key '" + std::string(75, '/') +
+                                       "' is too long for a file name ('" +
+                                       escaped + ".memmap' has 232 bytes)");
   EXPECT_FALSE(fs::exists(dir / "r"));
 }
 

@@ -433,8 +433,8 @@ MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
     const char* suffix = is_dict ? "" : ".memmap";
     std::string name = file_name(key) + suffix;
     TORCH_CHECK_VALUE(name.size() + 32 <= kMaxFileName, fn, ": key ",
-                      key_repr(path), " is too long for a file name (",
-                      name.size(), " bytes as one)");
+                      key_repr(path), " is too long for a file name ('", name,
+                      "' has ", name.size(), " bytes)");
     std::vector<std::string>& names = levels.back().names;
     for (const auto& used : names) {
       TORCH_CHECK_VALUE(used != name, fn, ": key ", key_repr(path), " would be stored as '",
