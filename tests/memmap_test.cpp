@@ -87,6 +87,26 @@ void ExpectSameDict(const TensorDict& a, const TensorDict& b) {
   }
 }
 
+// Writes a one-level memmap directory with `meta` and the given leaf files.
+void MakeDir(
+    const std::string& dir, const std::string& meta,
+    const std::vector<std::pair<std::string, std::string>>& files = {}) {
+  fs::create_directories(dir);
+  WriteFile(dir + "/meta.json", meta);
+  for (const auto& f : files) WriteFile(dir + "/" + f.first, f.second);
+}
+
+// The bytes of a file in save()'s format: `data`, then `json`, then its
+// length.
+std::string SavedFile(const std::string& data, const std::string& json) {
+  const int64_t len = static_cast<int64_t>(json.size());
+  return data + json +
+         std::string(reinterpret_cast<const char*>(&len), sizeof(len));
+}
+
+const char* kTail =
+    R"("shape": [2], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})";
+
 // ---------------------------------------------------------------------------
 // Round trips
 // ---------------------------------------------------------------------------
@@ -244,27 +264,117 @@ TEST(Memmap, ZeroElementLeavesGetNoFileAndLoadBack) {
             (std::vector<int64_t>{0, 5}));
 }
 
-TEST(Memmap, OddKeyCharactersAreEscapedInFileNames) {
+TEST(Memmap, KeysAreStoredUnderTheirRawNamesUnlessIllegalOrAmbiguous) {
   TempDir dir;
   const std::vector<std::pair<std::string, std::string>> keys = {
-      {"a/b", "a%2Fb"},   {"x y", "x%20y"},     {"100%", "100%25"},
-      {".", "%2E"},       {"..", "%2E%2E"},     {"q?*", "q%3F%2A"},
-      {"t\tn\n", "t%09n%0A"}, {"<>:\"|\\", "%3C%3E%3A%22%7C%5C"},
-      {"caf\xc3\xa9", "caf\xc3\xa9"}, {".hidden", ".hidden"}};
+      // Raw: what Python tensordict 0.4 to 0.12 look for.
+      {"x y", "x y"},
+      {"100%", "100%"},
+      {"%zz", "%zz"},
+      {"q?*", "q?*"},
+      {"t\tn\n", "t\tn\n"},
+      {"<>:\"|\\", "<>:\"|\\"},
+      {"caf\xc3\xa9", "caf\xc3\xa9"},
+      {".hidden", ".hidden"},
+      // Escaped: not one file name...
+      {"a/b", "a%2Fb"},
+      {".", "%2E"},
+      {"..", "%2E%2E"},
+      // ... or one that reads as another key's escaped name ("a%20b" is
+      // "a b"'s, "%" the empty key's) or as a temporary file.
+      {"a%20b", "a%2520b"},
+      {"a%2fb", "a%252fb"},
+      {"%", "%25"},
+      {"50%tmp", "50%25tmp"}};
   TensorDict td({}, {2});
   int64_t i = 0;
   for (const auto& [k, file] : keys) td.set(k, torch::full({2}, ++i));
   td.set({"sub dir", "k/1"}, torch::zeros({2}));
+  td.set({"sub dir", "k 2"}, torch::zeros({2}));
   td.memmap_(dir.str());
   for (const auto& [k, file] : keys) {
     EXPECT_TRUE(fs::is_regular_file(dir / (file + ".memmap"))) << file;
   }
-  EXPECT_TRUE(fs::is_regular_file(dir / "sub%20dir/k%2F1.memmap"));
-  EXPECT_TRUE(fs::is_regular_file(dir / "sub%20dir/meta.json"));
+  EXPECT_TRUE(fs::is_regular_file(dir / "sub dir/k%2F1.memmap"));
+  EXPECT_TRUE(fs::is_regular_file(dir / "sub dir/k 2.memmap"));
+  EXPECT_TRUE(fs::is_regular_file(dir / "sub dir/meta.json"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.str()),
+                          fs::directory_iterator()),
+            static_cast<std::ptrdiff_t>(keys.size()) + 2);
   TensorDict loaded = TensorDict::load_memmap(dir.str());
   ExpectSameDict(loaded, td);
   // meta.json keeps the raw keys.
-  EXPECT_EQ(JsonKeys(ReadJson(dir / "meta.json"))[0], "a/b");
+  EXPECT_EQ(JsonKeys(ReadJson(dir / "meta.json"))[8], "a/b");
+}
+
+// Python tensordict 0.4 to 0.12 write raw names; this library before and
+// Python 0.13 and later write escaped names. Both load the same.
+TEST(Memmap, DirectoriesWithRawOrEscapedNamesLoadTheSame) {
+  TempDir dir;
+  const std::string meta =
+      std::string(
+          R"({"a b": {"device": "cpu", "shape": [2], "dtype": "torch.int8"}, )") +
+      R"("a%20b": {"device": "cpu", "shape": [2], "dtype": "torch.int8"}, )" +
+      R"("100%": {"device": "cpu", "shape": [2], "dtype": "torch.int8"}, )" +
+      R"("caf\u00e9": {"device": "cpu", "shape": [2], "dtype": "torch.int8"}, )" +
+      R"("s t": {"type": "TensorDict"}, )" + kTail;
+  const std::string sub =
+      std::string(
+          R"({"u v": {"device": "cpu", "shape": [2], "dtype": "torch.int8"}, )") +
+      kTail;
+  MakeDir(dir / "raw", meta,
+          {{"a b.memmap", "ab"},
+           {"a%20b.memmap", "cd"},
+           {"100%.memmap", "ef"},
+           {"caf\xc3\xa9.memmap", "gh"}});
+  MakeDir(dir / "raw/s t", sub, {{"u v.memmap", "ij"}});
+  MakeDir(dir / "escaped", meta,
+          {{"a%20b.memmap", "ab"},
+           {"a%2520b.memmap", "cd"},
+           {"100%25.memmap", "ef"},
+           {"caf\xc3\xa9.memmap", "gh"}});
+  MakeDir(dir / "escaped/s%20t", sub, {{"u%20v.memmap", "ij"}});
+  for (const char* d : {"raw", "escaped"}) {
+    TensorDict td = TensorDict::load_memmap(dir / d);
+    EXPECT_EQ(td.keys(true, true),
+              (std::vector<tensordict::NestedKey>{
+                  "a b", "a%20b", "100%", "caf\xc3\xa9", {"s t", "u v"}}))
+        << d;
+    std::string bytes;
+    for (const auto& k : td.keys(true, true)) bytes += TensorBytes(td.get(k));
+    EXPECT_EQ(bytes, "abcdefghij") << d;
+  }
+  // When neither name is there, the error names both.
+  MakeDir(dir / "none", meta);
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "none"); },
+                  "load_memmap: key 'a b': leaf file '" +
+                      (dir / "none/a b.memmap") + "' is missing (and so is '" +
+                      (dir / "none/a%20b.memmap") + "')");
+  MakeDir(dir / "nosub",
+          std::string(R"({"s t": {"type": "TensorDict"}, )") + kTail);
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "nosub"); },
+                  "load_memmap: '" + (dir / "nosub/s t") +
+                      "' does not exist (nor does '" + (dir / "nosub/s%20t") +
+                      "')");
+}
+
+// Readers that try the escaped name first (Python tensordict >= 0.13) must not
+// find what an earlier write left there.
+TEST(Memmap, WritingARawNameRemovesWhatAnEarlierWriteLeftUnderTheEscapedName) {
+  TempDir dir;
+  WriteFile(dir / "a%20b.memmap", "stale");
+  fs::create_directories(dir / "s%20t");
+  WriteFile(dir / "s%20t/meta.json", "{}");
+  WriteFile(dir / "s%20t/x.memmap", "stale");
+  WriteFile(dir / "other%20file", "kept");
+  TensorDict({{"a b", torch::zeros({2})}, {{"s t", "x"}, torch::zeros({2})}},
+             {2})
+      .memmap_(dir.str());
+  EXPECT_FALSE(fs::exists(dir / "a%20b.memmap"));
+  EXPECT_FALSE(fs::exists(dir / "s%20t/meta.json"));
+  EXPECT_TRUE(fs::is_regular_file(dir / "a b.memmap"));
+  EXPECT_TRUE(fs::is_regular_file(dir / "s t/meta.json"));
+  EXPECT_EQ(ReadFile(dir / "other%20file"), "kept");
 }
 
 TEST(Memmap, IndexedWritesGoStraightToTheFile) {
@@ -500,16 +610,6 @@ TEST(MemmapGolden, WhatThisLibraryWritesMatchesTheTensordict04Files) {
 // Errors
 // ---------------------------------------------------------------------------
 
-// Writes a one-level memmap directory with `meta` and the given leaf files.
-void MakeDir(const std::string& dir, const std::string& meta,
-             const std::vector<std::pair<std::string, std::string>>& files = {}) {
-  fs::create_directories(dir);
-  WriteFile(dir + "/meta.json", meta);
-  for (const auto& f : files) WriteFile(dir + "/" + f.first, f.second);
-}
-
-const char* kTail = R"("shape": [2], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})";
-
 TEST(MemmapErrors, MissingOrNonTensorDictDirectoriesAreClearErrors) {
   TempDir dir;
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "nope"); },
@@ -562,6 +662,54 @@ TEST(MemmapErrors, MalformedMetaJsonIsAClearError) {
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "huge"); },
                   "load_memmap: '" + (dir / "huge/meta.json") +
                       "': key 'x' has shape [2, 4611686018427387904, 4], which is too large");
+}
+
+TEST(MemmapErrors, NumbersOutOfRangeAndWronglyTypedFieldsAreClearErrors) {
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // Parsed: a number out of range is an error of its own.
+      {R"({"x": {"shape": [1e400], "dtype": "torch.int8"}, )",
+       "' is not usable JSON (number overflow parsing '1e400')"},
+      {R"({"x": {"shape": [2], "dtype": "torch.int8", "n": -1e400}, )",
+       "' is not usable JSON (number overflow parsing '-1e400')"},
+      // Fields of the wrong type.
+      {R"({"x": {"shape": [2.0], "dtype": "torch.int8"}, )",
+       "': key 'x' has an invalid shape [2.0] (expected a list of non-negative "
+       "integers)"},
+      {R"({"x": {"shape": [18446744073709551616], "dtype": "torch.int8"}, )",
+       "': key 'x' has an invalid shape [1.8446744073709552e+19] (expected a "
+       "list of "
+       "non-negative integers)"},
+      {R"({"x": {"shape": {"0": 2}, "dtype": "torch.int8"}, )",
+       "': key 'x' has an invalid shape {\"0\":2} (expected a list of "
+       "non-negative "
+       "integers)"},
+      {R"({"x": {"type": 7}, )", "': key 'x' has unsupported type \"7\""},
+      {R"({"x": {"shape": [2], "dtype": "torch.int8", "is_nested": "yes"}, "device": 0, )",
+       "': \"device\" must be a string, got 0"},
+  };
+  int i = 0;
+  for (const auto& [entries, error] : cases) {
+    const std::string d = dir / std::to_string(i++);
+    MakeDir(
+        d,
+        entries +
+            R"("shape": [2], "_type": "<class 'tensordict._td.TensorDict'>"})",
+        {{"x.memmap", "ab"}});
+    ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(d); },
+                    "load_memmap: '" + d + "/meta.json" + error);
+  }
+  MakeDir(dir / "type", R"({"shape": [2], "_type": ["TensorDict"]})");
+  ExpectThrowsMsg(
+      [&] { (void)TensorDict::load_memmap(dir / "type"); },
+      "load_memmap: '" + (dir / "type/meta.json") +
+          "' does not describe a TensorDict (\"_type\" is [\"TensorDict\"])");
+  MakeDir(dir / "batch",
+          R"({"shape": 2, "_type": "<class 'tensordict._td.TensorDict'>"})");
+  ExpectThrowsMsg(
+      [&] { (void)TensorDict::load_memmap(dir / "batch"); },
+      "load_memmap: '" + (dir / "batch/meta.json") +
+          "': \"shape\" must be a list of non-negative integers, got 2");
 }
 
 TEST(MemmapErrors, UnknownDtypeIsATypeError) {
@@ -656,6 +804,17 @@ TEST(MemmapErrors, ReservedAndCollidingKeysAreRejectedBeforeAnythingIsWritten) {
   ExpectThrowsMsg<c10::TypeError>(
       [&] { unsupported.memmap_(dir / "r"); },
       "memmap_: key 'q' has dtype torch.complex32, which the memmap format does not support");
+  // 216 bytes fit a name (with room for the temporary suffix); 75 '/' do
+  // not, once escaped.
+  TensorDict long_ok({{std::string(216, 'x'), torch::zeros({2})}}, {2});
+  (void)long_ok.memmap(dir / "ok");
+  std::string escaped;
+  for (int i = 0; i < 75; ++i) escaped += "%2F";
+  TensorDict too_long({{std::string(75, '/'), torch::zeros({2})}}, {2});
+  ExpectThrowsMsg<c10::ValueError>([&] { (void)too_long.memmap(dir / "r"); },
+                                   "memmap: key '" + std::string(75, '/') +
+                                       "' is too long for a file name ('" +
+                                       escaped + ".memmap' has 232 bytes)");
   EXPECT_FALSE(fs::exists(dir / "r"));
 }
 
@@ -672,12 +831,79 @@ TEST(MemmapErrors, APrefixThatIsAFileIsAClearErrorAndTheDictIsUnchanged) {
 
 TEST(MemmapErrors, DeeplyNestedJsonValuesAreReportedWithoutBeingPrinted) {
   TempDir dir;
-  MakeDir(dir.str(), std::string(R"({"x": {"shape": )") + std::string(5000, '[') +
-                         std::string(5000, ']') + R"(, "dtype": "torch.int8"}, )" + kTail);
+  MakeDir(dir.str(), std::string(R"({"x": {"shape": )") +
+                         std::string(500, '[') + std::string(500, ']') +
+                         R"(, "dtype": "torch.int8"}, )" + kTail);
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir.str()); },
                   "load_memmap: '" + (dir / "meta.json") +
                       "': key 'x' has an invalid shape (deeply nested JSON) (expected a list "
                       "of non-negative integers)");
+}
+
+TEST(MemmapErrors, JsonNestedDeeperThan512LevelsIsRejectedWhileParsing) {
+  TempDir dir;
+  // Adding "shape" to the root object copies the value of "x", recursively:
+  // without the limit, 100000 levels (200 kB) overflow an 8 MB stack in a
+  // sanitized build, and 1000000 levels in a release build.
+  for (const size_t depth : {size_t{100000}, size_t{1000000}}) {
+    MakeDir(dir / "deep", std::string(R"({"x": )") + std::string(depth, '[') +
+                              std::string(depth, ']') + ", " + kTail);
+    ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "deep"); },
+                    "load_memmap: '" + (dir / "deep/meta.json") +
+                        "' nests JSON values more than 512 levels deep");
+  }
+  // 512 levels (the object and 511 arrays) parse; 513 do not.
+  MakeDir(dir / "limit", std::string(R"({"x": )") + std::string(511, '[') +
+                             std::string(511, ']') + ", " + kTail);
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "limit"); },
+                  "load_memmap: '" + (dir / "limit/meta.json") +
+                      "': the entry of key 'x' must be a JSON object, got "
+                      "(deeply nested JSON)");
+  MakeDir(dir / "over", std::string(R"({"x": )") + std::string(512, '[') +
+                            std::string(512, ']') + ", " + kTail);
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "over"); },
+                  "load_memmap: '" + (dir / "over/meta.json") +
+                      "' nests JSON values more than 512 levels deep");
+}
+
+// Opening a FIFO to read blocks until a writer comes: without the check, these
+// calls hang.
+TEST(MemmapErrors, FifosAndOtherNonRegularFilesAreRejectedWithoutBlocking) {
+  TempDir dir;
+  fs::create_directories(dir / "meta");
+  ASSERT_EQ(::mkfifo((dir / "meta/meta.json").c_str(), 0644), 0);
+  ExpectThrowsMsg(
+      [&] { (void)TensorDict::load_memmap(dir / "meta"); },
+      "load_memmap: '" + (dir / "meta/meta.json") + "' is not a regular file");
+  fs::create_directories(dir / "dirmeta/meta.json");
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "dirmeta"); },
+                  "load_memmap: '" + (dir / "dirmeta/meta.json") +
+                      "' is not a regular file");
+  MakeDir(
+      dir / "leaf",
+      std::string(
+          R"({"x": {"device": "cpu", "shape": [2], "dtype": "torch.int8"}, )") +
+          kTail);
+  ASSERT_EQ(::mkfifo((dir / "leaf/x.memmap").c_str(), 0644), 0);
+  for (const bool read_only : {true, false}) {
+    ExpectThrowsMsg(
+        [&] { (void)TensorDict::load_memmap(dir / "leaf", read_only); },
+        "load_memmap: key 'x': '" + (dir / "leaf/x.memmap") +
+            "' is not a regular file");
+  }
+  MakeDir(
+      dir / "dev",
+      std::string(
+          R"({"x": {"device": "cpu", "shape": [2], "dtype": "torch.int8"}, )") +
+          kTail);
+  fs::create_symlink("/dev/zero", dir / "dev/x.memmap");
+  ExpectThrowsMsg(
+      [&] { (void)TensorDict::load_memmap(dir / "dev", /*read_only=*/true); },
+      "load_memmap: key 'x': '" + (dir / "dev/x.memmap") +
+          "' is not a regular file");
+  ASSERT_EQ(::mkfifo((dir / "saved").c_str(), 0644), 0);
+  ExpectThrowsMsg([&] { (void)TensorDict::load(dir / "saved"); },
+                  "load: '" + (dir / "saved") + "' is not a regular file");
 }
 
 TEST(MemmapErrors, NestedTensorEntriesAndUnknownTypesAreRejected) {
@@ -885,6 +1111,73 @@ TEST(SaveLoad, CorruptFilesAreClearErrors) {
                   "load: '" + (dir / "oob") +
                       "': key 'x' has offset 8 and 16 bytes, which do not fit in the file's 16 "
                       "data bytes");
+}
+
+TEST(SaveLoad,
+     TruncatedFilesNumbersOutOfRangeAndWronglyTypedFieldsAreClearErrors) {
+  TempDir dir;
+  const std::string path = dir / "td.bin";
+  MakeNested().save(path);
+  const std::string bytes = ReadFile(path);
+  // Cut short: the last 8 bytes are no longer the length.
+  const std::string cut = bytes.substr(0, bytes.size() - 3);
+  WriteFile(path, cut);
+  int64_t len = 0;
+  std::memcpy(&len, cut.data() + cut.size() - 8, 8);
+  ExpectThrowsMsg([&] { (void)TensorDict::load(path); },
+                  "load: '" + path +
+                      "' is not a saved TensorDict (its metadata length " +
+                      std::to_string(len) + " does not fit in its " +
+                      std::to_string(cut.size()) + " bytes)");
+  // A whole length, but the JSON cut short.
+  const std::string json =
+      R"({"type": "TensorDict", "batch_size": [], "device": "None", "entries": {"x": )";
+  WriteFile(path, SavedFile("", json));
+  ExpectThrowsMsg(
+      [&] { (void)TensorDict::load(path); },
+      "load: '" + path +
+          "': the metadata is not valid JSON (syntax error at byte " +
+          std::to_string(json.size() + 1) + ")");
+  const std::string head =
+      R"({"type": "TensorDict", "batch_size": [], "device": )";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"("None", "entries": {"x": {"dtype": "torch.int8", "shape": [2], "offset": 1e400}}})",
+       "': the metadata is not usable JSON (number overflow parsing '1e400')"},
+      {R"("None", "entries": {"x": {"dtype": "torch.int8", "shape": [2], "offset": "0"}}})",
+       "': key 'x' has offset \"0\" and 2 bytes, which do not fit in the "
+       "file's 8 data "
+       "bytes"},
+      {R"("None", "entries": {"x": {"dtype": 8, "shape": [2], "offset": 0}}})",
+       "': key 'x' has unknown dtype 8"},
+      {R"("None", "entries": {"x": {"dtype": "torch.int8", "shape": 2, "offset": 0}}})",
+       "': key 'x' has an invalid shape"},
+      {R"("None", "entries": []})", "': malformed metadata at the root"},
+      {R"(["cpu"], "entries": {}})",
+       "': \"device\" must be a string, got [\"cpu\"]"},
+  };
+  for (const auto& [tail, error] : cases) {
+    WriteFile(path, SavedFile(std::string(8, '\0'), head + tail));
+    ExpectThrowsMsg([&] { (void)TensorDict::load(path); },
+                    "load: '" + path + error);
+  }
+  WriteFile(path, SavedFile("", R"({"type": ["TensorDict"], "entries": {}})"));
+  ExpectThrowsMsg([&] { (void)TensorDict::load(path); },
+                  "load: '" + path + "' does not hold a saved TensorDict");
+}
+
+TEST(SaveLoad, MetadataNestedDeeperThan512LevelsIsRejectedWhileParsing) {
+  TempDir dir;
+  // As for meta.json: adding "type" copies the value of "entries".
+  for (const size_t depth : {size_t{100000}, size_t{1000000}}) {
+    WriteFile(dir / "deep", SavedFile("", std::string(R"({"entries": )") +
+                                              std::string(depth, '[') +
+                                              std::string(depth, ']') +
+                                              R"(, "type": "TensorDict"})"));
+    ExpectThrowsMsg(
+        [&] { (void)TensorDict::load(dir / "deep"); },
+        "load: '" + (dir / "deep") +
+            "': the metadata nests JSON values more than 512 levels deep");
+  }
 }
 
 // ---------------------------------------------------------------------------

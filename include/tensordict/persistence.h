@@ -33,11 +33,23 @@
 // `meta.json` lists the entries first, in insertion order, under their raw
 // keys, so the keys `shape`, `device` and `_type` are reserved. The dtypes are
 // float32, float64, float16, bfloat16, int8, int16, int32, int64, uint8, bool,
-// complex64 and complex128, named as in Python (`torch.float32`). A file or
-// sub-directory name is the key with each byte of `/<>:"|?*\`, space, `%` and
-// the control characters written `%XX` (uppercase hex); the empty key is `%`,
-// and `.` and `..` are `%2E` and `%2E%2E`: the key "a/b" is stored in
-// `a%2Fb.memmap`. Readers ignore bytes past a leaf's data (Python sometimes
+// complex64 and complex128, named as in Python (`torch.float32`).
+//
+// File names. A file or sub-directory is named after the raw key ("a b" is
+// stored in `a b.memmap`), which every Python version reads, unless the key
+// is not one legal file name (empty, `.`, `..`, or with a `/` or NUL) or
+// could be read as another name: `%`, or a `%` followed by two hex digits or
+// by `tmp`. Those keys get their escaped name, Python tensordict >= 0.13's:
+// each byte of `/<>:"|?*\`, space, `%` and the control characters written
+// `%XX` (uppercase hex), the empty key `%`, and `.` and `..` `%2E` and
+// `%2E%2E`. So "a/b" is stored in `a%2Fb.memmap` and "a%20b" in
+// `a%2520b.memmap` (`a%20b` is the escaped name of "a b"). Python 0.4 to 0.12
+// look for raw names only and silently skip escaped entries. Readers try the
+// name this library writes, then the other form, so directories from every
+// Python version load. Writing a key under its raw name removes a leaf file,
+// or a sub-dict's `meta.json`, left under its escaped name by an earlier
+// write, which readers that try the escaped name first would take for the
+// key's data. Readers ignore bytes past a leaf's data (Python sometimes
 // writes some) and Python's non-tensor entries (`{"type": "NonTensorData"}`).
 //
 // A memory-mapped dict (`memmap_`, `memmap`, `memmap_like`, `load_memmap`) is
@@ -81,7 +93,9 @@
 // Errors. Every failure is a `c10::Error` (or a typed subclass) from
 // `TORCH_CHECK`, naming the operation and, where one is at fault, the key or
 // the file. Whatever a directory or file holds, the loaders throw rather than
-// crash or read out of bounds (a fuzzer checks both).
+// crash or read out of bounds (a fuzzer checks both). Any JSON they cannot
+// use (a syntax error, a number out of range such as `1e400`, a field of the
+// wrong type) is a `c10::Error` that names the file.
 //
 //  - `memmap_`, `memmap`, `memmap_like` throw before writing anything for an
 //    empty `prefix`, a reserved key, a key that is not valid UTF-8 or too long
@@ -90,15 +104,18 @@
 //    such as complex32 or a quantized one (`c10::TypeError`); `memmap_` also
 //    throws for a locked dict. An I/O error throws `c10::Error`.
 //  - `load_memmap` throws for a missing directory or `meta.json`, malformed
-//    JSON, a `_type` that is not a TensorDict, an unknown dtype
-//    (`c10::TypeError`), a missing or short leaf file, a shape that does not
-//    start with the batch size, a nested (jagged) tensor, or a directory that
-//    contains itself.
+//    JSON, JSON nested more than 512 levels deep (rejected while parsing), a
+//    `_type` that is not a TensorDict, an unknown dtype (`c10::TypeError`), a
+//    missing or short leaf file, a `meta.json` or leaf file that is not a
+//    regular file (a FIFO or a device: opened without blocking, then
+//    rejected), a shape that does not start with the batch size, a nested
+//    (jagged) tensor, or a directory that contains itself.
 //  - `consolidate` throws `c10::ValueError` for a non-strided leaf or leaves
 //    on different devices.
-//  - `load` throws for a missing file, one that is too short or has an
-//    inconsistent length or metadata, a non-CPU device, or a leaf outside the
-//    data.
+//  - `load` throws for a missing file, one that is not a regular file, one
+//    that is too short or has an inconsistent length or metadata (metadata
+//    nested more than 512 levels deep included), a non-CPU device, or a leaf
+//    outside the data.
 #pragma once
 
 #include <vector>

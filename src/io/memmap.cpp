@@ -9,6 +9,8 @@
 //                     "_type": "<class 'tensordict._td.TensorDict'>"}
 //   <key>.memmap     raw little-endian C-contiguous bytes, no header
 //   <sub>/           a sub-dict, with its own meta.json
+// where a key names its file as is, or escaped where it must be (see "file
+// names" below).
 //
 // Leaves are tensors over `mmap`ed files: their storage's DataPtr owns the
 // mapping and unmaps it when the last tensor dies (`is_mapped_tensor` checks
@@ -23,12 +25,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <random>
 #include <cerrno>
-#include <functional>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -54,6 +57,10 @@ namespace {
 
 constexpr const char* kTdType = "<class 'tensordict._td.TensorDict'>";
 constexpr size_t kMaxFileName = 255;
+// How deeply the loaders let JSON nest. A dict nested 64 levels deep (the
+// loaders' limit) needs about 130 in a saved file's metadata and 3 in a
+// meta.json.
+constexpr int kMaxJsonDepth = 512;
 
 // ---------------------------------------------------------------------------
 // Small helpers
@@ -89,16 +96,44 @@ std::string join_path(const std::string& dir, const std::string& name) {
 class Fd {
  public:
   explicit Fd(int fd = -1) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) {
+      if (fd_ >= 0) ::close(fd_);
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   ~Fd() {
     if (fd_ >= 0) ::close(fd_);
   }
   [[nodiscard]] int get() const { return fd_; }
+  [[nodiscard]] bool valid() const { return fd_ >= 0; }
 
  private:
   int fd_;
 };
+
+// Opens `path` to read (and write, when `writable`) and checks that it is a
+// regular file, whose status goes to `st`. The open does not block
+// (O_NONBLOCK), so a FIFO or a device cannot hang a loader. Returns an invalid
+// Fd when `path` does not exist; other failures throw, with messages that
+// start with `context` (such as "load_memmap: key 'x': ").
+Fd open_regular_file(const std::string& path, bool writable,
+                     const std::string& context, struct stat& st) {
+  Fd fd(::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_NONBLOCK |
+                                 O_NOCTTY | O_CLOEXEC));
+  if (!fd.valid()) {
+    const int err = errno;
+    if (err == ENOENT) return fd;
+    TORCH_CHECK(false, context, "cannot open '", path, "': ", errno_str(err));
+  }
+  TORCH_CHECK(::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode), context, "'",
+              path, "' is not a regular file");
+  return fd;
+}
 
 // The DataPtr context of a mapped file: unmapped by `unmap_deleter`.
 struct Mapping {
@@ -253,9 +288,9 @@ bool is_mapped_tensor(const at::Tensor& t) {
          t.storage().data_ptr().get_deleter() == &unmap_deleter;
 }
 
-/// The file-system name of a key: each byte of `/<>:"|?*\`, space, `%` and
-/// the control characters becomes `%XX`; "" is "%", "." and ".." are "%2E"
-/// and "%2E%2E".
+/// The escaped form of a key (Python tensordict >= 0.13's file names): each
+/// byte of `/<>:"|?*\`, space, `%` and the control characters becomes `%XX`;
+/// "" is "%", "." and ".." are "%2E" and "%2E%2E".
 std::string escape_key(const std::string& key) {
   if (key.empty()) return "%";
   if (key == ".") return "%2E";
@@ -281,6 +316,58 @@ std::string escape_key(const std::string& key) {
 namespace {
 
 using detail::escape_key;
+
+// ---- file names -------------------------------------------------------------
+//
+// A key is stored under its raw name wherever that is a legal file name that
+// no other key's escaped name equals, so that every Python version finds it:
+// 0.4 to 0.12 read raw names only, 0.13 and later read the escaped name and
+// then the raw one. Other keys are stored under their escaped names. Readers
+// try both.
+
+bool is_hex(char c) {
+  return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+}
+
+// Whether `name` is one file name: not empty, "." or "..", no '/' or NUL.
+bool is_single_file_name(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." &&
+         name.find_first_of(std::string("/\0", 2)) == std::string::npos;
+}
+
+// Whether `key` is stored under its raw name. Besides being one file name, it
+// must not be "%" (the empty key's escaped name) nor hold a '%' followed by
+// two hex digits (an escape: "a%20b" is the escaped name of "a b") or by
+// "tmp" (which marks temporary files, see tmp_name).
+bool raw_name_ok(const std::string& key) {
+  if (!is_single_file_name(key) || key == "%") return false;
+  for (size_t i = key.find('%'); i != std::string::npos;
+       i = key.find('%', i + 1)) {
+    if (i + 2 < key.size() && is_hex(key[i + 1]) && is_hex(key[i + 2])) {
+      return false;
+    }
+    if (key.compare(i + 1, 3, "tmp") == 0) return false;
+  }
+  return true;
+}
+
+// The name of `key`'s file (plus ".memmap" for a leaf) or sub-directory.
+std::string file_name(const std::string& key) {
+  return raw_name_ok(key) ? key : escape_key(key);
+}
+
+// The names a reader tries for `key`, in order: file_name(key), then the
+// other form (the escaped name, or the raw one where it is one file name),
+// which other writers may have used.
+std::vector<std::string> file_name_candidates(const std::string& key) {
+  if (raw_name_ok(key)) {
+    std::string escaped = escape_key(key);
+    if (escaped == key) return {key};
+    return {key, std::move(escaped)};
+  }
+  if (is_single_file_name(key)) return {escape_key(key), key};
+  return {escape_key(key)};
+}
 
 // ===========================================================================
 // Writing
@@ -308,6 +395,9 @@ struct DirPlan {
   std::string dir;
   std::string meta;  // meta.json content
   std::vector<LeafPlan> leaves;
+  // What an earlier write may have left under the escaped names of entries
+  // now stored under their raw names: leaf files and sub-dicts' meta.json.
+  std::vector<std::string> stale;
 };
 
 struct MemmapPlan {
@@ -318,8 +408,9 @@ struct MemmapPlan {
 // Temporary files. A name is "<final>%tmp.<pid>.<nonce>.<n>": the nonce is
 // random per process, so that names never repeat across processes or
 // restarts (a restarted container's PID 1 included). Every temporary name
-// contains "%t", which no escaped key contains ('%' is always followed by two
-// hex digits), so it never collides with a real entry. A writer holds an
+// contains "%tmp", which no entry's name contains (see raw_name_ok; in an
+// escaped name '%' is always followed by two hex digits), so it never
+// collides with a real entry. A writer holds an
 // exclusive flock on each of its temporary files until the write ends, so
 // that the next write into a directory (`remove_stale_tmps`) removes exactly
 // the temporary files that nobody holds: those of writers that died.
@@ -420,16 +511,26 @@ MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
       TORCH_CHECK_VALUE(false, fn, ": key ", key_repr(path),
                         " is not valid UTF-8, which meta.json cannot hold");
     }
-    std::string name = escape_key(key) + (is_dict ? std::string() : ".memmap");
-    TORCH_CHECK_VALUE(name.size() + 32 <= kMaxFileName, fn, ": key ", key_repr(path),
-                      " is too long for a file name (", name.size(),
-                      " bytes once escaped)");
+    const char* suffix = is_dict ? "" : ".memmap";
+    std::string name = file_name(key) + suffix;
+    TORCH_CHECK_VALUE(name.size() + 32 <= kMaxFileName, fn, ": key ",
+                      key_repr(path), " is too long for a file name ('", name,
+                      "' has ", name.size(), " bytes)");
     std::vector<std::string>& names = levels.back().names;
     for (const auto& used : names) {
       TORCH_CHECK_VALUE(used != name, fn, ": key ", key_repr(path), " would be stored as '",
                         name, "', which another entry of the same dict uses");
     }
     names.push_back(name);
+    // No entry is stored under this escaped name: it holds a '%' and a hex
+    // digit pair, so it is no raw name, and no other key escapes to it.
+    const std::string escaped = escape_key(key) + suffix;
+    if (escaped != name) {
+      DirPlan& d = plan.dirs[levels.back().dir];
+      d.stale.push_back(is_dict
+                            ? join_path(join_path(d.dir, escaped), "meta.json")
+                            : join_path(d.dir, escaped));
+    }
     return name;
   };
   detail::visit(
@@ -441,7 +542,7 @@ MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
           levels.back().meta[*path.parts.back()] = ordered_json{{"type", "TensorDict"}};
           dir = join_path(plan.dirs[levels.back().dir].dir, name);
         }
-        plan.dirs.push_back(DirPlan{&level, std::move(dir), {}, {}});
+        plan.dirs.push_back(DirPlan{&level, std::move(dir), {}, {}, {}});
         levels.push_back(Level{plan.dirs.size() - 1, ordered_json::object(), {"meta.json"}});
       },
       [&](const detail::KeyPath& path, at::Tensor& t) {
@@ -596,6 +697,15 @@ void unlink_metas(const MemmapPlan& plan) {
   }
 }
 
+// Removes what earlier writes left under the escaped names of entries now
+// stored under their raw names, which readers that try the escaped name first
+// (Python tensordict >= 0.13) would take for the entries' data.
+void unlink_stale(const MemmapPlan& plan) {
+  for (const DirPlan& p : plan.dirs) {
+    for (const auto& path : p.stale) ::unlink(path.c_str());
+  }
+}
+
 void rename_leaves(const MemmapPlan& plan) {
   for (const DirPlan& p : plan.dirs) {
     for (const auto& lp : p.leaves) {
@@ -648,6 +758,7 @@ void memmap_impl(TensorDictImpl& impl, const std::string& prefix, WriteMode mode
     write_leaves(plan, mode, space, tmps);
     // From here on no old meta.json can describe the new files.
     unlink_metas(plan);
+    unlink_stale(plan);
     rename_leaves(plan);
     write_metas(plan, tmps);
   } catch (const c10::Error& e) {
@@ -667,16 +778,10 @@ struct LoadCtx {
 };
 
 std::string read_small_file(const std::string& path, const std::string& dir) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    const int err = errno;
-    TORCH_CHECK(err != ENOENT, "load_memmap: '", dir,
-                "' is not a TensorDict memmap directory: it has no meta.json");
-    TORCH_CHECK(false, "load_memmap: cannot read '", path, "': ", errno_str(err));
-  }
   struct stat st {};
-  TORCH_CHECK(::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode),
-              "load_memmap: '", path, "' is not a regular file");
+  Fd fd = open_regular_file(path, /*writable=*/false, "load_memmap: ", st);
+  TORCH_CHECK(fd.valid(), "load_memmap: '", dir,
+              "' is not a TensorDict memmap directory: it has no meta.json");
   TORCH_CHECK(st.st_size <= (int64_t{64} << 20), "load_memmap: '", path,
               "' is too large for a meta.json (", st.st_size, " bytes)");
   std::string out(static_cast<size_t>(st.st_size), '\0');
@@ -693,15 +798,52 @@ std::string read_small_file(const std::string& path, const std::string& dir) {
   return out;
 }
 
-ordered_json parse_json(const std::string& text, const std::string& path,
-                        const char* fn) {
-  try {
-    return ordered_json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    TORCH_CHECK(false, fn, ": '", path, "' is not valid JSON (syntax error at byte ",
-                e.byte, ")");
+// Throws the c10::Error for `e`, raised while parsing or reading the JSON
+// that `subject` names (see read_json).
+[[noreturn]] void throw_json_error(const nlohmann::json::exception& e,
+                                   const char* fn, const std::string& subject) {
+  if (const auto* pe = dynamic_cast<const nlohmann::json::parse_error*>(&e)) {
+    TORCH_CHECK(false, fn, ": ", subject,
+                " is not valid JSON (syntax error at byte ", pe->byte, ")");
   }
-  return {};
+  // "[json.exception.<kind>.<id>] <what>", where <what> may quote a long
+  // token of the file.
+  std::string what = e.what();
+  const size_t start = what.find("] ");
+  if (start != std::string::npos) what.erase(0, start + 2);
+  if (what.size() > 200) what = what.substr(0, 200) + "...";
+  TORCH_CHECK(false, fn, ": ", subject, " is not usable JSON (", what, ")");
+}
+
+// Parses the JSON text [begin, end) and returns `read(json)`. Every JSON
+// failure is a c10::Error naming `subject` ("'<path>'" for a meta.json,
+// "'<path>': the metadata" for a saved file's metadata): a syntax error,
+// nesting deeper than kMaxJsonDepth, and any other nlohmann exception, in
+// parsing (a number out of range, such as 1e400) or in `read` (a field read
+// as the wrong type). `read`'s own errors pass through.
+//
+// Deep nesting is rejected while parsing, before any deep value is built:
+// ordered_json copies values recursively (an object that grows copies its
+// entries), so a deep one overflows the stack.
+template <typename Read>
+auto read_json(const char* begin, const char* end, const char* fn,
+               const std::string& subject, const Read& read) {
+  try {
+    const ordered_json j = ordered_json::parse(
+        begin, end,
+        [&](int depth, ordered_json::parse_event_t event, ordered_json&) {
+          // `depth` counts the containers around the one that starts.
+          TORCH_CHECK(depth < kMaxJsonDepth ||
+                          (event != ordered_json::parse_event_t::object_start &&
+                           event != ordered_json::parse_event_t::array_start),
+                      fn, ": ", subject, " nests JSON values more than ",
+                      kMaxJsonDepth, " levels deep");
+          return true;
+        });
+    return read(j);
+  } catch (const nlohmann::json::exception& e) {
+    throw_json_error(e, fn, subject);
+  }
 }
 
 // Python's batch size / device entries of a level.
@@ -733,6 +875,13 @@ c10::optional<at::Device> parse_device(const ordered_json& meta,
   return detail::normalize_device(*d);
 }
 
+// The dict that `meta`, the parsed `path` (`dir`/meta.json), describes; its
+// sub-dicts are loaded with load_dir.
+ImplPtr load_level(const ordered_json& meta, const std::string& dir,
+                   const std::string& path, std::vector<std::string>& key_path,
+                   LoadCtx& ctx);
+
+// The dict stored in directory `dir`; `ctx.stack` holds its parents.
 ImplPtr load_dir(const std::string& dir, std::vector<std::string>& key_path,
                  LoadCtx& ctx) {
   struct stat st {};
@@ -751,8 +900,19 @@ ImplPtr load_dir(const std::string& dir, std::vector<std::string>& key_path,
   ctx.stack.emplace_back(st.st_dev, st.st_ino);
 
   const std::string path = join_path(dir, "meta.json");
-  const ordered_json meta =
-      parse_json(read_small_file(path, dir), path, "load_memmap");
+  const std::string text = read_small_file(path, dir);
+  ImplPtr impl =
+      read_json(text.data(), text.data() + text.size(), "load_memmap",
+                "'" + path + "'", [&](const ordered_json& meta) {
+                  return load_level(meta, dir, path, key_path, ctx);
+                });
+  ctx.stack.pop_back();
+  return impl;
+}
+
+ImplPtr load_level(const ordered_json& meta, const std::string& dir,
+                   const std::string& path, std::vector<std::string>& key_path,
+                   LoadCtx& ctx) {
   TORCH_CHECK(meta.is_object(), "load_memmap: '", path,
               "' must hold a JSON object, got ", dump(meta));
   auto type_it = meta.find("_type");
@@ -789,11 +949,27 @@ ImplPtr load_dir(const std::string& dir, std::vector<std::string>& key_path,
       }
       TORCH_CHECK(type == "TensorDict", "load_memmap: '", path, "': key ", krepr,
                   " has unsupported type \"", type, "\"");
-      ImplPtr sub = load_dir(join_path(dir, escape_key(key)), key_path, ctx);
+      const std::vector<std::string> names = file_name_candidates(key);
+      std::string sub_dir;
+      for (const auto& name : names) {
+        struct stat sst {};
+        const std::string candidate = join_path(dir, name);
+        if (::stat(candidate.c_str(), &sst) == 0 || errno != ENOENT) {
+          sub_dir = candidate;
+          break;
+        }
+      }
+      TORCH_CHECK(!sub_dir.empty(), "load_memmap: '", join_path(dir, names[0]),
+                  "' does not exist",
+                  names.size() > 1
+                      ? " (nor does '" + join_path(dir, names[1]) + "')"
+                      : std::string());
+      ImplPtr sub = load_dir(sub_dir, key_path, ctx);
       TORCH_CHECK(detail::starts_with(sub->batch_size, impl->batch_size),
-                  "load_memmap: '", join_path(join_path(dir, escape_key(key)), "meta.json"),
+                  "load_memmap: '", join_path(sub_dir, "meta.json"),
                   "': the batch size ", detail::shape_str(sub->batch_size),
-                  " of key ", krepr, " does not start with the parent's batch size ",
+                  " of key ", krepr,
+                  " does not start with the parent's batch size ",
                   detail::shape_str(impl->batch_size));
       impl->nodes.push_back(Node{key, at::Tensor(), std::move(sub)});
       key_path.pop_back();
@@ -828,18 +1004,22 @@ ImplPtr load_dir(const std::string& dir, std::vector<std::string>& key_path,
     if (*nbytes == 0) {
       leaf = at::empty(*shape, at::TensorOptions().dtype(*dtype));
     } else {
-      const std::string file = join_path(dir, escape_key(key) + ".memmap");
-      Fd fd(::open(file.c_str(), (ctx.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC));
-      if (fd.get() < 0) {
-        const int err = errno;
-        TORCH_CHECK(err != ENOENT, "load_memmap: key ", krepr, ": leaf file '", file,
-                    "' is missing");
-        TORCH_CHECK(false, "load_memmap: key ", krepr, ": cannot open '", file,
-                    "': ", errno_str(err));
-      }
+      const std::vector<std::string> names = file_name_candidates(key);
+      std::string file;
       struct stat fst {};
-      TORCH_CHECK(::fstat(fd.get(), &fst) == 0 && S_ISREG(fst.st_mode),
-                  "load_memmap: key ", krepr, ": '", file, "' is not a regular file");
+      Fd fd;
+      for (const auto& name : names) {
+        file = join_path(dir, name + ".memmap");
+        fd = open_regular_file(file, !ctx.read_only,
+                               "load_memmap: key " + krepr + ": ", fst);
+        if (fd.valid()) break;
+      }
+      TORCH_CHECK(
+          fd.valid(), "load_memmap: key ", krepr, ": leaf file '",
+          join_path(dir, names[0] + ".memmap"), "' is missing",
+          names.size() > 1
+              ? " (and so is '" + join_path(dir, names[1] + ".memmap") + "')"
+              : std::string());
       TORCH_CHECK(fst.st_size >= *nbytes, "load_memmap: key ", krepr, ": leaf file '",
                   file, "' holds ", fst.st_size, " bytes, but shape ",
                   detail::shape_str(*shape), " of ", detail::dtype_name(*dtype),
@@ -864,7 +1044,6 @@ ImplPtr load_dir(const std::string& dir, std::vector<std::string>& key_path,
     }
     impl->device = *device;
   }
-  ctx.stack.pop_back();
   return impl;
 }
 
@@ -1176,15 +1355,9 @@ void TensorDict::save(const std::string& path) const {
 }
 
 TensorDict TensorDict::load(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    const int err = errno;
-    TORCH_CHECK(err != ENOENT, "load: '", path, "' does not exist");
-    TORCH_CHECK(false, "load: cannot open '", path, "': ", errno_str(err));
-  }
   struct stat st {};
-  TORCH_CHECK(::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode), "load: '", path,
-              "' is not a regular file");
+  Fd fd = open_regular_file(path, /*writable=*/false, "load: ", st);
+  TORCH_CHECK(fd.valid(), "load: '", path, "' does not exist");
   const int64_t size = st.st_size;
   TORCH_CHECK(size >= 8, "load: '", path, "' holds ", size,
               " bytes, too few for a saved TensorDict (it ends with an 8-byte length)");
@@ -1198,19 +1371,18 @@ TensorDict TensorDict::load(const std::string& path) {
               "' is not a saved TensorDict (its metadata length ", len,
               " does not fit in its ", size, " bytes)");
   const int64_t data_size = size - 8 - len;
-  ordered_json meta;
-  try {
-    meta = ordered_json::parse(bytes + data_size, bytes + data_size + len);
-  } catch (const nlohmann::json::parse_error& e) {
-    TORCH_CHECK(false, "load: '", path, "': the metadata is not valid JSON (syntax error at byte ",
-                e.byte, ")");
-  }
-  TORCH_CHECK(meta.is_object() && meta.value("type", ordered_json()) == "TensorDict",
-              "load: '", path, "' does not hold a saved TensorDict");
   storage.set_nbytes(static_cast<size_t>(data_size));
   at::Tensor buffer = tensor_on(storage, 0, at::kByte, {data_size});
-  std::vector<std::string> key_path;
-  return TensorDict(load_meta(meta, storage, buffer, data_size, path, key_path, {}, 0));
+  return TensorDict(read_json(
+      bytes + data_size, bytes + data_size + len, "load",
+      "'" + path + "': the metadata", [&](const ordered_json& meta) {
+        TORCH_CHECK(meta.is_object() &&
+                        meta.value("type", ordered_json()) == "TensorDict",
+                    "load: '", path, "' does not hold a saved TensorDict");
+        std::vector<std::string> key_path;
+        return load_meta(meta, storage, buffer, data_size, path, key_path, {},
+                         0);
+      }));
 }
 
 }  // namespace tensordict

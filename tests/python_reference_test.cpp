@@ -1,0 +1,182 @@
+// Interop with the reference Python tensordict 0.4.0: memmap directories both
+// ways, with keys that need care as file names.
+//
+// ../shared/python-reference/setup.sh makes the reference importable and
+// prints, last, the command prefix that runs it (such as
+// `PYTHONPATH=~/.cache/tensordict-pyref/py /usr/bin/python3`). These tests
+// run it from the environment variable TENSORDICT_PYREF and are skipped when
+// it is not set, so `./dev test` never depends on Python. CI sets it.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <tensordict/tensordict.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using tensordict::TensorDict;
+using tensordict_test::TempDir;
+
+constexpr const char* kSkipMessage =
+    "TENSORDICT_PYREF is not set: run ../shared/python-reference/setup.sh and "
+    "set TENSORDICT_PYREF to the command prefix it prints last";
+
+// The command prefix that runs the reference Python, or "" when unset.
+std::string PyRef() {
+  const char* p = std::getenv("TENSORDICT_PYREF");
+  return p == nullptr ? std::string() : std::string(p);
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Runs the Python `script` with `args` (paths without single quotes) under
+// the reference. Adds a test failure with Python's output when it fails.
+bool RunPython(const std::string& script,
+               const std::vector<std::string>& args) {
+  TempDir tmp("td_pyref");
+  const std::string file = tmp / "script.py";
+  WriteFile(file, script);
+  std::string cmd = PyRef() + " -W ignore '" + file + "'";
+  for (const auto& a : args) cmd += " '" + a + "'";
+  cmd += " 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) {
+    ADD_FAILURE() << "cannot run: " << cmd;
+    return false;
+  }
+  std::string output;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) output.append(buf, n);
+  const int status = ::pclose(pipe);
+  if (status != 0) {
+    ADD_FAILURE() << "the reference Python failed (status " << status
+                  << "): " << cmd << "\n"
+                  << output;
+    return false;
+  }
+  return true;
+}
+
+// Keys that need care as file names, and the file each is stored in.
+// Python 0.4 reads raw names only, so it skips the escaped entries.
+struct KeyCase {
+  std::vector<std::string> key;
+  std::string file;  // relative to the root directory
+  bool escaped;
+};
+
+const std::vector<KeyCase>& Cases() {
+  static const std::vector<KeyCase> cases = {
+      {{"obs"}, "obs.memmap", false},
+      {{"a b"}, "a b.memmap", false},
+      {{"100%"}, "100%.memmap", false},
+      {{"caf\xc3\xa9"}, "caf\xc3\xa9.memmap", false},
+      {{"q?*"}, "q?*.memmap", false},
+      {{"sub dir", "k 2"}, "sub dir/k 2.memmap", false},
+      {{"a/b"}, "a%2Fb.memmap", true},
+      {{"a%20b"}, "a%2520b.memmap", true},
+  };
+  return cases;
+}
+
+tensordict::NestedKey ToNestedKey(const std::vector<std::string>& key) {
+  return key.size() == 1 ? tensordict::NestedKey(key[0])
+                         : tensordict::NestedKey({key[0], key[1]});
+}
+
+// Leaf i holds [i, i + 0.5], so every value tells its key.
+at::Tensor Value(size_t i) {
+  return torch::tensor({static_cast<double>(i), i + 0.5}, torch::kFloat64);
+}
+
+// Reads a directory and writes {"keys": [[...], ...], "values": [[...], ...]}
+// (keys(True, True) order) to the file argv[2].
+constexpr const char* kLoadScript = R"(
+import json, sys
+from tensordict import TensorDict
+td = TensorDict.load_memmap(sys.argv[1])
+keys = [list(k) if isinstance(k, tuple) else [k] for k in td.keys(True, True)]
+values = [td.get(tuple(k)).tolist() for k in keys]
+with open(sys.argv[2], "w") as f:
+    json.dump({"keys": keys, "values": values}, f)
+)";
+
+TEST(PythonReference, Tensordict04LoadsWhatThisLibraryWritesWithRawKeyNames) {
+  if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
+  TempDir dir;
+  TensorDict td({}, {2});
+  for (size_t i = 0; i < Cases().size(); ++i) {
+    td.set(ToNestedKey(Cases()[i].key), Value(i));
+  }
+  td.memmap_(dir / "td");
+  for (const auto& c : Cases()) {
+    ASSERT_TRUE(fs::is_regular_file(dir / ("td/" + c.file))) << c.file;
+  }
+  ASSERT_TRUE(RunPython(kLoadScript, {dir / "td", dir / "out.json"}));
+  const json out = json::parse(ReadFile(dir / "out.json"));
+  std::vector<std::vector<std::string>> keys;
+  std::vector<std::vector<double>> values;
+  for (size_t i = 0; i < Cases().size(); ++i) {
+    if (Cases()[i].escaped) continue;
+    keys.push_back(Cases()[i].key);
+    values.push_back({static_cast<double>(i), i + 0.5});
+  }
+  // Python 0.4 lists sub-dicts after the leaves, and skips escaped names.
+  EXPECT_EQ(out["keys"].get<std::vector<std::vector<std::string>>>(), keys);
+  EXPECT_EQ(out["values"].get<std::vector<std::vector<double>>>(), values);
+}
+
+// Writes a directory with the keys given as "a" or "sub/b" (values as above).
+constexpr const char* kWriteScript = R"(
+import sys, torch
+from tensordict import TensorDict
+td = TensorDict({}, batch_size=[2])
+for i, k in enumerate(sys.argv[2:]):
+    td.set(tuple(k.split("/")), torch.tensor([float(i), i + 0.5], dtype=torch.float64))
+td.memmap_(prefix=sys.argv[1])
+)";
+
+TEST(PythonReference, ThisLibraryLoadsWhatTensordict04WritesWithRawKeyNames) {
+  if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
+  TempDir dir;
+  std::vector<std::string> args = {dir / "td"};
+  std::vector<KeyCase> raw;  // Python 0.4 cannot write the others
+  for (const auto& c : Cases()) {
+    if (c.escaped) continue;
+    raw.push_back(c);
+    args.push_back(c.key.size() == 1 ? c.key[0] : c.key[0] + "/" + c.key[1]);
+  }
+  ASSERT_TRUE(RunPython(kWriteScript, args));
+  for (const auto& c : raw) {
+    EXPECT_TRUE(fs::is_regular_file(dir / ("td/" + c.file))) << c.file;
+  }
+  TensorDict td = TensorDict::load_memmap(dir / "td");
+  std::vector<tensordict::NestedKey> expected;
+  for (const auto& c : raw) expected.push_back(ToNestedKey(c.key));
+  EXPECT_EQ(td.keys(true, true), expected);
+  for (size_t i = 0; i < raw.size(); ++i) {
+    EXPECT_TRUE(at::equal(td.get(ToNestedKey(raw[i].key)), Value(i)))
+        << raw[i].file;
+  }
+}
+
+}  // namespace
