@@ -180,3 +180,36 @@ TEST(PythonReference, ThisLibraryLoadsWhatTensordict04WritesWithRawKeyNames) {
 }
 
 }  // namespace
+
+namespace {
+
+// Python memory-maps the same dict in place and records what it then is.
+constexpr const char* kMemmapScript = R"py(
+import json, sys, torch
+from tensordict import TensorDict
+td = TensorDict({"a": torch.zeros(3, 2), "n": {"b": torch.ones(3, dtype=torch.int64)}}, [3])
+td.memmap_(sys.argv[1])
+with open(sys.argv[2], "w") as f:
+    json.dump({"repr": repr(td), "locked": td.is_locked,
+               "sub_locked": td["n"].is_locked, "device": str(td.device)}, f)
+)py";
+
+}  // namespace
+
+// A memory-mapped dict prints, locks and reports its device as Python's does.
+TEST(PythonReference, AMemmappedDictIsWhatTensordict04MakesOfIt) {
+  if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
+  TempDir dir;
+  ASSERT_TRUE(RunPython(kMemmapScript, {dir / "py", dir / "out.json"}));
+  const json py = json::parse(ReadFile(dir / "out.json"));
+  TensorDict td({{"a", torch::zeros({3, 2})},
+                 {{"n", "b"}, torch::ones({3}, torch::kInt64)}},
+                {3});
+  td.memmap_(dir / "cpp");
+  EXPECT_EQ(tensordict::repr(td), py["repr"].get<std::string>());
+  EXPECT_EQ(td.is_locked(), py["locked"].get<bool>());
+  EXPECT_EQ(td.get_tensordict("n").is_locked(), py["sub_locked"].get<bool>());
+  EXPECT_EQ(td.device().value().str(), py["device"].get<std::string>());
+  EXPECT_EQ(json::parse(ReadFile(dir / "cpp/meta.json"))["device"],
+            json::parse(ReadFile(dir / "py/meta.json"))["device"]);
+}
