@@ -1259,6 +1259,13 @@ TEST(MemmapCrash, StaleTempFilesOfDeadWritersAreRemovedByTheNextWrite) {
   td.save(dir / "blob.td");
   EXPECT_EQ(TmpFilesIn(dir.str()), std::vector<std::string>{});
   ExpectSameDict(TensorDict::load(dir / "blob.td"), MakeNested());
+  // In a directory of the user's, save() removes only its own file's.
+  fs::create_directories(dir / "user");
+  WriteFile(dir / ("user/notes%tmp." + pid + ".0"), "not ours");
+  WriteFile(dir / ("user/blob.td%tmp." + pid + ".0"), "stale");
+  td.save(dir / "user/blob.td");
+  EXPECT_EQ(TmpFilesIn(dir / "user"),
+            std::vector<std::string>{"notes%tmp." + pid + ".0"});
 }
 
 // memmap_like reserves the files' space unless asked for sparse files.

@@ -92,9 +92,6 @@ void collect_keys(const TensorDictImpl& impl, const NestedKey* prefix,
                   std::vector<NestedKey>& out);
 /// "[a, ('next', 'obs')]".
 std::string key_vec_str(const std::vector<NestedKey>& keys);
-/// The keys of `a` that `b` lacks, in `a`'s order (for error messages).
-std::vector<NestedKey> keys_not_in(const std::vector<NestedKey>& a,
-                                   const std::vector<NestedKey>& b);
 /// "[a, next, ('next', 'obs')]": every key, nested ones included.
 std::string key_list_str(const TensorDictImpl& impl);
 /// The node at `key`, or null when a component is missing.
@@ -119,11 +116,6 @@ bool reaches(const TensorDictImpl& from, const TensorDictImpl* target);
 /// New dict structure (every level, each keeping its batch size and device),
 /// same tensors.
 ImplPtr shallow_copy(const TensorDictImpl& src);
-/// Throws, listing the differences, unless both trees have the same keys
-/// (sub-dicts included, empty ones too), each a leaf on both sides or a
-/// sub-dict on both sides.
-void check_same_keys(const TensorDictImpl& a, const TensorDictImpl& b,
-                     const char* op);
 
 /// "[4, 8]".
 std::string shape_str(c10::IntArrayRef shape);

@@ -81,15 +81,6 @@ std::string key_vec_str(const std::vector<NestedKey>& ks) {
   return out + "]";
 }
 
-std::vector<NestedKey> keys_not_in(const std::vector<NestedKey>& a,
-                                   const std::vector<NestedKey>& b) {
-  std::vector<NestedKey> out;
-  for (const auto& k : a) {
-    if (std::find(b.begin(), b.end(), k) == b.end()) out.push_back(k);
-  }
-  return out;
-}
-
 std::string key_list_str(const TensorDictImpl& impl) {
   std::vector<NestedKey> keys;
   collect_keys(impl, nullptr, /*include_nested=*/true, /*leaves_only=*/false,

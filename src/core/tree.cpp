@@ -38,40 +38,30 @@ void one_sided_difference(const TensorDictImpl& a, const TensorDictImpl& b,
 
 }  // namespace
 
-KeyDifference key_difference(const TensorDictImpl& a,
-                             const TensorDictImpl& b) {
-  KeyDifference d;
-  c10::optional<NestedKey> unused;
-  one_sided_difference(a, b, d.missing, d.kind);
-  one_sided_difference(b, a, d.extra, unused);
-  return d;
+bool same_keys(const TensorDictImpl& a, const TensorDictImpl& b) {
+  return pair_walk<Pairing::kSameKeys>(
+      a, &b, [](const Match<const TensorDictImpl>& m) {
+        return m.a.is_dict() ? Next::kDescend : Next::kSkip;
+      });
 }
 
 void throw_key_difference(const char* op, const TensorDictImpl& a,
                           const TensorDictImpl& b, const char* a_name,
                           const char* b_name) {
-  const KeyDifference d = key_difference(a, b);
-  if (d.kind) {
-    const bool a_dict = lookup(a, *d.kind)->is_dict();
-    TORCH_CHECK_TYPE(false, op, ": key ", d.kind->str(), " is a ",
+  std::vector<NestedKey> missing, extra;  // from b, from a
+  c10::optional<NestedKey> kind, unused;
+  one_sided_difference(a, b, missing, kind);
+  one_sided_difference(b, a, extra, unused);
+  if (kind) {
+    const bool a_dict = lookup(a, *kind)->is_dict();
+    TORCH_CHECK_TYPE(false, op, ": key ", kind->str(), " is a ",
                      a_dict ? "TensorDict" : "tensor", " in ", a_name,
                      " but a ", a_dict ? "tensor" : "TensorDict", " in ",
                      b_name);
   }
   TORCH_CHECK(false, op, ": TensorDicts have different keys: missing from ",
-              a_name, ": ", key_vec_str(d.extra), "; missing from ", b_name,
-              ": ", key_vec_str(d.missing));
-}
-
-void check_same_keys(const TensorDictImpl& a, const TensorDictImpl& b,
-                     const char* op) {
-  const bool same = pair_walk<Pairing::kSameKeys>(
-      a, &b, [](const Match<const TensorDictImpl>& m) {
-        return m.a.is_dict() ? Next::kDescend : Next::kSkip;
-      });
-  if (!same) {
-    throw_key_difference(op, a, b, "the left-hand side", "the right-hand side");
-  }
+              a_name, ": ", key_vec_str(extra), "; missing from ", b_name,
+              ": ", key_vec_str(missing));
 }
 
 void pair_leaves(const TensorDictImpl& a, const TensorDictImpl& b,

@@ -16,8 +16,8 @@
 //  - `pair_walk`: two trees matched key for key, either with the same keys
 //    (binary ops, stacking, row writes) or one written into the other (writes
 //    that may create keys, `update`, merges). `pair_leaves` collects the
-//    matched leaves; `key_difference` / `throw_key_difference` are the one
-//    diagnosis of trees whose keys differ;
+//    matched leaves; `throw_key_difference` is the one diagnosis of trees
+//    whose keys differ;
 //  - `rebuild`: a new tree shaped like a source tree, each leaf computed by a
 //    function: Python's `_apply_nest`. Each level's batch size follows from
 //    the root's: a sub-dict gets its new parent's batch size followed by its
@@ -262,27 +262,11 @@ bool pair_walk(const TensorDictImpl& a, BImpl* b, const Fn& fn) {
   return tree_impl::pair_walk<P>(a, b, path, fn);
 }
 
-/// How the keys of two trees differ.
-struct KeyDifference {
-  /// The keys of leaves and empty sub-dicts of `a` that `b` lacks, in `a`'s
-  /// order.
-  std::vector<NestedKey> missing;
-  /// The same for `b` against `a`, in `b`'s order.
-  std::vector<NestedKey> extra;
-  /// The first key (in `a`'s order) that is a leaf on one side and a
-  /// sub-dict on the other, if any.
-  c10::optional<NestedKey> kind;
-  [[nodiscard]] bool empty() const {
-    return missing.empty() && extra.empty() && !kind.has_value();
-  }
-};
+/// Whether `a` and `b` have the same keys (sub-dicts included, empty ones
+/// too), each a leaf on both sides or a sub-dict on both sides.
+bool same_keys(const TensorDictImpl& a, const TensorDictImpl& b);
 
-/// How the keys of `a` and `b` differ: empty exactly when
-/// `pair_walk<Pairing::kSameKeys>` through every sub-dict succeeds.
-KeyDifference key_difference(const TensorDictImpl& a, const TensorDictImpl& b);
-
-/// Throws the one error for trees whose keys differ (`key_difference` must
-/// not be empty). `a_name` and `b_name` name the trees ("the left-hand
+/// Throws the one error for trees whose keys differ (`same_keys` is false). `a_name` and `b_name` name the trees ("the left-hand
 /// side", "input 3"). A leaf-vs-dict conflict is a TypeError:
 /// "<op>: key K is a tensor in <a_name> but a TensorDict in <b_name>";
 /// else "<op>: TensorDicts have different keys: missing from <a_name>: [...];
@@ -298,8 +282,8 @@ std::vector<at::Tensor> leaf_tensors(const TensorDictImpl& root);
 void leaf_ptrs(const TensorDictImpl& root, std::vector<const at::Tensor*>& out);
 
 /// The leaves of `a` and the matching leaves of `b`, both in `a`'s order.
-/// Throws, naming `op` and the keys, unless the trees have the same keys
-/// (see `check_same_keys`).
+/// Throws `throw_key_difference`'s error ("the left-hand side", "the
+/// right-hand side") unless the trees have the same keys (see `same_keys`).
 void pair_leaves(const TensorDictImpl& a, const TensorDictImpl& b,
                  const char* op, std::vector<at::Tensor>& va,
                  std::vector<at::Tensor>& vb);

@@ -597,7 +597,8 @@ void RowWritePlan::bind(const char* op, const char* what,
         return Next::kSkip;
       });
   if (!same) {
-    throw_key_difference(op, root, value, ("the " + std::string(dst_name_)).c_str(),
+    throw_key_difference(op, root, value,
+                         ("the " + std::string(dst_name_)).c_str(),
                          ("the " + std::string(what)).c_str());
   }
   for (size_t i = 0; i < leaves_.size(); ++i) {

@@ -439,13 +439,21 @@ std::string tmp_name(const std::string& dir, const std::string& final_name) {
                             std::to_string(g_tmp_counter++));
 }
 
-// Removes the temporary files in `dir` that no live writer holds.
-void remove_stale_tmps(const std::string& dir) {
+// Removes the temporary files in `dir` that no live writer holds: those of
+// `final_name` (`save` writes into a directory of the user's), or with an
+// empty `final_name` all of them (a memmap directory is ours).
+void remove_stale_tmps(const std::string& dir,
+                       const std::string& final_name = std::string()) {
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return;
+  const std::string mine = final_name + kTmpMark;
   std::vector<std::string> names;
   while (const dirent* e = ::readdir(d)) {
-    if (std::strstr(e->d_name, kTmpMark) != nullptr) names.emplace_back(e->d_name);
+    const bool ours =
+        final_name.empty()
+            ? std::strstr(e->d_name, kTmpMark) != nullptr
+            : std::strncmp(e->d_name, mine.c_str(), mine.size()) == 0;
+    if (ours) names.emplace_back(e->d_name);
   }
   ::closedir(d);
   for (const auto& name : names) {
@@ -619,16 +627,15 @@ int TmpFiles::create(const std::string& dir, const std::string& final_name,
   const int fd = fds_.back();
   if (data != nullptr) {
     write_all(fd, data, size, path);
+  } else if (size > 0 && space == Space::kReserve) {
+    // posix_fallocate returns the error instead of setting errno.
+    const int e = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
+    TORCH_CHECK(e == 0, "cannot reserve ", size, " bytes for '", path, "': ",
+                errno_str(e));
   } else if (size > 0) {
-    int r = ::ftruncate(fd, static_cast<off_t>(size));
-    int e = errno;
+    const int r = ::ftruncate(fd, static_cast<off_t>(size));
+    const int e = errno;
     TORCH_CHECK(r == 0, "cannot size '", path, "': ", errno_str(e));
-    if (space == Space::kReserve) {
-      // posix_fallocate returns the error instead of setting errno.
-      e = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
-      TORCH_CHECK(e == 0, "cannot reserve ", size, " bytes for '", path,
-                  "': ", errno_str(e));
-    }
   }
   return fd;
 }
@@ -1339,7 +1346,7 @@ void TensorDict::save(const std::string& path) const {
       slash == std::string::npos ? path : path.substr(slash + 1);
   TmpFiles tmps;
   try {
-    remove_stale_tmps(dir);
+    remove_stale_tmps(dir, name);
     std::string tmp;
     const int fd = tmps.create(dir, name, buf.data_ptr(),
                                static_cast<size_t>(buf.numel()), Space::kSparse,

@@ -266,7 +266,7 @@ inline void prefetch_nodes(const TensorDictImpl& impl) {
                                      const TensorDictImpl& in,
                                      const JoinSpec& spec, int64_t i) {
   const std::string name = "input " + std::to_string(i);
-  if (!detail::key_difference(ref, in).empty()) {
+  if (!detail::same_keys(ref, in)) {
     detail::throw_key_difference(spec.op, ref, in, "input 0", name.c_str());
   }
   // The same keys: a sub-dict's batch size.
