@@ -153,6 +153,29 @@ struct ReplayBufferOptions {
   /// creation or `clear()`: `cursor() == rows_written % capacity`, `size()
   /// == min(rows_written, capacity)`), `max_priority`, `priorities_valid`.
   ///
+  /// TorchRL. The directory is also what TorchRL 0.4's
+  /// `ReplayBuffer.dumps(dir)` writes for a `LazyMemmapStorage(capacity)`
+  /// buffer, so `TensorDictReplayBuffer(storage=LazyMemmapStorage(capacity),
+  /// sampler=...).loads(dir)` in Python loads it: `storage/` plus TorchRL's
+  /// `storage/storage_metadata.json` (the length), `writer/metadata.json`
+  /// (the cursor), `buffer_metadata.json`, and in `sampler/` what the
+  /// matching TorchRL sampler's `dumps` writes (for `PrioritizedSampler`:
+  /// alpha, beta, eps, the largest priority and the sum and min trees of
+  /// `(priority + eps)^alpha`). These files are always current: every write
+  /// updates their numbers in place (fixed-width fields; no system call).
+  /// Load them in Python with the same capacity and sampler. Conversely, a
+  /// directory that TorchRL's `dumps` wrote for such a buffer (a
+  /// `LazyMemmapStorage` of a `TensorDict`, one batch dim) is opened in
+  /// place: its rows, length and cursor, and for a `PrioritizedSampler` its
+  /// priorities (recovered from TorchRL's sum tree and its alpha and eps)
+  /// carry over. TorchRL's `TensorDictReplayBuffer` stores each row's index
+  /// under `"index"` (int64): when the storage has that entry, writes that
+  /// lack it get their rows' indices there, as TorchRL's writer does.
+  /// A damaged TorchRL dump (a pytree storage, a length or cursor out of
+  /// range or inconsistent, another capacity, missing files, bad JSON) is
+  /// rejected with a `c10::Error` (`c10::ValueError` for the capacity)
+  /// naming the file, and left as it was.
+  ///
   /// Construction: a directory that does not exist or is empty gets nothing
   /// until the first write, which creates the three parts with
   /// `memmap_like` (no capacity-sized allocation in RAM, so a storage larger
@@ -169,12 +192,14 @@ struct ReplayBufferOptions {
   ///
   /// Writes and samples take the same code paths as the in-RAM storage
   /// (plain stores into `MAP_SHARED` pages). Each write stores the rows,
-  /// then their priorities, then `rows_written` (one 8-byte store), so a
-  /// process that exits or is killed at any point leaves every completed
-  /// write readable by the next process (a write cut off half-way is not
-  /// counted, but in a full buffer the oldest rows it was overwriting may
-  /// be left part old, part new). Nothing calls `fsync`: a power
-  /// loss or OS crash may lose recent writes. The structure of the rows
+  /// then their priorities, then `rows_written` (one 8-byte store), then
+  /// TorchRL's numbers, so a process that exits or is killed at any point
+  /// leaves every completed write readable by the next process (a write
+  /// cut off half-way is not counted, but in a full buffer the oldest rows
+  /// it was overwriting may be left part old, part new, and TorchRL's
+  /// numbers may be torn until the next buffer that opens the directory
+  /// rewrites them). Nothing calls `fsync`: a power loss or OS crash may
+  /// lose recent writes. The structure of the rows
   /// is fixed by the first write, also across reopening (and `clear()`).
   /// There is no locking between processes: open a directory in one
   /// buffer at a time. The sampler's in-memory state (the generator,

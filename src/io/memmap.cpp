@@ -40,6 +40,7 @@
 
 #include "core/internal.h"
 #include "core/tree.h"
+#include "io/files.h"
 #include "tensordict/persistence.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -641,24 +642,7 @@ int TmpFiles::create(const std::string& dir, const std::string& final_name,
 }
 
 void make_dirs(const MemmapPlan& plan) {
-  for (const DirPlan& p : plan.dirs) {
-    // mkdir -p, one component at a time.
-    std::string cur;
-    size_t pos = 0;
-    const std::string& d = p.dir;
-    while (pos != std::string::npos) {
-      pos = d.find('/', pos + 1);
-      cur = d.substr(0, pos);
-      if (cur.empty()) continue;
-      if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
-        const int err = errno;
-        TORCH_CHECK(false, "cannot create directory '", cur, "': ", errno_str(err));
-      }
-    }
-    struct stat st {};
-    TORCH_CHECK(::stat(d.c_str(), &st) == 0 && S_ISDIR(st.st_mode), "'", d,
-                "' exists and is not a directory");
-  }
+  for (const DirPlan& p : plan.dirs) detail::make_dir(p.dir);
 }
 
 // Writes every leaf to its temporary file and maps it.
@@ -784,20 +768,23 @@ struct LoadCtx {
   std::vector<std::pair<dev_t, ino_t>> stack;  // directories being loaded
 };
 
-std::string read_small_file(const std::string& path, const std::string& dir) {
+// The contents of the small file `path`, or nullopt when it does not exist.
+// Messages start with `fn`.
+c10::optional<std::string> read_small_file(const std::string& path,
+                                           const char* fn) {
   struct stat st {};
-  Fd fd = open_regular_file(path, /*writable=*/false, "load_memmap: ", st);
-  TORCH_CHECK(fd.valid(), "load_memmap: '", dir,
-              "' is not a TensorDict memmap directory: it has no meta.json");
-  TORCH_CHECK(st.st_size <= (int64_t{64} << 20), "load_memmap: '", path,
-              "' is too large for a meta.json (", st.st_size, " bytes)");
+  Fd fd = open_regular_file(path, /*writable=*/false,
+                            std::string(fn) + ": ", st);
+  if (!fd.valid()) return c10::nullopt;
+  TORCH_CHECK(st.st_size <= (int64_t{64} << 20), fn, ": '", path,
+              "' is too large (", st.st_size, " bytes)");
   std::string out(static_cast<size_t>(st.st_size), '\0');
   size_t got = 0;
   while (got < out.size()) {
     const ssize_t r = ::read(fd.get(), &out[got], out.size() - got);
     if (r < 0 && errno == EINTR) continue;
     const int err = errno;
-    TORCH_CHECK(r >= 0, "load_memmap: cannot read '", path, "': ", errno_str(err));
+    TORCH_CHECK(r >= 0, fn, ": cannot read '", path, "': ", errno_str(err));
     if (r == 0) break;
     got += static_cast<size_t>(r);
   }
@@ -907,9 +894,11 @@ ImplPtr load_dir(const std::string& dir, std::vector<std::string>& key_path,
   ctx.stack.emplace_back(st.st_dev, st.st_ino);
 
   const std::string path = join_path(dir, "meta.json");
-  const std::string text = read_small_file(path, dir);
+  const c10::optional<std::string> text = read_small_file(path, "load_memmap");
+  TORCH_CHECK(text.has_value(), "load_memmap: '", dir,
+              "' is not a TensorDict memmap directory: it has no meta.json");
   ImplPtr impl =
-      read_json(text.data(), text.data() + text.size(), "load_memmap",
+      read_json(text->data(), text->data() + text->size(), "load_memmap",
                 "'" + path + "'", [&](const ordered_json& meta) {
                   return load_level(meta, dir, path, key_path, ctx);
                 });
@@ -1391,5 +1380,73 @@ TensorDict TensorDict::load(const std::string& path) {
                          0);
       }));
 }
+
+// ===========================================================================
+// Small files next to memmap directories (io/files.h)
+// ===========================================================================
+
+namespace detail {
+
+void make_dir(const std::string& dir) {
+  // mkdir -p, one component at a time.
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = dir.find('/', pos + 1);
+    const std::string cur = dir.substr(0, pos);
+    if (cur.empty()) continue;
+    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
+      const int err = errno;
+      TORCH_CHECK(false, "cannot create directory '", cur, "': ",
+                  errno_str(err));
+    }
+  }
+  struct stat st {};
+  TORCH_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), "'", dir,
+              "' exists and is not a directory");
+}
+
+at::Tensor write_file(const std::string& dir, const std::string& name,
+                      const void* data, size_t size, bool map,
+                      const char* fn) {
+  const std::string path = join_path(dir, name);
+  TmpFiles tmps;
+  try {
+    make_dir(dir);
+    remove_stale_tmps(dir, name);
+    std::string tmp;
+    (void)tmps.create(dir, name, data, size, Space::kSparse, tmp);
+    rename_or_throw(tmp, path);
+  } catch (const c10::Error& e) {
+    tmps.remove_all();
+    TORCH_CHECK(false, fn, ": ", e.msg());
+  }
+  return map ? map_file(path, static_cast<int64_t>(size), fn) : at::Tensor();
+}
+
+at::Tensor map_file(const std::string& path, int64_t nbytes, const char* fn) {
+  struct stat st {};
+  Fd fd = open_regular_file(path, /*writable=*/true, std::string(fn) + ": ",
+                            st);
+  if (!fd.valid()) return at::Tensor();
+  TORCH_CHECK(st.st_size >= nbytes, fn, ": '", path, "' holds ", st.st_size,
+              " bytes, expected ", nbytes);
+  if (nbytes == 0) return at::empty({0}, at::kByte);
+  c10::Storage storage =
+      map_storage(fd.get(), static_cast<size_t>(nbytes),
+                  static_cast<size_t>(nbytes), /*writable=*/true,
+                  /*shared=*/true, path);
+  return tensor_on(storage, 0, at::kByte, {nbytes});
+}
+
+c10::optional<ordered_json> read_json_file(const std::string& path,
+                                           const char* fn) {
+  const c10::optional<std::string> text = read_small_file(path, fn);
+  if (!text) return c10::nullopt;
+  return read_json(text->data(), text->data() + text->size(), fn,
+                   "'" + path + "'",
+                   [](const ordered_json& j) { return j; });
+}
+
+}  // namespace detail
 
 }  // namespace tensordict

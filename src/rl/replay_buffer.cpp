@@ -83,11 +83,6 @@ int64_t checked_capacity(const ReplayBufferOptions& options) {
   return options.capacity();
 }
 
-c10::optional<at::Device> storage_device(const ReplayBufferOptions& options) {
-  if (!options.device()) return c10::nullopt;
-  return detail::normalize_device(*options.device());
-}
-
 }  // namespace
 
 // ===========================================================================
@@ -101,9 +96,7 @@ struct ReplayBuffer::Impl {
         sampler(make_sampler(options)),
         prioritized(
             dynamic_cast<detail::PrioritizedSamplerImpl*>(sampler.get())),
-        storage(capacity, storage_device(options), options.storage_dir(),
-                /*keeps_priorities=*/prioritized != nullptr,
-                options.sparse_storage()) {
+        storage(options) {
     sampler->restore(storage);
     if (options.seed()) {
       rng.seed(*options.seed());
@@ -168,8 +161,7 @@ at::Tensor ReplayBuffer::extend(const TensorDict& batch) {
   Sources sources;
   if (n == 0) {
     if (m.storage.allocated()) {
-      m.storage.validate("ReplayBuffer::extend", "batch",
-                         TensorDictImpl::of(batch), 1, sources);
+      m.storage.validate("ReplayBuffer::extend", "batch", batch, 1, sources);
     }
     return at::empty({0}, at::kLong);
   }

@@ -141,12 +141,12 @@ at::Tensor PrioritizedSamplerImpl::sample(const ReplayStorage& storage,
 void PrioritizedSamplerImpl::on_write(ReplayStorage& storage, int64_t first,
                                       int64_t count) {
   const int64_t capacity = storage.capacity();
-  double* raw = storage.priorities().raw;
+  const PersistedPriorities& persisted = storage.priorities();
   const double p = std::pow(max_priority_ + eps_, alpha_);
   for (int64_t k = 0; k < count; ++k) {
     const int64_t i = (first + k) % capacity;
     set_priority(i, p);
-    if (raw != nullptr) raw[i] = max_priority_;
+    persisted.set(i, max_priority_, p);
   }
 }
 
@@ -159,38 +159,28 @@ void PrioritizedSamplerImpl::update_priority(ReplayStorage& storage,
     max_priority_ = std::max(max_priority_, priority[k]);
     const double p = std::pow(priority[k] + eps_, alpha_);
     set_priority(index[k], p);
-    if (persisted.raw != nullptr) persisted.raw[index[k]] = priority[k];
+    persisted.set(index[k], priority[k], p);
   }
-  if (persisted.max != nullptr) *persisted.max = max_priority_;
+  persisted.set_max(max_priority_);
 }
 
 void PrioritizedSamplerImpl::clear(ReplayStorage& storage) {
   sum_tree_.reset();
   min_tree_.reset();
   max_priority_ = kInitialMaxPriority;
-  double* max = storage.priorities().max;
-  if (max != nullptr) *max = kInitialMaxPriority;
+  storage.priorities().set_max(kInitialMaxPriority);
 }
 
-// The priorities of a reopened storage's rows (rows last written without a
-// PrioritizedSampler get the initial priority again).
+// The priorities of a reopened storage's rows (the storage gave rows last
+// written without a PrioritizedSampler the initial priority again).
 void PrioritizedSamplerImpl::restore(ReplayStorage& storage) {
   const PersistedPriorities& persisted = storage.priorities();
   if (persisted.raw == nullptr) return;  // nothing was reopened
-  const int64_t size = storage.size();
-  if (*persisted.valid != 0) {
-    max_priority_ = *persisted.max;
-  } else {  // written without a PrioritizedSampler: start over
-    max_priority_ = kInitialMaxPriority;
-    for (int64_t i = 0; i < size; ++i) persisted.raw[i] = max_priority_;
-    *persisted.max = max_priority_;
-    *persisted.valid = 1;
-  }
-  for (int64_t i = 0; i < size; ++i) {
+  max_priority_ = *persisted.max;
+  for (int64_t i = 0; i < storage.size(); ++i) {
     double raw = persisted.raw[i];
     if (!(std::isfinite(raw) && raw >= 0)) raw = max_priority_;
-    const double p = std::pow(raw + eps_, alpha_);
-    set_priority(i, p);
+    set_priority(i, std::pow(raw + eps_, alpha_));
   }
 }
 

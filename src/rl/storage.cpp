@@ -51,18 +51,28 @@ bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+// TorchRL's TensorDictReplayBuffer stores each row's index in "index".
+bool has_torchrl_index(const TensorDictImpl& st, int64_t capacity) {
+  const Node* n = st.find("index");
+  return n != nullptr && !n->is_dict() &&
+         n->tensor.scalar_type() == at::kLong &&
+         n->tensor.sizes() == c10::IntArrayRef({capacity});
+}
+
 }  // namespace
 
-ReplayStorage::ReplayStorage(int64_t capacity, c10::optional<at::Device> device,
-                             const c10::optional<std::string>& storage_dir,
-                             bool keeps_priorities, bool sparse_files)
-    : capacity_(capacity),
-      device_(device),
-      keeps_priorities_(keeps_priorities),
-      storage_(std::vector<Item>{}, {capacity}, device) {
+ReplayStorage::ReplayStorage(const ReplayBufferOptions& options)
+    : capacity_(options.capacity()),
+      device_(options.device()
+                  ? c10::optional<at::Device>(normalize_device(*options.device()))
+                  : c10::nullopt),
+      sampler_(options.sampler()),
+      keeps_priorities_(
+          std::holds_alternative<PrioritizedSampler>(options.sampler())),
+      storage_(std::vector<Item>{}, {capacity_}, device_) {
   storage_.lock_();  // storage() hands it out: its leaves are cached
-  sparse_files_ = sparse_files;
-  if (storage_dir) open_dir(*storage_dir);
+  sparse_files_ = options.sparse_storage();
+  if (options.storage_dir()) open_dir(*options.storage_dir());
 }
 
 // ---- Writes -----------------------------------------------------------------
@@ -118,9 +128,35 @@ void ReplayStorage::allocate(const char* op, const char* what,
   RowWritePlan plan(st, "storage");
   Sources sources;
   plan.bind(op, what, value, value_bd, sources);
+  fills_index_ = has_torchrl_index(TensorDictImpl::of(st), capacity_);
   storage_ = std::move(st);
   plan_ = std::move(plan);
   allocated_ = true;
+}
+
+c10::optional<TensorDict> ReplayStorage::with_index(const TensorDict& value,
+                                                    int64_t value_bd) const {
+  if (!fills_index_ || TensorDictImpl::of(value).find("index") != nullptr) {
+    return c10::nullopt;
+  }
+  const auto options = at::TensorOptions(at::kLong).device(
+      TensorDictImpl::of(storage_).find("index")->tensor.device());
+  at::Tensor index =
+      value_bd == 0
+          ? at::scalar_tensor(cursor_, options)
+          : at::arange(cursor_, cursor_ + value.batch_size()[0], options)
+                .remainder_(capacity_);
+  TensorDict out = value.copy();
+  out.set("index", std::move(index));
+  return out;
+}
+
+void ReplayStorage::validate(const char* op, const char* what,
+                             const TensorDict& value, int64_t value_bd,
+                             Sources& sources) const {
+  const c10::optional<TensorDict> filled = with_index(value, value_bd);
+  plan_.bind(op, what, TensorDictImpl::of(filled ? *filled : value), value_bd,
+             sources);
 }
 
 c10::optional<TensorDict> ReplayStorage::prepare(const char* op,
@@ -129,11 +165,13 @@ c10::optional<TensorDict> ReplayStorage::prepare(const char* op,
                                                  int64_t value_bd,
                                                  Sources& sources) {
   if (!allocated_) allocate(op, what, TensorDictImpl::of(value), value_bd);
-  plan_.bind(op, what, TensorDictImpl::of(value), value_bd, sources);
-  if (!plan_.reads_destination(sources)) return c10::nullopt;
-  TensorDict staged = value.clone();
-  plan_.bind(op, what, TensorDictImpl::of(staged), value_bd, sources);
-  return staged;
+  c10::optional<TensorDict> staged = with_index(value, value_bd);
+  const TensorDict& src = staged ? *staged : value;
+  plan_.bind(op, what, TensorDictImpl::of(src), value_bd, sources);
+  if (!plan_.reads_destination(sources)) return staged;
+  TensorDict copy = src.clone();
+  plan_.bind(op, what, TensorDictImpl::of(copy), value_bd, sources);
+  return copy;
 }
 
 int64_t ReplayStorage::write_row(const Sources& sources) {
@@ -172,6 +210,7 @@ void ReplayStorage::count_rows(int64_t n) {
 void ReplayStorage::commit() const {
   if (rows_ptr_ != nullptr) {
     __atomic_store_n(rows_ptr_, rows_written_, __ATOMIC_RELEASE);
+    torchrl_.set_counts(size_, cursor_);
   }
 }
 
@@ -224,10 +263,18 @@ void ReplayStorage::open_dir(const std::string& storage_dir) {
               "' exists and is not a directory");
   if (file_exists(sub("state/meta.json"))) {
     reopen();
+  } else if (is_torchrl_dump(dir_)) {
+    import_torchrl();
+  } else {
+    check_empty_dir();
     return;
   }
-  // No buffer yet. Only the directories of an interrupted first write
-  // (no state/meta.json: never committed) may be there; they are replaced.
+  if (allocated_) write_torchrl_files();
+}
+
+// No buffer in dir_ yet. Only the directories of an interrupted first write
+// (no state/meta.json: never committed) may be there; they are replaced.
+void ReplayStorage::check_empty_dir() const {
   DIR* d = ::opendir(dir_.c_str());
   const int err = errno;
   TORCH_CHECK(d != nullptr, "ReplayBuffer: cannot list storage_dir '", dir_,
@@ -236,7 +283,8 @@ void ReplayStorage::open_dir(const std::string& storage_dir) {
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     if (name == "." || name == ".." || name == "storage" ||
-        name == "priority" || name == "state") {
+        name == "priority" || name == "state" || name == "writer" ||
+        name == "sampler") {
       continue;
     }
     stranger = name;
@@ -349,12 +397,33 @@ void ReplayStorage::reopen() {
   size_ = std::min(rows, capacity_);
   cursor_ = rows % capacity_;
   rows_written_ = rows;
+  if (keeps_priorities_ && *priorities_.valid == 0) {
+    // Written without a PrioritizedSampler: every row starts over with the
+    // initial priority.
+    std::fill(priorities_.raw, priorities_.raw + size_, kInitialMaxPriority);
+    *priorities_.max = kInitialMaxPriority;
+    *priorities_.valid = 1;
+  }
   if (has_storage) {
     st.lock_();
     plan_ = RowWritePlan(st, "storage");
+    fills_index_ = has_torchrl_index(TensorDictImpl::of(st), capacity_);
     storage_ = std::move(st);
     allocated_ = true;
   }
+}
+
+// Makes a buffer of the dump TorchRL wrote in dir_: state/ and priority/
+// from its metadata (committed by state/meta.json), then reopens it. Nothing
+// is written when the dump is rejected.
+void ReplayStorage::import_torchrl() {
+  const TorchRLDump dump =
+      read_torchrl_dump(dir_, capacity_, keeps_priorities_);
+  (void)load_part("storage");  // checks the storage before writing anything
+  rows_written_ = dump.rows_written;
+  create_state(dump.has_priorities ? dump.max_priority : kInitialMaxPriority,
+               dump.has_priorities ? &dump.priorities : nullptr);
+  reopen();
 }
 
 // The storage of the first write, in `dir/storage` (plus state/ and
@@ -364,16 +433,26 @@ TensorDict ReplayStorage::allocate_disk(const TensorDictImpl& value,
   TensorDict tmpl =
       TensorDictImpl::wrap(expanded_template(value, value_bd, {capacity_}));
   TensorDict st = tmpl.memmap_like(sub("storage"), sparse_files_);
-  if (rows_ptr_ == nullptr) create_state();
+  if (rows_ptr_ == nullptr) create_state(kInitialMaxPriority, nullptr);
+  write_torchrl_files();
   return st;
 }
 
-void ReplayStorage::create_state() {
+// state/ and priority/ for rows_written_ rows. `raw`: the priorities of the
+// stored rows (they are valid), or null (they are not; before the first
+// write no priority was set, so the sampler's largest is the initial one).
+void ReplayStorage::create_state(double max_priority,
+                                 const std::vector<double>* raw) {
   ImplPtr p = make_impl({capacity_}, c10::nullopt);
   p->nodes.push_back(Node{
       "priority", at::zeros({1}, at::kDouble).expand({capacity_}), nullptr});
   TensorDict priority =
       TensorDictImpl::wrap(p).memmap_like(sub("priority"), sparse_files_);
+  if (raw != nullptr) {
+    std::copy(raw->begin(), raw->end(),
+              TensorDictImpl::of(priority).find("priority")->tensor
+                  .data_ptr<double>());
+  }
   ImplPtr s = make_impl({}, c10::nullopt);
   auto scalar = [&](const char* key, at::Tensor v) {
     s->nodes.push_back(Node{key, std::move(v), nullptr});
@@ -381,14 +460,20 @@ void ReplayStorage::create_state() {
   scalar("format_version", at::scalar_tensor(kFormatVersion, at::kLong));
   scalar("capacity", at::scalar_tensor(capacity_, at::kLong));
   scalar("rows_written", at::scalar_tensor(rows_written_, at::kLong));
-  // Before the first write no priority was set (update_priority needs
-  // stored rows), so the sampler's largest priority is the initial one.
-  scalar("max_priority", at::scalar_tensor(kInitialMaxPriority, at::kDouble));
-  scalar("priorities_valid",
-         at::scalar_tensor(keeps_priorities_ ? 1 : 0, at::kLong));
+  scalar("max_priority", at::scalar_tensor(max_priority, at::kDouble));
+  const bool valid = raw != nullptr || (keeps_priorities_ && rows_written_ == 0);
+  scalar("priorities_valid", at::scalar_tensor(valid ? 1 : 0, at::kLong));
   // state/meta.json is renamed in last: the commit point.
   TensorDict state = TensorDictImpl::wrap(s).memmap(sub("state"));
   bind_state(std::move(state), std::move(priority));
+}
+
+// TorchRL's files, from state/ and priority/ (rl/torchrl_files.h).
+void ReplayStorage::write_torchrl_files() {
+  priorities_.torchrl = nullptr;
+  torchrl_.write(dir_, sampler_, capacity_, size_, cursor_, priorities_.raw,
+                 *priorities_.max);
+  priorities_.torchrl = &torchrl_;
 }
 
 }  // namespace detail

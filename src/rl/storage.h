@@ -12,19 +12,30 @@
 // holds three memmap directories (Python tensordict's format):
 //   storage/   the storage dict, batch size [capacity], created on the first
 //              write by `memmap_like` of a template whose leaves are expanded
-//              views of that write's first row (sparse files, no data read);
+//              views of that write's first row (no data read);
 //   priority/  `priority` float64 [capacity]: raw priorities (before eps and
-//              alpha), sparse;
+//              alpha);
 //   state/     int64/float64 scalars: format_version, capacity, rows_written
 //              (rows written since creation or clear(): cursor =
 //              rows_written % capacity, size = min(rows_written, capacity)),
 //              max_priority, priorities_valid. Written last (its meta.json is
 //              the buffer's commit point).
+// plus TorchRL's files (rl/torchrl_files.h: storage/storage_metadata.json,
+// writer/, sampler/, buffer_metadata.json), so that TorchRL's
+// `ReplayBuffer.loads(dir)` loads the buffer. They are derived from state/
+// and priority/, and rewritten whole whenever a storage opens the directory.
 // Every write stores into these MAP_SHARED pages with plain stores: the rows
 // first, then their priorities, then `rows_written` (one aligned 8-byte
-// store), so a process killed at any point leaves a consistent buffer (a row
-// being written when killed is not counted). The storage owns priority/ and
-// state/; the prioritized sampler stores into them through `priorities()`.
+// store), then TorchRL's len and cursor, so a process killed at any point
+// leaves a consistent buffer (a row being written when killed is not
+// counted). The storage owns priority/, state/ and TorchRL's files; the
+// prioritized sampler stores into them through `priorities()`.
+//
+// A directory that TorchRL's `dumps` wrote (no state/, a
+// storage/storage_metadata.json) is imported on opening: its storage/ is
+// mapped in place, its len and cursor become rows_written, and a
+// PrioritizedSampler's tree becomes raw priorities; then state/ and
+// priority/ are created, and from there on it is a storage like any other.
 //
 // Not synchronized: ReplayBuffer's mutex guards every call.
 #pragma once
@@ -39,6 +50,7 @@
 
 #include "core/internal.h"
 #include "core/write_plan.h"
+#include "rl/torchrl_files.h"
 #include "tensordict/nested_key.h"
 #include "tensordict/tensor_dict.h"
 
@@ -48,13 +60,26 @@ namespace detail {
 // The sources of one write, in the storage's leaf order.
 using Sources = RowWritePlan::Sources;
 
-// The priorities a disk-backed storage persists (priority/ and two scalars
-// of state/), mapped; all null while the storage is in RAM or before the
-// first write created them.
+// The priorities a disk-backed storage persists: priority/ and two scalars
+// of state/, mapped, plus their mirror in TorchRL's sampler files. All null
+// while the storage is in RAM or before the first write created them.
 struct PersistedPriorities {
   double* raw = nullptr;     // priority/priority, [capacity]
   double* max = nullptr;     // state/max_priority
   int64_t* valid = nullptr;  // state/priorities_valid
+  const TorchRLFiles* torchrl = nullptr;
+
+  // Row `i`'s raw priority and its mass (priority + eps)^alpha.
+  void set(int64_t i, double priority, double mass) const {
+    if (raw == nullptr) return;
+    raw[i] = priority;
+    if (torchrl != nullptr) torchrl->set_mass(i, mass);
+  }
+  void set_max(double priority) const {
+    if (max == nullptr) return;
+    *max = priority;
+    if (torchrl != nullptr) torchrl->set_max_priority(priority);
+  }
 };
 
 // The largest raw priority before any `update_priority` (1, as in TorchRL):
@@ -63,13 +88,15 @@ constexpr double kInitialMaxPriority = 1.0;
 
 class ReplayStorage {
  public:
-  // A storage of `capacity` rows on `device` (the first write's when unset),
-  // in RAM, or in `storage_dir` when set (reopening the buffer found there).
-  // `keeps_priorities`: the sampler maintains the persisted priorities (a
-  // PrioritizedSampler); otherwise every write marks them stale.
-  ReplayStorage(int64_t capacity, c10::optional<at::Device> device,
-                const c10::optional<std::string>& storage_dir,
-                bool keeps_priorities, bool sparse_files = false);
+  // The storage `options` describe (capacity and device checked), in RAM,
+  // or in `options.storage_dir()` when set: reopening the buffer found
+  // there, or the dump TorchRL wrote there. A PrioritizedSampler maintains
+  // the persisted priorities; other samplers mark them stale on every
+  // write.
+  explicit ReplayStorage(const ReplayBufferOptions& options);
+  // priorities() points into it.
+  ReplayStorage(const ReplayStorage&) = delete;
+  ReplayStorage& operator=(const ReplayStorage&) = delete;
 
   [[nodiscard]] int64_t capacity() const { return capacity_; }
   [[nodiscard]] int64_t size() const { return size_; }
@@ -95,10 +122,8 @@ class ReplayStorage {
                                     const TensorDict& value, int64_t value_bd,
                                     Sources& sources);
   // Checks `value` against the allocated storage (sources: its leaves).
-  void validate(const char* op, const char* what, const TensorDictImpl& value,
-                int64_t value_bd, Sources& sources) const {
-    plan_.bind(op, what, value, value_bd, sources);
-  }
+  void validate(const char* op, const char* what, const TensorDict& value,
+                int64_t value_bd, Sources& sources) const;
 
   // Writes the row `sources` (batch size []) at the cursor and advances it;
   // returns the row written. `commit()` persists the new row count.
@@ -134,18 +159,26 @@ class ReplayStorage {
   // ---- Disk-backed storage -------------------------------------------------
   [[nodiscard]] std::string sub(const char* name) const;
   void open_dir(const std::string& storage_dir);
+  void check_empty_dir() const;
   [[nodiscard]] TensorDict load_part(const char* name) const;
   [[nodiscard]] at::Tensor state_leaf(const TensorDict& td, const char* part,
                                       const char* key, at::ScalarType dtype,
                                       c10::IntArrayRef shape) const;
   void bind_state(TensorDict state, TensorDict priority);
   void reopen();
+  void import_torchrl();
   [[nodiscard]] TensorDict allocate_disk(const TensorDictImpl& value,
                                          int64_t value_bd);
-  void create_state();
+  void create_state(double max_priority, const std::vector<double>* raw);
+  void write_torchrl_files();
+  // `value` plus the "index" entry TorchRL's writer would give it, when the
+  // storage fills one (see fills_index_) and `value` lacks it.
+  [[nodiscard]] c10::optional<TensorDict> with_index(const TensorDict& value,
+                                                     int64_t value_bd) const;
 
   int64_t capacity_ = 0;
   c10::optional<at::Device> device_;
+  SamplerConfig sampler_;
   bool keeps_priorities_ = false;
 
   // The storage is a plain TensorDict: `allocate_storage` (RAM) and
@@ -166,6 +199,11 @@ class ReplayStorage {
   TensorDict disk_priority_;     // priority/
   int64_t* rows_ptr_ = nullptr;  // state/rows_written
   PersistedPriorities priorities_;
+  TorchRLFiles torchrl_;         // TorchRL's files (rl/torchrl_files.h)
+  // The storage holds TorchRL's "index" entry (int64 [capacity], which
+  // TorchRL's TensorDictReplayBuffer stores with every row): writes that
+  // lack it get their rows' indices there, as TorchRL's writer does.
+  bool fills_index_ = false;
 };
 
 }  // namespace detail

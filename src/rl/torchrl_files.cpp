@@ -1,0 +1,288 @@
+// TorchRL's replay-buffer directory: writing it for a disk-backed storage
+// and reading a dump of TorchRL's (see rl/torchrl_files.h for the layout).
+#include "rl/torchrl_files.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "io/files.h"
+
+namespace tensordict {
+namespace detail {
+
+using ordered_json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr const char* kWhat = "ReplayBuffer";
+
+// A finite double as Python's json.dumps writes it: the shortest text that
+// reads back the same value, with ".0" added where it would read as an int.
+std::string float_text(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  std::string s(buf, r.ptr);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+// The text of a JSON file with one fixed-width number field: `before`, the
+// field (spaces), `after`; the field's offset goes to `offset`.
+std::string with_field(const std::string& before, size_t width,
+                       const std::string& after, size_t& offset) {
+  offset = before.size();
+  return before + std::string(width, ' ') + after;
+}
+
+// Writes `text` to `dir`/`name` and binds `field` to its `width` bytes at
+// `offset`.
+JsonNumberField write_json_with_field(const std::string& dir,
+                                      const std::string& name,
+                                      const std::string& text, size_t offset,
+                                      size_t width) {
+  at::Tensor file =
+      write_file(dir, name, text.data(), text.size(), /*map=*/true, kWhat);
+  return JsonNumberField(std::move(file), offset, width);
+}
+
+void write_json(const std::string& dir, const std::string& name,
+                const std::string& text) {
+  (void)write_file(dir, name, text.data(), text.size(), /*map=*/false, kWhat);
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// The JSON object in `path`; `what` says which TorchRL file it is.
+ordered_json read_object(const std::string& path) {
+  c10::optional<ordered_json> j = read_json_file(path, kWhat);
+  TORCH_CHECK(j.has_value(), kWhat, ": '", path,
+              "' is missing; TorchRL's ReplayBuffer.dumps writes it");
+  TORCH_CHECK(j->is_object(), kWhat, ": '", path,
+              "' must hold a JSON object, got ", j->type_name());
+  return std::move(*j);
+}
+
+// Entry `key` of the object `j` (read from `path`), which must exist.
+const ordered_json& field(const ordered_json& j, const char* key,
+                          const std::string& path) {
+  auto it = j.find(key);
+  TORCH_CHECK(it != j.end(), kWhat, ": '", path, "' has no \"", key,
+              "\" entry");
+  return *it;
+}
+
+int64_t int_field(const ordered_json& j, const char* key,
+                  const std::string& path) {
+  const ordered_json& v = field(j, key, path);
+  TORCH_CHECK(v.is_number_integer(), kWhat, ": '", path, "': \"", key,
+              "\" must be an integer, got ", v.dump());
+  return v.get<int64_t>();
+}
+
+double float_field(const ordered_json& j, const char* key,
+                   const std::string& path) {
+  const ordered_json& v = field(j, key, path);
+  TORCH_CHECK(v.is_number() && std::isfinite(v.get<double>()), kWhat, ": '",
+              path, "': \"", key, "\" must be a finite number, got ",
+              v.dump());
+  return v.get<double>();
+}
+
+}  // namespace
+
+// ---- JsonNumberField --------------------------------------------------------
+
+JsonNumberField::JsonNumberField(at::Tensor file, size_t offset, size_t width)
+    : file_(std::move(file)),
+      field_(static_cast<char*>(file_.data_ptr()) + offset),
+      width_(width) {}
+
+void JsonNumberField::put(const char* text, size_t n) const {
+  std::memcpy(field_, text, n);
+  std::memset(field_ + n, ' ', width_ - n);
+}
+
+void JsonNumberField::set(int64_t v) const {
+  if (field_ == nullptr) return;
+  char buf[kIntWidth];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  put(buf, static_cast<size_t>(r.ptr - buf));
+}
+
+void JsonNumberField::set(double v) const {
+  if (field_ == nullptr) return;
+  const std::string s = float_text(v);
+  put(s.data(), s.size());
+}
+
+// ---- Writing ----------------------------------------------------------------
+
+void TorchRLFiles::write(const std::string& dir, const SamplerConfig& sampler,
+                         int64_t capacity, int64_t size, int64_t cursor,
+                         const double* raw, double max_priority) {
+  *this = TorchRLFiles();
+  size_t at = 0;
+  std::string text = with_field("{\"metadata\": {}, \"is_pytree\": false, \"len\": ",
+                                JsonNumberField::kIntWidth, "}", at);
+  JsonNumberField len = write_json_with_field(
+      dir + "/storage", "storage_metadata.json", text, at,
+      JsonNumberField::kIntWidth);
+  text = with_field("{\"cursor\": ", JsonNumberField::kIntWidth, "}", at);
+  JsonNumberField cur = write_json_with_field(
+      dir + "/writer", "metadata.json", text, at, JsonNumberField::kIntWidth);
+  write_json(dir, "buffer_metadata.json", "{\"batch_size\": null}");
+
+  const std::string sdir = dir + "/sampler";
+  const auto* p = std::get_if<PrioritizedSampler>(&sampler);
+  const auto* w = std::get_if<SamplerWithoutReplacement>(&sampler);
+  if (p == nullptr) {
+    ::unlink((sdir + "/sumtree.memmap").c_str());
+    ::unlink((sdir + "/mintree.memmap").c_str());
+    if (w == nullptr) ::unlink((sdir + "/sampler_metadata.json").c_str());
+  }
+  if (w != nullptr) {
+    write_json(sdir, "sampler_metadata.json",
+               std::string("{\"len_storage\": 0, \"_sample_list\": null, "
+                           "\"drop_last\": ") +
+                   (w->drop_last() ? "true" : "false") +
+                   ", \"_ran_out\": false}");
+  }
+  if (p == nullptr && w == nullptr) ::rmdir(sdir.c_str());  // when empty
+  if (p != nullptr) {
+    // The trees first: sampler_metadata.json names a complete sampler.
+    std::vector<double> sum(static_cast<size_t>(capacity), 0.0);
+    std::vector<double> min(static_cast<size_t>(capacity),
+                            std::numeric_limits<float>::max());
+    for (int64_t i = 0; i < size; ++i) {
+      const double mass = std::pow(raw[i] + p->eps(), p->alpha());
+      sum[static_cast<size_t>(i)] = mass;
+      if (mass > 0) min[static_cast<size_t>(i)] = mass;
+    }
+    const size_t nbytes = static_cast<size_t>(capacity) * sizeof(double);
+    sum_file_ = write_file(sdir, "sumtree.memmap", sum.data(), nbytes,
+                           /*map=*/true, kWhat);
+    min_file_ = write_file(sdir, "mintree.memmap", min.data(), nbytes,
+                           /*map=*/true, kWhat);
+    sum_ = static_cast<double*>(sum_file_.data_ptr());
+    min_ = static_cast<double*>(min_file_.data_ptr());
+    text = with_field("{\"_alpha\": " + float_text(p->alpha()) +
+                          ", \"_beta\": " + float_text(p->beta()) +
+                          ", \"_eps\": " + float_text(p->eps()) +
+                          ", \"_max_priority\": ",
+                      JsonNumberField::kFloatWidth,
+                      ", \"_max_capacity\": " + std::to_string(capacity) + "}",
+                      at);
+    max_priority_ = write_json_with_field(sdir, "sampler_metadata.json", text,
+                                          at, JsonNumberField::kFloatWidth);
+    max_priority_.set(max_priority);
+  }
+  len_ = std::move(len);
+  cursor_ = std::move(cur);
+  set_counts(size, cursor);
+}
+
+void TorchRLFiles::set_mass(int64_t i, double mass) const {
+  if (sum_ == nullptr) return;
+  sum_[i] = mass;
+  min_[i] = mass > 0 ? mass : std::numeric_limits<float>::max();
+}
+
+// ---- Reading ----------------------------------------------------------------
+
+bool is_torchrl_dump(const std::string& dir) {
+  return exists(dir + "/storage/storage_metadata.json");
+}
+
+TorchRLDump read_torchrl_dump(const std::string& dir, int64_t capacity,
+                              bool want_priorities) {
+  TorchRLDump out;
+  // The capacity, from the storage's own metadata.
+  const std::string meta_path = dir + "/storage/meta.json";
+  const ordered_json meta = read_object(meta_path);
+  const ordered_json& shape = field(meta, "shape", meta_path);
+  TORCH_CHECK(shape.is_array() && shape.size() == 1 &&
+                  shape[0].is_number_integer(),
+              kWhat, ": '", meta_path,
+              "': the storage's batch size must be [capacity] (TorchRL's "
+              "LazyMemmapStorage with ndim=1), got ",
+              shape.dump());
+  const int64_t stored_capacity = shape[0].get<int64_t>();
+  TORCH_CHECK_VALUE(stored_capacity == capacity, kWhat, ": the buffer in '",
+                    dir, "' has capacity ", stored_capacity,
+                    ", but ReplayBufferOptions asks for capacity ", capacity,
+                    "; open it with capacity ", stored_capacity);
+
+  const std::string smeta_path = dir + "/storage/storage_metadata.json";
+  const ordered_json smeta = read_object(smeta_path);
+  const ordered_json& pytree = field(smeta, "is_pytree", smeta_path);
+  TORCH_CHECK(pytree == false, kWhat, ": '", smeta_path,
+              "' describes a pytree storage (\"is_pytree\": ", pytree.dump(),
+              "); only TensorDict storages can be opened");
+  const int64_t len = int_field(smeta, "len", smeta_path);
+  TORCH_CHECK(len >= 0 && len <= capacity, kWhat, ": '", smeta_path,
+              "': \"len\" is ", len, ", outside [0, ", capacity, "]");
+
+  const std::string wpath = dir + "/writer/metadata.json";
+  const int64_t cursor = int_field(read_object(wpath), "cursor", wpath);
+  TORCH_CHECK(cursor >= 0 && cursor < capacity, kWhat, ": '", wpath,
+              "': \"cursor\" is ", cursor, ", outside [0, ", capacity, ")");
+  // A buffer that is not full has written rows [0, len) and writes next at
+  // len.
+  TORCH_CHECK(len == capacity || cursor == len, kWhat, ": '", wpath,
+              "': \"cursor\" is ", cursor, " but the storage holds ", len,
+              " of ", capacity,
+              " rows; a buffer that is not full writes next at its length");
+  out.rows_written = len < capacity || cursor == 0 ? len : capacity + cursor;
+
+  const std::string ppath = dir + "/sampler/sampler_metadata.json";
+  if (!want_priorities) return out;
+  const c10::optional<ordered_json> pmeta = read_json_file(ppath, kWhat);
+  if (!pmeta || !pmeta->is_object() || !pmeta->contains("_alpha")) return out;
+  const double alpha = float_field(*pmeta, "_alpha", ppath);
+  const double eps = float_field(*pmeta, "_eps", ppath);
+  const double max_p = float_field(*pmeta, "_max_priority", ppath);
+  const int64_t max_capacity = int_field(*pmeta, "_max_capacity", ppath);
+  TORCH_CHECK(alpha > 0 && eps >= 0 && max_p >= 0, kWhat, ": '", ppath,
+              "': expected _alpha > 0, _eps >= 0 and _max_priority >= 0, got ",
+              alpha, ", ", eps, " and ", max_p);
+  TORCH_CHECK_VALUE(max_capacity == capacity, kWhat, ": '", ppath,
+                    "': \"_max_capacity\" is ", max_capacity,
+                    ", but the storage has capacity ", capacity);
+  const std::string tree_path = dir + "/sampler/sumtree.memmap";
+  const at::Tensor tree = map_file(
+      tree_path, capacity * static_cast<int64_t>(sizeof(double)), kWhat);
+  TORCH_CHECK(tree.defined(), kWhat, ": '", tree_path,
+              "' is missing; TorchRL's PrioritizedSampler.dumps writes it "
+              "next to '",
+              ppath, "'");
+  const auto* mass = static_cast<const double*>(tree.data_ptr());
+  out.priorities.resize(static_cast<size_t>(std::min(len, capacity)));
+  for (size_t i = 0; i < out.priorities.size(); ++i) {
+    const double m = mass[i];
+    const double raw = std::isfinite(m) && m >= 0
+                           ? std::pow(m, 1.0 / alpha) - eps
+                           : max_p;
+    out.priorities[i] = std::max(raw, 0.0);
+  }
+  out.has_priorities = true;
+  out.max_priority = max_p;
+  return out;
+}
+
+}  // namespace detail
+}  // namespace tensordict

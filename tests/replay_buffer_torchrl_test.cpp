@@ -1,0 +1,371 @@
+// A disk-backed ReplayBuffer and TorchRL's replay-buffer directory
+// (ReplayBuffer.dumps / loads, TorchRL 0.4): the files a storage_dir keeps
+// for TorchRL, and opening a directory TorchRL dumped. The directories
+// TorchRL itself writes and loads are tested in python_reference_test.cpp;
+// here the files are checked against the layout and built by hand.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <tensordict/tensordict.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using tensordict::PrioritizedSampler;
+using tensordict::RandomSampler;
+using tensordict::ReplayBuffer;
+using tensordict::ReplayBufferOptions;
+using tensordict::SamplerWithoutReplacement;
+using tensordict::TensorDict;
+using tensordict_test::ExpectThrowsMsg;
+using tensordict_test::TempDir;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+json ReadJson(const std::string& path) { return json::parse(ReadFile(path)); }
+
+std::vector<double> ReadDoubles(const std::string& path) {
+  const std::string bytes = ReadFile(path);
+  std::vector<double> out(bytes.size() / sizeof(double));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(double));
+  return out;
+}
+
+// Every file under `dir` with its bytes.
+std::map<std::string, std::string> Files(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) out[e.path().string()] = ReadFile(e.path());
+  }
+  return out;
+}
+
+// Rows i = first, ..., first + n - 1: obs [i, -i], ("next", "done") i % 3 == 2.
+TensorDict Rows(int64_t first, int64_t n) {
+  at::Tensor i = torch::arange(first, first + n, torch::kFloat32);
+  return TensorDict({{"obs", torch::stack({i, -i}, 1)},
+                     {{"next", "done"}, (i.remainder(3) == 2).unsqueeze(1)}},
+                    {n});
+}
+
+std::vector<float> Obs0(const TensorDict& storage) {
+  at::Tensor t = storage.get("obs").select(1, 0).contiguous();
+  return std::vector<float>(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
+}
+
+ReplayBufferOptions Disk(int64_t capacity, const std::string& dir) {
+  return ReplayBufferOptions(capacity).storage_dir(dir).seed(0);
+}
+
+// ---- The files a storage_dir keeps for TorchRL -------------------------------
+
+TEST(ReplayBufferTorchRL, ADiskBackedBufferKeepsTheLengthAndCursorTorchRLReads) {
+  TempDir tmp;
+  const std::string dir = tmp / "rb";
+  ReplayBuffer rb(Disk(8, dir));
+  rb.extend(Rows(0, 5));
+  EXPECT_EQ(ReadJson(dir + "/storage/storage_metadata.json"),
+            json::parse(R"({"metadata": {}, "is_pytree": false, "len": 5})"));
+  EXPECT_EQ(ReadJson(dir + "/writer/metadata.json"),
+            json::parse(R"({"cursor": 5})"));
+  EXPECT_EQ(ReadFile(dir + "/buffer_metadata.json"), R"({"batch_size": null})");
+  // RandomSampler.dumps writes nothing.
+  EXPECT_FALSE(fs::exists(dir + "/sampler"));
+
+  // Each number has a fixed-width field, rewritten in place.
+  rb.extend(Rows(5, 4));
+  EXPECT_EQ(ReadFile(dir + "/writer/metadata.json"),
+            "{\"cursor\": 1" + std::string(19, ' ') + "}");
+  EXPECT_EQ(ReadJson(dir + "/storage/storage_metadata.json")["len"], 8);
+  rb.add(Rows(9, 1)[0]);
+  EXPECT_EQ(ReadJson(dir + "/writer/metadata.json")["cursor"], 2);
+  rb.clear();
+  EXPECT_EQ(ReadJson(dir + "/storage/storage_metadata.json")["len"], 0);
+  EXPECT_EQ(ReadJson(dir + "/writer/metadata.json")["cursor"], 0);
+}
+
+TEST(ReplayBufferTorchRL, APrioritizedBufferKeepsTheTreesTorchRLReads) {
+  TempDir tmp;
+  const std::string dir = tmp / "rb";
+  ReplayBuffer rb(Disk(4, dir).sampler(
+      PrioritizedSampler().alpha(0.5).beta(0.25).eps(0.01)));
+  rb.extend(Rows(0, 3));
+  const std::string meta = dir + "/sampler/sampler_metadata.json";
+  EXPECT_EQ(ReadJson(meta),
+            json::parse(R"({"_alpha": 0.5, "_beta": 0.25, "_eps": 0.01,
+                            "_max_priority": 1.0, "_max_capacity": 4})"));
+  EXPECT_TRUE(ReadJson(meta)["_max_priority"].is_number_float());
+  const double m1 = std::sqrt(1.01);
+  EXPECT_EQ(ReadDoubles(dir + "/sampler/sumtree.memmap"),
+            (std::vector<double>{m1, m1, m1, 0}));
+  EXPECT_EQ(ReadDoubles(dir + "/sampler/mintree.memmap"),
+            (std::vector<double>{m1, m1, m1, FLT_MAX}));
+
+  rb.update_priority(torch::tensor({0, 2}), torch::tensor({4.0, 0.5}));
+  EXPECT_EQ(ReadJson(meta)["_max_priority"], 4.0);
+  EXPECT_EQ(ReadDoubles(dir + "/sampler/sumtree.memmap"),
+            (std::vector<double>{std::pow(4.01, 0.5), m1, std::pow(0.51, 0.5), 0}));
+  rb.add(Rows(3, 1)[0]);  // a new row gets the largest priority
+  EXPECT_EQ(ReadDoubles(dir + "/sampler/sumtree.memmap")[3], std::pow(4.01, 0.5));
+  rb.clear();
+  EXPECT_EQ(ReadJson(meta)["_max_priority"], 1.0);
+}
+
+TEST(ReplayBufferTorchRL, ARowOfMassZeroHoldsTheMinTreesInitialValue) {
+  TempDir tmp;
+  const std::string dir = tmp / "rb";
+  ReplayBuffer rb(Disk(2, dir).sampler(PrioritizedSampler().alpha(1).eps(0)));
+  rb.extend(Rows(0, 2));
+  rb.update_priority(torch::tensor({0}), torch::tensor({0.0}));
+  EXPECT_EQ(ReadDoubles(dir + "/sampler/sumtree.memmap"),
+            (std::vector<double>{0, 1}));
+  EXPECT_EQ(ReadDoubles(dir + "/sampler/mintree.memmap"),
+            (std::vector<double>{FLT_MAX, 1}));
+}
+
+TEST(ReplayBufferTorchRL, SamplerWithoutReplacementWritesAFreshEpoch) {
+  TempDir tmp;
+  const std::string dir = tmp / "rb";
+  ReplayBuffer rb(Disk(4, dir).sampler(SamplerWithoutReplacement().drop_last(true)));
+  rb.extend(Rows(0, 3));
+  EXPECT_EQ(ReadJson(dir + "/sampler/sampler_metadata.json"),
+            json::parse(R"({"len_storage": 0, "_sample_list": null,
+                            "drop_last": true, "_ran_out": false})"));
+  EXPECT_FALSE(fs::exists(dir + "/sampler/sumtree.memmap"));
+}
+
+TEST(ReplayBufferTorchRL, ReopeningRewritesTheFilesForTheNewSampler) {
+  TempDir tmp;
+  const std::string dir = tmp / "rb";
+  {
+    ReplayBuffer rb(Disk(4, dir).sampler(PrioritizedSampler().alpha(1).eps(0)));
+    rb.extend(Rows(0, 2));
+    rb.update_priority(torch::tensor({1}), torch::tensor({3.0}));
+  }
+  {
+    ReplayBuffer rb(Disk(4, dir).sampler(PrioritizedSampler().alpha(1).eps(0)));
+    EXPECT_EQ(ReadDoubles(dir + "/sampler/sumtree.memmap"),
+              (std::vector<double>{1, 3, 0, 0}));
+  }
+  {
+    ReplayBuffer rb(Disk(4, dir));  // RandomSampler: no sampler files
+    EXPECT_FALSE(fs::exists(dir + "/sampler"));
+    EXPECT_EQ(ReadJson(dir + "/writer/metadata.json")["cursor"], 2);
+    rb.add(Rows(2, 1)[0]);
+  }
+  // Written without priorities: every row starts over at priority 1.
+  ReplayBuffer rb(Disk(4, dir).sampler(PrioritizedSampler().alpha(1).eps(0)));
+  EXPECT_EQ(ReadDoubles(dir + "/sampler/sumtree.memmap"),
+            (std::vector<double>{1, 1, 1, 0}));
+  EXPECT_EQ(ReadJson(dir + "/sampler/sampler_metadata.json")["_max_priority"], 1.0);
+  EXPECT_EQ(ReadJson(dir + "/storage/storage_metadata.json")["len"], 3);
+}
+
+// ---- Opening a directory TorchRL dumped ----------------------------------------
+
+// The directory TorchRL 0.4's TensorDictReplayBuffer(LazyMemmapStorage(8),
+// PrioritizedSampler(8, alpha=0.5, beta=0.4, eps=0)).dumps(dir) writes after
+// 11 rows (obs [i, -i], "index" as TorchRL's writer stores it) whose
+// priorities are set to (row + 1)^2.
+void WriteTorchRLDump(const std::string& dir) {
+  TensorDict st = Rows(0, 8);  // rows 8, 9, 10 overwrote rows 0, 1, 2
+  at::Tensor obs = st.get("obs");
+  obs.narrow(0, 0, 3).copy_(Rows(8, 3).get("obs"));
+  st.set("index", torch::arange(8, torch::kInt64));
+  st.memmap(dir + "/storage");
+  WriteFile(dir + "/storage/storage_metadata.json",
+            R"({"metadata": {}, "is_pytree": false, "len": 8})");
+  WriteFile(dir + "/writer/metadata.json", R"({"cursor": 3})");
+  WriteFile(dir + "/buffer_metadata.json", R"({"batch_size": null})");
+  WriteFile(dir + "/sampler/sampler_metadata.json",
+            R"({"_alpha": 0.5, "_beta": 0.4, "_eps": 0.0, "_max_priority": 64.0, "_max_capacity": 8})");
+  std::vector<double> sum(8), min(8);
+  for (int i = 0; i < 8; ++i) sum[i] = min[i] = i + 1.0;  // sqrt((i+1)^2)
+  WriteFile(dir + "/sampler/sumtree.memmap",
+            std::string(reinterpret_cast<const char*>(sum.data()), 64));
+  WriteFile(dir + "/sampler/mintree.memmap",
+            std::string(reinterpret_cast<const char*>(min.data()), 64));
+}
+
+TEST(ReplayBufferTorchRL, OpensADirectoryTorchRLDumped) {
+  TempDir tmp;
+  const std::string dir = tmp / "rb";
+  WriteTorchRLDump(dir);
+  ReplayBuffer rb(Disk(8, dir).sampler(PrioritizedSampler().alpha(0.5).eps(0)));
+  EXPECT_EQ(rb.size(), 8);
+  EXPECT_EQ(rb.cursor(), 3);
+  EXPECT_EQ(Obs0(rb.storage()), (std::vector<float>{8, 9, 10, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(rb.storage().saved_path(),
+            c10::optional<std::string>(dir + "/storage"));
+  // The priorities, back from the tree: mass^(1 / alpha) - eps.
+  TensorDict priority = TensorDict::load_memmap(dir + "/priority");
+  EXPECT_TRUE(at::allclose(priority.get("priority"),
+                           torch::tensor({1., 4., 9., 16., 25., 36., 49., 64.},
+                                         torch::kFloat64)));
+  // Sampling follows them: row 7 has mass 8 of 36.
+  auto [data, info] = rb.sample(36000);
+  const double share7 = info.index.eq(7).sum().item<double>() / 36000;
+  EXPECT_NEAR(share7, 8.0 / 36, 0.01);
+
+  // A write without "index" gets its rows' indices, as TorchRL's writer
+  // stores them.
+  rb.add(Rows(11, 1)[0]);
+  rb.extend(Rows(12, 6));
+  EXPECT_EQ(Obs0(rb.storage()),
+            (std::vector<float>{16, 17, 10, 11, 12, 13, 14, 15}));
+  at::Tensor index = rb.storage().get("index");
+  EXPECT_TRUE(at::equal(index, torch::arange(8, torch::kInt64)));
+  index.fill_(-1);
+  rb.extend(Rows(18, 10));  // longer than the capacity
+  EXPECT_TRUE(at::equal(index, torch::arange(8, torch::kInt64)));
+
+  // Now it is a buffer of this library's, with TorchRL's files kept.
+  EXPECT_TRUE(fs::exists(dir + "/state/meta.json"));
+  EXPECT_EQ(ReadJson(dir + "/writer/metadata.json")["cursor"], 4);
+  EXPECT_EQ(ReadJson(dir + "/sampler/sampler_metadata.json")["_max_priority"],
+            64.0);
+}
+
+TEST(ReplayBufferTorchRL, ADumpThatIsNotFullIsOpenedWithItsRows) {
+  TempDir tmp;
+  const std::string dir = tmp / "rb";
+  WriteTorchRLDump(dir);
+  WriteFile(dir + "/storage/storage_metadata.json",
+            R"({"metadata": {}, "is_pytree": false, "len": 3})");
+  // A RandomSampler ignores the priorities.
+  ReplayBuffer rb(Disk(8, dir));
+  EXPECT_EQ(rb.size(), 3);
+  EXPECT_EQ(rb.cursor(), 3);
+  EXPECT_FALSE(fs::exists(dir + "/sampler"));
+}
+
+// Each damaged dump is rejected with its message, and nothing is written.
+TEST(ReplayBufferTorchRL, ADamagedDumpIsRejectedAndLeftAsItWas) {
+  struct Case {
+    const char* file;  // relative to the dump; "" when removed
+    const char* text;  // nullptr: remove the file
+    std::string message;
+    bool value_error;
+  };
+  TempDir tmp;
+  const std::string dir = tmp / "rb";
+  const std::string smeta = dir + "/storage/storage_metadata.json";
+  const std::string writer = dir + "/writer/metadata.json";
+  const std::string pmeta = dir + "/sampler/sampler_metadata.json";
+  const std::vector<Case> cases = {
+      {"storage/storage_metadata.json",
+       R"({"metadata": {}, "is_pytree": true, "len": 8})",
+       "ReplayBuffer: '" + smeta +
+           "' describes a pytree storage (\"is_pytree\": true); only "
+           "TensorDict storages can be opened",
+       false},
+      {"storage/storage_metadata.json",
+       R"({"metadata": {}, "is_pytree": false, "len": 9})",
+       "ReplayBuffer: '" + smeta + "': \"len\" is 9, outside [0, 8]", false},
+      {"storage/storage_metadata.json", R"({"is_pytree": false, "len": 2.5})",
+       "ReplayBuffer: '" + smeta + "': \"len\" must be an integer, got 2.5",
+       false},
+      {"storage/storage_metadata.json",
+       R"({"metadata": {}, "is_pytree": false, "len": 5})",
+       "ReplayBuffer: '" + writer +
+           "': \"cursor\" is 3 but the storage holds 5 of 8 rows; a buffer "
+           "that is not full writes next at its length",
+       false},
+      {"writer/metadata.json", nullptr,
+       "ReplayBuffer: '" + writer +
+           "' is missing; TorchRL's ReplayBuffer.dumps writes it",
+       false},
+      {"writer/metadata.json", R"({"cursor": 8})",
+       "ReplayBuffer: '" + writer + "': \"cursor\" is 8, outside [0, 8)",
+       false},
+      {"writer/metadata.json", R"({"cursor": )",
+       "ReplayBuffer: '" + writer + "' is not valid JSON (syntax error at byte 12)",
+       false},
+      {"writer/metadata.json", "[3]",
+       "ReplayBuffer: '" + writer + "' must hold a JSON object, got array",
+       false},
+      {"sampler/sampler_metadata.json",
+       R"({"_alpha": 0.5, "_beta": 0.4, "_eps": 0.0, "_max_priority": 1.0, "_max_capacity": 9})",
+       "ReplayBuffer: '" + pmeta +
+           "': \"_max_capacity\" is 9, but the storage has capacity 8",
+       true},
+      {"sampler/sampler_metadata.json",
+       R"({"_alpha": 0, "_beta": 0.4, "_eps": 0.0, "_max_priority": 1.0, "_max_capacity": 8})",
+       "ReplayBuffer: '" + pmeta +
+           "': expected _alpha > 0, _eps >= 0 and _max_priority >= 0, got 0, "
+           "0 and 1",
+       false},
+      {"sampler/sumtree.memmap", nullptr,
+       "ReplayBuffer: '" + dir +
+           "/sampler/sumtree.memmap' is missing; TorchRL's "
+           "PrioritizedSampler.dumps writes it next to '" +
+           pmeta + "'",
+       false},
+      {"sampler/sumtree.memmap", "short",
+       "ReplayBuffer: '" + dir +
+           "/sampler/sumtree.memmap' holds 5 bytes, expected 64",
+       false},
+      {"storage/obs.memmap", nullptr,
+       "ReplayBuffer: cannot reopen the buffer in '" + dir +
+           "': load_memmap: key 'obs': leaf file '" + dir +
+           "/storage/obs.memmap' is missing",
+       false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    fs::remove_all(dir);
+    WriteTorchRLDump(dir);
+    const std::string path = dir + "/" + c.file;
+    if (c.text == nullptr) {
+      fs::remove(path);
+    } else {
+      WriteFile(path, c.text);
+    }
+    const auto before = Files(dir);
+    auto open = [&] {
+      ReplayBuffer rb(Disk(8, dir).sampler(PrioritizedSampler().alpha(0.5)));
+    };
+    if (c.value_error) {
+      ExpectThrowsMsg<c10::ValueError>(open, c.message);
+    } else {
+      ExpectThrowsMsg(open, c.message);
+    }
+    EXPECT_EQ(Files(dir), before);
+  }
+}
+
+TEST(ReplayBufferTorchRL, ADumpOfAnotherCapacityIsAValueError) {
+  TempDir tmp;
+  const std::string dir = tmp / "rb";
+  WriteTorchRLDump(dir);
+  const auto before = Files(dir);
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { ReplayBuffer rb(Disk(16, dir)); },
+      "ReplayBuffer: the buffer in '" + dir +
+          "' has capacity 8, but ReplayBufferOptions asks for capacity 16; "
+          "open it with capacity 8");
+  EXPECT_EQ(Files(dir), before);
+}
+
+}  // namespace
