@@ -1,7 +1,8 @@
 // Writes a TensorDict in Python tensordict's memmap format, checks the files
 // against the format (meta.json content and key order, leaf sizes and bytes),
 // reopens it zero-copy, writes a row through the mapping, then shows the
-// single-file save/load and the torch.load route (pickle_save).
+// single-file save/load, the torch.load route (pickle_save), and a replay
+// buffer whose directory TorchRL loads (its files checked).
 //
 // Usage: memmap_and_python_interop [output dir]   (default: a temp dir,
 // removed at exit). Exits nonzero when a check fails.
@@ -139,6 +140,36 @@ int main(int argc, char** argv) {
   std::ofstream((out / "rollout.pt").string(), std::ios::binary)
       .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   check(bytes.size() > 2 && bytes[0] == 'P' && bytes[1] == 'K', "torch.save zip format");
+
+  // --- 7. A replay buffer that TorchRL loads, and one that TorchRL dumped ---
+  {
+    using tensordict::PrioritizedSampler;
+    using tensordict::ReplayBuffer;
+    using tensordict::ReplayBufferOptions;
+    const std::string actor_rb = (out / "actor_rb").string();
+    ReplayBuffer rb(ReplayBufferOptions(1000).storage_dir(actor_rb).sampler(
+        PrioritizedSampler().alpha(0.7).beta(0.5)));
+    for (int step = 0; step < 3; ++step) {
+      torch::Tensor obs = torch::randn({100, 4});
+      rb.extend(TensorDict({{"obs", obs},
+                            {"action", torch::randint(2, {100})},
+                            {{"next", "obs"}, obs + 1},
+                            {{"next", "done"}, torch::zeros({100, 1}, torch::kBool)}},
+                           {100}));
+    }
+    auto [batch, info] = rb.sample(64);
+    rb.update_priority(info.index, torch::rand({64}));
+    // TorchRL's files are there and current.
+    auto json_of = [&](const char* rel) {
+      return nlohmann::json::parse(read_file(fs::path(actor_rb) / rel));
+    };
+    check(json_of("storage/storage_metadata.json")["len"] == 300 &&
+              json_of("writer/metadata.json")["cursor"] == 300 &&
+              json_of("sampler/sampler_metadata.json")["_max_capacity"] == 1000 &&
+              fs::file_size(fs::path(actor_rb) / "sampler/sumtree.memmap") ==
+                  1000 * sizeof(double),
+          "TorchRL's replay-buffer files");
+  }
 
   std::cout << td << "\n";
   if (cleanup) fs::remove_all(out);

@@ -412,3 +412,74 @@ TD_TORCHRL_TEST(ThisLibraryOpensARandomSamplerBufferTorchRL04Dumped,
 TD_TORCHRL_TEST(ThisLibraryOpensAPrioritizedBufferTorchRL04Dumped,
                 ThisLibraryOpensABufferTorchRLDumped, true)
 #undef TD_TORCHRL_TEST
+
+namespace {
+
+// The ```python block after the marker `<!-- ci: python <name> -->` in the
+// persistence tutorial, with `from` replaced by `to`.
+std::string TutorialPython(const std::string& name, const std::string& from,
+                           const std::string& to) {
+  const std::string md = ReadFile(std::string(TENSORDICT_TEST_DATA_DIR) +
+                                  "/../../docs/tutorials/"
+                                  "memmap_and_python_interop.md");
+  const std::string marker = "<!-- ci: python " + name + " -->\n```python\n";
+  const size_t start = md.find(marker);
+  if (start == std::string::npos) {
+    ADD_FAILURE() << "the tutorial has no block " << marker;
+    return std::string();
+  }
+  const size_t begin = start + marker.size();
+  std::string code = md.substr(begin, md.find("```", begin) - begin);
+  for (size_t at = code.find(from); at != std::string::npos;
+       at = code.find(from, at + to.size())) {
+    code.replace(at, from.size(), to);
+  }
+  return code;
+}
+
+}  // namespace
+
+// The persistence tutorial's replay-buffer section, both ways: its C++ code
+// (as in examples/memmap_and_python_interop.cpp) and its Python snippets, as
+// they stand in the tutorial, against TorchRL 0.4.
+TEST(PythonReference, TheTutorialsTorchRLSnippetsRun) {
+  if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
+  if (TorchRLExt().empty()) GTEST_SKIP() << kNoExtMessage;
+  TempDir dir;
+  const std::string actor_rb = dir / "actor_rb";
+  {
+    ReplayBuffer rb(ReplayBufferOptions(1000).storage_dir(actor_rb).sampler(
+        PrioritizedSampler().alpha(0.7).beta(0.5)));
+    for (int step = 0; step < 3; ++step) {
+      torch::Tensor obs = torch::randn({100, 4});
+      rb.extend(TensorDict({{"obs", obs},
+                            {"action", torch::randint(2, {100})},
+                            {{"next", "obs"}, obs + 1},
+                            {{"next", "done"}, torch::zeros({100, 1}, torch::kBool)}},
+                           {100}));
+    }
+    auto [batch, info] = rb.sample(64);
+    rb.update_priority(info.index, torch::rand({64}));
+  }
+  const std::string load = TutorialPython("torchrl-load", "/data/actor_rb", actor_rb);
+  ASSERT_FALSE(load.empty());
+  ASSERT_TRUE(RunPython(std::string(kTorchRLPreamble) + load + R"py(
+assert len(rb) == 300, len(rb)
+assert batch["obs"].shape == torch.Size([64, 4])
+assert (batch["next", "obs"] == batch["obs"] + 1).all()
+)py",
+                        {}));
+
+  const std::string learner_rb = dir / "learner_rb";
+  const std::string dump =
+      TutorialPython("torchrl-dump", "/data/learner_rb", learner_rb);
+  ASSERT_FALSE(dump.empty());
+  ASSERT_TRUE(RunPython(std::string(kTorchRLPreamble) + dump, {}));
+  ReplayBuffer rb(ReplayBufferOptions(1000).storage_dir(learner_rb));
+  EXPECT_EQ(rb.size(), 1000);
+  EXPECT_EQ(rb.cursor(), 200);
+  EXPECT_TRUE(at::equal(rb.storage().get("index"), torch::arange(1000)));
+  rb.add(TensorDict({{"obs", torch::randn({4})}, {"action", torch::tensor(1)}}, {}));
+  EXPECT_EQ(rb.storage().get("index")[200].item<int64_t>(), 200);
+  EXPECT_EQ(rb.cursor(), 201);
+}
