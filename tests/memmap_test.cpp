@@ -574,12 +574,33 @@ TEST(MemmapGolden, BatchedAndScalarDictsFromTensordict04LoadExactly) {
   EXPECT_EQ(sc.get("x").item<float>(), 3.25F);
 }
 
-TEST(MemmapGolden, NewestFormatLoadsAndSkipsNonTensorData) {
+TEST(MemmapGolden, NewestFormatLoadsWithItsNonTensorData) {
   TensorDict td = TensorDict::load_memmap(DataDir() + "/newest/mmap_example");
   EXPECT_EQ(td.batch_size().vec(), (std::vector<int64_t>{2, 1}));
-  // "string" is NonTensorData: not a tensor, so it is not loaded.
-  EXPECT_EQ(td.keys(true), tensordict_test::Keys({"nested", {"nested", "int64"},
-                                                  {"nested", "bfloat16"}}));
+  // "string" is NonTensorData: an entry, but not a leaf. The newest format
+  // stores no batch size for it: it takes its dict's.
+  EXPECT_EQ(td.keys(true),
+            tensordict_test::Keys({"nested", {"nested", "int64"},
+                                   {"nested", "string"}, {"nested", "bfloat16"}}));
+  EXPECT_EQ(td.keys(true, true),
+            tensordict_test::Keys({{"nested", "int64"}, {"nested", "bfloat16"}}));
+  EXPECT_EQ(td.get_non_tensor({"nested", "string"}),
+            nlohmann::ordered_json::array({"a string!"}));
+  // As tensordict 0.4 prints it (given the _tensordict/meta.json it needs).
+  EXPECT_EQ(tensordict::repr(td),
+            "TensorDict(\n"
+            "    fields={\n"
+            "        nested: TensorDict(\n"
+            "            fields={\n"
+            "                bfloat16: MemoryMappedTensor(shape=torch.Size([2, 1]), device=cpu, dtype=torch.bfloat16, is_shared=True),\n"
+            "                int64: MemoryMappedTensor(shape=torch.Size([2, 1]), device=cpu, dtype=torch.int64, is_shared=True),\n"
+            "                string: NonTensorData(data=['a string!'], batch_size=torch.Size([2, 1]), device=cpu)},\n"
+            "            batch_size=torch.Size([2, 1]),\n"
+            "            device=cpu,\n"
+            "            is_shared=False)},\n"
+            "    batch_size=torch.Size([2, 1]),\n"
+            "    device=cpu,\n"
+            "    is_shared=False)");
   // The leaf files carry trailing bytes beyond their data; they are ignored.
   EXPECT_TRUE(at::equal(td.get({"nested", "int64"}),
                         torch::tensor({1, 2}, torch::kInt64).reshape({2, 1})));

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <tensordict/tensordict.h>
 
+#include <nlohmann/json.hpp>
+
 #include <stdlib.h>
 
 #include <exception>
@@ -101,6 +103,7 @@ struct Snapshot {
   std::vector<at::Tensor> values;  // clones of them
   std::vector<int64_t> versions;
   std::vector<std::vector<int64_t>> batch_sizes;  // root first, then sub-dicts
+  std::vector<std::string> non_tensors;  // non-tensor values, as JSON text
 };
 
 inline Snapshot TakeSnapshot(const tensordict::TensorDict& td) {
@@ -113,6 +116,8 @@ inline Snapshot TakeSnapshot(const tensordict::TensorDict& td) {
       s.leaves.push_back(e.tensor());
       s.values.push_back(e.tensor().detach().clone());
       s.versions.push_back(e.tensor()._version());
+    } else if (e.is_non_tensor()) {
+      s.non_tensors.push_back(e.non_tensor().dump());
     } else {
       s.batch_sizes.push_back(e.tensordict().batch_size().vec());
     }
@@ -128,9 +133,12 @@ inline void ExpectUnchanged(const tensordict::TensorDict& td, const Snapshot& s,
   EXPECT_EQ(td.batch_size().vec(), s.batch_sizes[0]);
   size_t leaf = 0;
   size_t dict = 1;
+  size_t non_tensor = 0;
   for (const auto& k : s.keys) {
     tensordict::Entry e = td.get_entry(k);
-    if (e.is_tensor()) {
+    if (e.is_non_tensor()) {
+      EXPECT_EQ(e.non_tensor().dump(), s.non_tensors[non_tensor++]) << k;
+    } else if (e.is_tensor()) {
       EXPECT_TRUE(e.tensor().is_same(s.leaves[leaf])) << k;
       EXPECT_TRUE(at::equal(e.tensor(), s.values[leaf])) << k;
       EXPECT_EQ(e.tensor()._version(), s.versions[leaf]) << k;

@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <nlohmann/json_fwd.hpp>
 #include <memory>
 #include <string>
 #include <utility>
@@ -78,18 +79,25 @@ class Entry {
 
   [[nodiscard]] bool is_tensor() const noexcept { return dict_ == nullptr; }
   [[nodiscard]] bool is_tensordict() const noexcept {
-    return dict_ != nullptr;
+    return dict_ != nullptr && !non_tensor_;
   }
-  /// The tensor. Throws if this entry holds a sub-dict.
+  /// Non-tensor data (see `TensorDict::set_non_tensor`).
+  [[nodiscard]] bool is_non_tensor() const noexcept { return non_tensor_; }
+  /// The tensor. Throws if this entry holds something else.
   [[nodiscard]] const at::Tensor& tensor() const;
-  /// The sub-dict. Throws if this entry holds a tensor.
+  /// The sub-dict. Throws if this entry holds something else.
   [[nodiscard]] TensorDict tensordict() const;
+  /// The non-tensor value, as `TensorDict::get_non_tensor` returns it.
+  /// Throws if this entry holds something else.
+  [[nodiscard]] nlohmann::ordered_json non_tensor() const;
 
  private:
   friend class TensorDict;
+  // A sub-dict, or non-tensor data.
   explicit Entry(std::shared_ptr<detail::TensorDictImpl> dict);
   at::Tensor tensor_;
   std::shared_ptr<detail::TensorDictImpl> dict_;
+  bool non_tensor_ = false;
 };
 
 /// A `{key, value}` pair, as taken by the constructor.
@@ -156,8 +164,41 @@ class TensorDict {
   /// The sub-dict at `key`: the parent's own child, so writes into it are
   /// writes into this dict. Throws if missing or a tensor.
   [[nodiscard]] TensorDict get_tensordict(const NestedKey& key) const;
-  /// The entry at `key`, leaf or sub-dict.
+  /// The entry at `key`: a leaf, a sub-dict or non-tensor data.
   [[nodiscard]] Entry get_entry(const NestedKey& key) const;
+
+  // ---- Non-tensor data ---------------------------------------------------
+  //
+  // As in Python tensordict, an entry may hold a value that is not a tensor:
+  // a string, a number, a list or a dict, anything JSON holds
+  // (`nlohmann::ordered_json`: a dict keeps its key order, as in Python).
+  // Such an entry is Python's `NonTensorData`: one value for every element
+  // of its batch size, which is its dict's. It is an entry but not a leaf:
+  // `keys(true)` lists it, `keys(true, true)` does not, and arithmetic,
+  // `apply` and the like leave it as it is. Indexing and reshaping change
+  // its batch size and keep its value. `stack`/`cat` of equal values (by
+  // Python's `==`) keep one NonTensorData; of different values they make a
+  // `NonTensorStack`, a value per element, which indexing and reshaping
+  // follow element by element. `clone` and `copy` keep it (values are
+  // immutable, so copies share them). It prints as Python prints it, and
+  // memory-mapped directories hold it in Python's format. Row writes
+  // (`td[i] = row`, `update_`, `stack_out`) and the replay and rollout
+  // buffers take tensors only: a row whose value differs from the stored
+  // one is rejected (an equal one changes nothing, as in Python).
+
+  /// Stores `value` at `key` as NonTensorData of the holding dict's batch
+  /// size and device, replacing any entry there (Python's
+  /// `set_non_tensor`). Missing sub-dicts on the path are created. Throws a
+  /// ValueError for NaN or an infinity (JSON cannot hold them).
+  const TensorDict& set_non_tensor(const NestedKey& key,
+                                   const nlohmann::ordered_json& value) const;
+  /// The value at `key`: NonTensorData's value, or a NonTensorStack's values
+  /// as nested lists over its batch size (Python's `tolist()`). Throws a
+  /// TypeError when `key` holds a tensor or a sub-dict.
+  [[nodiscard]] nlohmann::ordered_json get_non_tensor(
+      const NestedKey& key) const;
+  /// Whether `key` names non-tensor data.
+  [[nodiscard]] bool is_non_tensor(const NestedKey& key) const;
 
   /// Stores `value` at `key`, replacing any tensor already there (it does not
   /// copy into it: see `set_`). Missing intermediate sub-dicts of a nested key

@@ -217,11 +217,12 @@ at::Tensor row_view(const at::Tensor& t, int64_t i) {
 ImplPtr index_impl(const TensorDictImpl& impl, const NormalizedIndex& norm,
                    std::vector<int64_t> new_batch) {
   const bool single_int = norm.all_int && norm.ints.size() == 1;
-  return rebuild(impl, std::move(new_batch),
-                 [&](const KeyPath&, const at::Tensor& t) {
-                   return single_int ? row_view(t, norm.ints[0])
-                                     : t.index(norm.indices);
-                 });
+  return rebuild(
+      impl, std::move(new_batch),
+      [&](const KeyPath&, const at::Tensor& t) {
+        return single_int ? row_view(t, norm.ints[0]) : t.index(norm.indices);
+      },
+      nullptr, NoLevelHook(), NonTensors::kIndex);
 }
 
 }  // namespace detail
@@ -328,10 +329,12 @@ ImplPtr gather_rows(const TensorDictImpl& src, const at::Tensor& index) {
   const bool grad_mode = c10::GradMode::is_enabled();
   std::vector<int64_t> batch = src.batch_size;
   batch[0] = n;
-  return rebuild(src, std::move(batch),
-                 [&](const KeyPath&, const at::Tensor& t) {
-                   return gather_leaf(t, idx, n, index, grad_mode);
-                 });
+  return rebuild(
+      src, std::move(batch),
+      [&](const KeyPath&, const at::Tensor& t) {
+        return gather_leaf(t, idx, n, index, grad_mode);
+      },
+      nullptr, NoLevelHook(), NonTensors::kIndex);
 }
 
 }  // namespace detail

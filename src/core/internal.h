@@ -23,7 +23,11 @@ struct Node {
   std::shared_ptr<TensorDictImpl> dict;
 
   [[nodiscard]] bool is_dict() const noexcept { return dict != nullptr; }
+  /// A sub-dict that stands for non-tensor data (see TensorDictImpl).
+  [[nodiscard]] inline bool is_non_tensor() const noexcept;
 };
+
+struct NonTensor;  // core/non_tensor.h
 
 struct TensorDictImpl {
   std::vector<int64_t> batch_size;
@@ -37,6 +41,14 @@ struct TensorDictImpl {
   at::Tensor consolidated;
   /// Set by `lock_()`: keys may not be added, removed, renamed or replaced.
   bool locked = false;
+  /// Set on a level that stands for non-tensor data (Python's NonTensorData
+  /// or NonTensorStack, core/non_tensor.h). As in Python, where these are
+  /// tensor collections, it is a sub-dict without entries whose batch size is
+  /// the data's: walks over leaves see nothing in it, `rebuild` carries it
+  /// (indexing and reshaping change its batch size), and only the code that
+  /// reads or writes values (printing, set/get, stacking, row writes,
+  /// memmap) looks at it.
+  std::shared_ptr<const NonTensor> non_tensor;
 
   [[nodiscard]] Node* find(const std::string& key) noexcept {
     for (auto& n : nodes) {
@@ -64,6 +76,10 @@ struct TensorDictImpl {
 };
 
 using ImplPtr = std::shared_ptr<TensorDictImpl>;
+
+inline bool Node::is_non_tensor() const noexcept {
+  return dict != nullptr && dict->non_tensor != nullptr;
+}
 
 // ---- Helpers shared by the library's translation units (tensor_dict.cpp) --
 

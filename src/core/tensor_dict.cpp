@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "core/internal.h"
+#include "core/non_tensor.h"
 #include "core/tree.h"
 #include "core/write_plan.h"
 
@@ -97,6 +98,7 @@ ImplPtr shallow_copy(const TensorDictImpl& src) {
       [](const TensorDictImpl& from, TensorDictImpl& to) {
         to.saved_path = from.saved_path;
         to.consolidated = from.consolidated;
+        to.non_tensor = from.non_tensor;  // `src` may be non-tensor data
       });
 }
 
@@ -168,19 +170,35 @@ bool reaches(const TensorDictImpl& from, const TensorDictImpl* target) {
 // ===========================================================================
 
 Entry::Entry(at::Tensor tensor) : tensor_(std::move(tensor)) {}
-Entry::Entry(const TensorDict& dict) : dict_(dict.impl_) {}
+Entry::Entry(const TensorDict& dict)
+    : dict_(dict.impl_), non_tensor_(dict_->non_tensor != nullptr) {}
 Entry::Entry(std::shared_ptr<detail::TensorDictImpl> dict)
-    : dict_(std::move(dict)) {}
+    : dict_(std::move(dict)), non_tensor_(dict_->non_tensor != nullptr) {}
+
+namespace {
+const char* entry_kind(const Entry& e) {
+  return e.is_tensor() ? "a tensor"
+         : e.is_non_tensor() ? "non-tensor data"
+                             : "a TensorDict";
+}
+}  // namespace
 
 const at::Tensor& Entry::tensor() const {
-  TORCH_CHECK_TYPE(is_tensor(), "this entry holds a TensorDict, not a tensor");
+  TORCH_CHECK_TYPE(is_tensor(), "this entry holds ", entry_kind(*this),
+                   ", not a tensor");
   return tensor_;
 }
 
 TensorDict Entry::tensordict() const {
-  TORCH_CHECK_TYPE(is_tensordict(),
-                   "this entry holds a tensor, not a TensorDict");
+  TORCH_CHECK_TYPE(is_tensordict(), "this entry holds ", entry_kind(*this),
+                   ", not a TensorDict");
   return TensorDict(dict_);
+}
+
+nlohmann::ordered_json Entry::non_tensor() const {
+  TORCH_CHECK_TYPE(non_tensor_, "this entry holds ", entry_kind(*this),
+                   ", not non-tensor data");
+  return detail::non_tensor_value(*dict_);
 }
 
 // ===========================================================================
@@ -210,7 +228,7 @@ TensorDict::TensorDict(std::vector<Item> items, c10::IntArrayRef batch_size,
     if (item.second.is_tensor()) {
       set(item.first, item.second.tensor());
     } else {
-      set(item.first, item.second.tensordict());
+      set(item.first, TensorDict(item.second.dict_));  // non-tensor data too
     }
   }
 }
@@ -238,18 +256,42 @@ std::vector<NestedKey> TensorDict::keys(bool include_nested,
   return out;
 }
 
+namespace {
+// "holds ... ; use ...()" for a TypeError about the node at `key`.
+[[noreturn]] void throw_wrong_kind(const NestedKey& key, const Node& n,
+                                   const char* wanted) {
+  const char* holds = n.is_non_tensor() ? "non-tensor data"
+                      : n.is_dict()     ? "a TensorDict"
+                                        : "a tensor";
+  const char* use = n.is_non_tensor() ? "get_non_tensor"
+                    : n.is_dict()     ? "get_tensordict"
+                                      : "get";
+  TORCH_CHECK_TYPE(false, "key ", key.str(), " holds ", holds, ", not ",
+                   wanted, "; use ", use, "()");
+}
+}  // namespace
+
 at::Tensor TensorDict::get(const NestedKey& key) const {
   const Node& n = lookup_or_throw(*impl_, key);
-  TORCH_CHECK_TYPE(!n.is_dict(), "key ", key.str(),
-                   " holds a TensorDict, not a tensor; use get_tensordict()");
+  if (n.is_dict()) throw_wrong_kind(key, n, "a tensor");
   return n.tensor;
 }
 
 TensorDict TensorDict::get_tensordict(const NestedKey& key) const {
   const Node& n = lookup_or_throw(*impl_, key);
-  TORCH_CHECK_TYPE(n.is_dict(), "key ", key.str(),
-                   " holds a tensor, not a TensorDict; use get()");
+  if (!n.is_dict() || n.is_non_tensor()) throw_wrong_kind(key, n, "a TensorDict");
   return TensorDict(n.dict);
+}
+
+nlohmann::ordered_json TensorDict::get_non_tensor(const NestedKey& key) const {
+  const Node& n = lookup_or_throw(*impl_, key);
+  if (!n.is_non_tensor()) throw_wrong_kind(key, n, "non-tensor data");
+  return non_tensor_value(*n.dict);
+}
+
+bool TensorDict::is_non_tensor(const NestedKey& key) const {
+  const Node* n = lookup(*impl_, key);
+  return n != nullptr && n->is_non_tensor();
 }
 
 Entry TensorDict::get_entry(const NestedKey& key) const {
@@ -274,11 +316,13 @@ std::pair<TensorDictImpl*, size_t> walk_for_set(TensorDictImpl& root,
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     Node* n = cur->find(parts[i]);
     if (n == nullptr) return {cur, i};
-    TORCH_CHECK_TYPE(n->is_dict(), "key ", key.str(), ": cannot create a sub-TensorDict at ",
+    TORCH_CHECK_TYPE(n->is_dict() && !n->is_non_tensor(), "key ", key.str(),
+                     ": cannot create a sub-TensorDict at ",
                      NestedKey(std::vector<std::string>(parts.begin(),
                                                         parts.begin() + static_cast<int64_t>(i) + 1))
                          .str(),
-                     ": a tensor lives there");
+                     n->is_dict() ? ": non-tensor data lives there"
+                                  : ": a tensor lives there");
     cur = n->dict.get();
   }
   return {cur, parts.size() - 1};
@@ -318,8 +362,9 @@ const TensorDict& TensorDict::set(const NestedKey& key,
   check_unlocked(*parent, "set", key);
   if (parent_exists) {
     const Node* existing = parent->find(key.back());
-    TORCH_CHECK_TYPE(existing == nullptr || !existing->is_dict(), "key ",
-                     key.str(),
+    TORCH_CHECK_TYPE(existing == nullptr || !existing->is_dict() ||
+                         existing->is_non_tensor(),
+                     "key ", key.str(),
                      ": cannot set a tensor where a TensorDict lives");
   }
   check_leading_dims(key, value, parent->batch_size);
@@ -328,8 +373,25 @@ const TensorDict& TensorDict::set(const NestedKey& key,
   parent = create_path(parent, missing_from, key);
   if (Node* n = parent->find(key.back())) {
     n->tensor = std::move(v);
+    n->dict = nullptr;  // it may have held non-tensor data
   } else {
     parent->nodes.push_back(Node{key.back(), std::move(v), nullptr});
+  }
+  return *this;
+}
+
+const TensorDict& TensorDict::set_non_tensor(
+    const NestedKey& key, const nlohmann::ordered_json& value) const {
+  auto [parent, missing_from] = walk_for_set(*impl_, key);
+  check_unlocked(*parent, "set_non_tensor", key);
+  ImplPtr level = make_non_tensor_data(value, parent->batch_size,
+                                       parent->device, key.str());
+  parent = create_path(parent, missing_from, key);
+  if (Node* n = parent->find(key.back())) {
+    n->tensor = at::Tensor();
+    n->dict = std::move(level);
+  } else {
+    parent->nodes.push_back(Node{key.back(), at::Tensor(), std::move(level)});
   }
   return *this;
 }
@@ -437,7 +499,7 @@ const TensorDict& TensorDict::rename_key_(const NestedKey& old_key,
     if (e.is_tensor()) {
       set(new_key, e.tensor());
     } else {
-      set(new_key, e.tensordict());
+      set(new_key, TensorDict(e.dict_));  // non-tensor data too
     }
     erase(old_key);
   } catch (...) {

@@ -293,16 +293,36 @@ struct NoLevelHook {
   void operator()(const TensorDictImpl&, TensorDictImpl&) const {}
 };
 
+/// How `rebuild` carries non-tensor data (core/non_tensor.h), whose level's
+/// batch size changes as a sub-dict's does.
+enum class NonTensors {
+  /// Unchanged: NonTensorData takes its level's new batch size; a
+  /// NonTensorStack whose batch size changes is an error (the leaf function
+  /// computes values, which a stack cannot follow).
+  kKeep,
+  /// The leaf function is an index or a shape op: a stack's element ids go
+  /// through it too.
+  kIndex,
+};
+
+/// The element ids of a NonTensorStack (undefined for NonTensorData).
+const at::Tensor& non_tensor_ids(const NonTensor& nt);
+
 namespace tree_impl {
 
 [[noreturn]] void throw_bad_leaf_shape(const char* op, const KeyPath& path,
                                        const at::Tensor& t,
                                        c10::IntArrayRef batch);
 
+// Sets `out`'s non-tensor data from `src`'s (see NonTensors).
+void carry_non_tensor(const TensorDictImpl& src, TensorDictImpl& out,
+                      const at::Tensor& new_ids, const char* op,
+                      const KeyPath& path);
+
 template <typename LeafFn, typename LevelHook>
 ImplPtr rebuild(const TensorDictImpl& src, std::vector<int64_t> batch,
                 KeyPath& path, const LeafFn& leaf, const char* check_op,
-                const LevelHook& hook) {
+                const LevelHook& hook, NonTensors non_tensors) {
   const size_t src_bd = src.batch_size.size();
   auto out = make_impl(std::move(batch), src.device);
   hook(src, *out);
@@ -312,9 +332,17 @@ ImplPtr rebuild(const TensorDictImpl& src, std::vector<int64_t> batch,
     if (n.is_dict()) {
       std::vector<int64_t> sub_batch = concat(
           out->batch_size, c10::IntArrayRef(n.dict->batch_size).slice(src_bd));
-      out->nodes.push_back(Node{
-          n.key, at::Tensor(),
-          rebuild(*n.dict, std::move(sub_batch), path, leaf, check_op, hook)});
+      ImplPtr sub = rebuild(*n.dict, std::move(sub_batch), path, leaf,
+                            check_op, hook, non_tensors);
+      if (n.dict->non_tensor != nullptr) {
+        const at::Tensor& ids = non_tensor_ids(*n.dict->non_tensor);
+        carry_non_tensor(*n.dict, *sub,
+                         non_tensors == NonTensors::kIndex && ids.defined()
+                             ? at::Tensor(leaf(path, ids))
+                             : at::Tensor(),
+                         check_op, path);
+      }
+      out->nodes.push_back(Node{n.key, at::Tensor(), std::move(sub)});
     } else {
       at::Tensor r = leaf(path, n.tensor);
       if (r.defined()) {
@@ -338,13 +366,16 @@ ImplPtr rebuild(const TensorDictImpl& src, std::vector<int64_t> batch,
 /// other per-level state). Each leaf is `leaf(path, tensor)`; an undefined
 /// result drops the key. With `check_op`, every result must start with its
 /// level's batch size, else "<check_op>: key K: the result's shape ... does
-/// not start with the batch_size ..." is thrown.
+/// not start with the batch_size ..." is thrown. Non-tensor data is carried
+/// as `non_tensors` says.
 template <typename LeafFn, typename LevelHook = NoLevelHook>
 ImplPtr rebuild(const TensorDictImpl& src, std::vector<int64_t> batch,
                 const LeafFn& leaf, const char* check_op = nullptr,
-                const LevelHook& hook = LevelHook()) {
+                const LevelHook& hook = LevelHook(),
+                NonTensors non_tensors = NonTensors::kKeep) {
   KeyPath path;
-  return tree_impl::rebuild(src, std::move(batch), path, leaf, check_op, hook);
+  return tree_impl::rebuild(src, std::move(batch), path, leaf, check_op, hook,
+                            non_tensors);
 }
 
 /// `rebuild` with the same batch sizes and `fn(tensor)` for every leaf.

@@ -18,6 +18,7 @@
 
 #include "core/indexing.h"
 #include "core/internal.h"
+#include "core/non_tensor.h"
 #include "core/tree.h"
 
 namespace tensordict {
@@ -147,9 +148,32 @@ void copy_bytes_streaming(char* dst, const char* src, size_t n) {
 // The destination side of a write
 // ---------------------------------------------------------------------------
 
+// Writing the non-tensor entry `vn` where `dn` lives. As in Python, a value
+// equal to NonTensorData already there changes nothing; anything else would
+// make part of the entry differ (a NonTensorStack), which row writes do not
+// do: rejected. A join (`joins`) checks its inputs' values itself.
+namespace {
+void check_non_tensor_write(const char* op, const KeyPath& path,
+                            const Node& dn, const Node& vn, bool joins) {
+  TORCH_CHECK_TYPE(dn.is_non_tensor(), op, ": key ", path.key().str(),
+                   ": cannot write non-tensor data where ",
+                   dn.is_dict() ? "a TensorDict" : "a tensor", " lives");
+  if (joins) return;
+  const ordered_json d = non_tensor_value(*dn.dict);
+  const ordered_json v = non_tensor_value(*vn.dict);
+  TORCH_CHECK(!non_tensor_is_stack(*dn.dict) &&
+                  !non_tensor_is_stack(*vn.dict) && py_equal(d, v),
+              op, ": key ", path.key().str(), ": the value's non-tensor data ",
+              short_py_repr(v), " differs from the stored ", short_py_repr(d),
+              "; row writes cannot change part of non-tensor data (use "
+              "set_non_tensor to replace the entry)");
+}
+}  // namespace
+
 WriteTargets::WriteTargets(const char* op, TensorDictImpl& dst,
                            const TensorDictImpl& value, SubBatch sub_batch,
-                           OnDict on_dict, OnLeaf on_leaf, bool may_create) {
+                           OnDict on_dict, OnLeaf on_leaf, bool may_create,
+                           bool joins) {
   // The new dicts around the entry being walked, innermost last: the depth
   // of their key and their index into dicts_.
   c10::SmallVector<std::pair<size_t, size_t>, 4> open;
@@ -165,13 +189,27 @@ WriteTargets::WriteTargets(const char* op, TensorDictImpl& dst,
           if (!may_create) (void)lookup_or_throw(dst, path.key());
           if (level->locked) check_unlocked(*level, op, path.key());
         }
+        if (vn.is_non_tensor() && dn != nullptr) {
+          check_non_tensor_write(op, path, *dn, vn, joins);
+          return Next::kSkip;
+        }
         if (vn.is_dict()) {
           if (dn != nullptr) {
-            TORCH_CHECK_TYPE(dn->is_dict(), op, ": key ", path.key().str(),
-                             ": cannot write a TensorDict where a tensor lives");
+            TORCH_CHECK_TYPE(dn->is_dict() && !dn->is_non_tensor(), op,
+                             ": key ", path.key().str(),
+                             ": cannot write a TensorDict where ",
+                             dn->is_dict() ? "non-tensor data" : "a tensor",
+                             " lives");
             on_dict(path, *dn->dict, *vn.dict);
             return Next::kDescend;
           }
+          // A new level; for non-tensor data it carries the value's data
+          // (see create()).
+          TORCH_CHECK(joins || !vn.is_non_tensor() ||
+                          !non_tensor_is_stack(*vn.dict),
+                      op, ": key ", path.key().str(),
+                      ": a NonTensorStack cannot be written into rows (only "
+                      "NonTensorData, one value for every row)");
           const Dict* np = level != nullptr ? nullptr : &dicts_[new_parent];
           std::vector<int64_t> batch =
               sub_batch(np != nullptr ? c10::IntArrayRef(np->batch)
@@ -182,12 +220,16 @@ WriteTargets::WriteTargets(const char* op, TensorDictImpl& dst,
           dicts_.push_back(Dict{level, new_parent, &vn, std::move(batch),
                                 device, nullptr});
           creations_.emplace_back(true, dicts_.size() - 1);
+          if (vn.is_non_tensor()) return Next::kSkip;
           open.emplace_back(depth, dicts_.size() - 1);
           return Next::kDescend;
         }
         if (dn != nullptr) {
           TORCH_CHECK_TYPE(!dn->is_dict(), op, ": key ", path.key().str(),
-                           ": cannot write a tensor where a TensorDict lives");
+                           ": cannot write a tensor where ",
+                           dn->is_non_tensor() ? "non-tensor data"
+                                               : "a TensorDict",
+                           " lives");
         }
         const size_t i = leaves_.size();
         leaves_.push_back(Leaf{
@@ -211,6 +253,8 @@ void WriteTargets::create(
       TensorDictImpl* parent =
           d.parent ? d.parent : dicts_[d.new_parent].impl.get();
       d.impl = make_impl(d.batch, d.device);
+      // Non-tensor data: the value's, for every row (a join replaces it).
+      d.impl->non_tensor = d.value->dict->non_tensor;
       if (d.parent) log_.emplace_back(parent, parent->nodes.size());
       parent->nodes.push_back(Node{d.value->key, at::Tensor(), d.impl});
       continue;
@@ -557,6 +601,7 @@ RowWritePlan::RowWritePlan(const TensorDict& dst, const char* dst_name)
     : dst_(dst), dst_name_(dst_name) {
   const TensorDictImpl& root = TensorDictImpl::of(dst_);
   TORCH_INTERNAL_ASSERT(root.batch_dims() == 1);
+  check_no_non_tensor(dst_name, ("a " + std::string(dst_name)).c_str(), root);
   visit(
       root, Ignore(),
       [&](const KeyPath& path, const at::Tensor& t) {
@@ -585,9 +630,13 @@ void RowWritePlan::bind(const char* op, const char* what,
   const TensorDictImpl& root = TensorDictImpl::of(dst_);
   out.assign(leaves_.size(), nullptr);
   size_t k = 0;  // the leaf the next one is, when the key orders agree
+  bool non_tensor = false;
   const bool same = pair_walk<Pairing::kSameKeys>(
       value, &root, [&](const Match<const TensorDictImpl>& m) {
-        if (m.a.is_dict()) return Next::kDescend;
+        if (m.a.is_dict()) {
+          non_tensor = non_tensor || m.a.is_non_tensor();
+          return non_tensor ? Next::kStop : Next::kDescend;
+        }
         const at::Tensor* stored = &m.b->tensor;
         const size_t at = k < leaves_.size() && leaves_[k].stored == stored
                               ? k
@@ -596,6 +645,9 @@ void RowWritePlan::bind(const char* op, const char* what,
         ++k;
         return Next::kSkip;
       });
+  if (non_tensor) {
+    check_no_non_tensor(op, ("the " + std::string(dst_name_)).c_str(), value);
+  }
   if (!same) {
     throw_key_difference(op, root, value,
                          ("the " + std::string(dst_name_)).c_str(),

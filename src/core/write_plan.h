@@ -148,9 +148,13 @@ class WriteTargets {
 
   /// With `may_create` false, a key of `value` that `dst` lacks is an error
   /// (`lookup_or_throw`'s) instead of something to create.
+  /// Non-tensor data (core/non_tensor.h) is written as a whole entry: a
+  /// missing one is created with the value's data; an existing one must hold
+  /// equal NonTensorData (a row write changes nothing then, as in Python),
+  /// except with `joins` (stack and cat, which compute it afterwards).
   WriteTargets(const char* op, TensorDictImpl& dst, const TensorDictImpl& value,
                SubBatch sub_batch, OnDict on_dict, OnLeaf on_leaf,
-               bool may_create = true);
+               bool may_create = true, bool joins = false);
 
   using Leaves = c10::SmallVector<Leaf, 16>;
   [[nodiscard]] const Leaves& leaves() const { return leaves_; }

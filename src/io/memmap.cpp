@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "core/internal.h"
+#include "core/non_tensor.h"
 #include "core/tree.h"
 #include "io/files.h"
 #include "tensordict/persistence.h"
@@ -494,6 +495,24 @@ class TmpFiles {
   std::vector<int> fds_;
 };
 
+constexpr const char* kNonTensorDataType =
+    "<class 'tensordict.tensorclass.NonTensorData'>";
+constexpr const char* kNonTensorStackType =
+    "<class 'tensordict.tensorclass.NonTensorStack'>";
+
+// The meta.json of a non-tensor level, in Python's format.
+ordered_json non_tensor_meta(const TensorDictImpl& level) {
+  if (!detail::non_tensor_is_stack(level)) {
+    return ordered_json{{"_type", kNonTensorDataType},
+                        {"data", level.non_tensor->data},
+                        {"_metadata", nullptr}};
+  }
+  return ordered_json{{"_type", kNonTensorStackType},
+                      {"stack_dim", 0},
+                      {"device", "cpu"},
+                      {"data", detail::non_tensor_tolist(level)}};
+}
+
 // Validates the tree under `root` and builds the write plan, without touching
 // the file system.
 MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
@@ -548,7 +567,11 @@ MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
         std::string dir = prefix;
         if (!path.parts.empty()) {
           const std::string name = entry_name(path, /*is_dict=*/true);
-          levels.back().meta[*path.parts.back()] = ordered_json{{"type", "TensorDict"}};
+          const char* type = level.non_tensor == nullptr ? "TensorDict"
+                             : detail::non_tensor_is_stack(level)
+                                 ? "NonTensorStack"
+                                 : "NonTensorData";
+          levels.back().meta[*path.parts.back()] = ordered_json{{"type", type}};
           dir = join_path(plan.dirs[levels.back().dir].dir, name);
         }
         plan.dirs.push_back(DirPlan{&level, std::move(dir), {}, {}, {}});
@@ -574,16 +597,37 @@ MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
         std::string file = join_path(d.dir, name);
         d.leaves.push_back(LeafPlan{&t, std::move(name), std::move(file), {}, {}});
       },
-      [&](const detail::KeyPath&, TensorDictImpl& level) {
+      [&](const detail::KeyPath& path, TensorDictImpl& level) {
         ordered_json& meta = levels.back().meta;
         ordered_json batch = ordered_json::array();
         for (int64_t d : level.batch_size) batch.push_back(d);
-        meta["shape"] = std::move(batch);
         // A memory-mapped dict lives on the CPU, whatever device it had.
-        meta["device"] = "cpu";
-        meta["_type"] = kTdType;
-        // Every key was checked to be valid UTF-8.
-        plan.dirs[levels.back().dir].meta = meta.dump();
+        ordered_json td_meta{
+            {"shape", std::move(batch)}, {"device", "cpu"}, {"_type", kTdType}};
+        if (level.non_tensor != nullptr) {
+          // Python's NonTensorData / NonTensorStack directory (see
+          // persistence.h): the value in meta.json, and for NonTensorData
+          // the batch size in _tensordict/meta.json, which 0.4 needs.
+          meta = non_tensor_meta(level);
+          if (!detail::non_tensor_is_stack(level)) {
+            const std::string sub =
+                join_path(plan.dirs[levels.back().dir].dir, "_tensordict");
+            plan.dirs.push_back(DirPlan{nullptr, sub, td_meta.dump(), {}, {}});
+            plan.meta_order.push_back(plan.dirs.size() - 1);
+          }
+        } else {
+          for (auto it = td_meta.begin(); it != td_meta.end(); ++it) {
+            meta[it.key()] = it.value();
+          }
+        }
+        try {
+          plan.dirs[levels.back().dir].meta = meta.dump();
+        } catch (const nlohmann::json::exception&) {
+          // Keys were checked; a non-tensor string value was not.
+          TORCH_CHECK_VALUE(false, fn, ": key ", key_repr(path),
+                            ": its non-tensor value holds a string that is "
+                            "not valid UTF-8, which meta.json cannot hold");
+        }
         plan.meta_order.push_back(levels.back().dir);
         levels.pop_back();
       });
@@ -727,6 +771,7 @@ void commit(MemmapPlan& plan, WriteMode mode) {
       }
       *lp.leaf = std::move(t);
     }
+    if (p.impl == nullptr) continue;  // a NonTensorData's _tensordict/
     p.impl->saved_path = p.dir;
     p.impl->consolidated = at::Tensor();
     // As in Python: a memory-mapped dict lives on the CPU, and is locked
@@ -869,6 +914,88 @@ c10::optional<at::Device> parse_device(const ordered_json& meta,
   return detail::normalize_device(*d);
 }
 
+// The JSON object in `dir`/meta.json (which must exist) for `krepr`'s entry.
+ordered_json read_entry_meta(const std::string& dir, const std::string& krepr) {
+  const std::string path = join_path(dir, "meta.json");
+  const c10::optional<std::string> text = read_small_file(path, "load_memmap");
+  TORCH_CHECK(text.has_value(), "load_memmap: key ", krepr, ": '", path,
+              "' is missing");
+  ordered_json j = read_json(text->data(), text->data() + text->size(),
+                             "load_memmap", "'" + path + "'",
+                             [](const ordered_json& v) { return v; });
+  TORCH_CHECK(j.is_object(), "load_memmap: '", path,
+              "' must hold a JSON object, got ", dump(j));
+  return j;
+}
+
+// The non-tensor entry (Python's NonTensorData or NonTensorStack) stored in
+// `dir`, under a level of batch size `parent_batch`. NonTensorData: "data"
+// in meta.json; its batch size from _tensordict/meta.json (0.4), else the
+// parent's (newer versions write none). NonTensorStack: "data", the values
+// as nested lists over the parent's batch size (the only field Python 0.4
+// reads back).
+ImplPtr load_non_tensor(const std::string& dir, bool stack,
+                        const std::vector<int64_t>& parent_batch,
+                        const std::string& krepr) {
+  const std::string path = join_path(dir, "meta.json");
+  const ordered_json meta = read_entry_meta(dir, krepr);
+  const char* want = stack ? kNonTensorStackType : kNonTensorDataType;
+  auto type_it = meta.find("_type");
+  TORCH_CHECK(type_it != meta.end() && *type_it == want, "load_memmap: '",
+              path, "': key ", krepr, " should hold a ", want, ", but \"_type\" is ",
+              type_it == meta.end() ? std::string("missing") : dump(*type_it));
+  auto data = meta.find("data");
+  TORCH_CHECK(data != meta.end() && !(stack && data->is_string()),
+              "load_memmap: key ", krepr,
+              ": its value was pickled by Python (it is not JSON), which "
+              "this library cannot read ('",
+              path, "' has no JSON \"data\")");
+  if (!stack) {
+    std::vector<int64_t> batch = parent_batch;
+    const std::string td_dir = join_path(dir, "_tensordict");
+    struct stat st {};
+    if (::stat(join_path(td_dir, "meta.json").c_str(), &st) == 0) {
+      const std::string td_path = join_path(td_dir, "meta.json");
+      batch = parse_batch(read_entry_meta(td_dir, krepr), td_path, "shape",
+                          "load_memmap");
+      TORCH_CHECK(detail::starts_with(batch, parent_batch), "load_memmap: '",
+                  td_path, "': the batch size ", detail::shape_str(batch),
+                  " of key ", krepr,
+                  " does not start with the parent's batch size ",
+                  detail::shape_str(parent_batch));
+    }
+    try {
+      return detail::make_non_tensor_data(*data, std::move(batch),
+                                          at::Device(at::kCPU), krepr);
+    } catch (const c10::Error& e) {
+      TORCH_CHECK(false, "load_memmap: '", path, "': ", e.msg());
+    }
+  }
+  // The elements, row-major over the batch.
+  auto values = std::make_shared<std::vector<ordered_json>>();
+  std::function<void(const ordered_json&, size_t)> flatten =
+      [&](const ordered_json& v, size_t d) {
+        if (d == parent_batch.size()) {
+          values->push_back(v);
+          return;
+        }
+        TORCH_CHECK(v.is_array() &&
+                        static_cast<int64_t>(v.size()) == parent_batch[d],
+                    "load_memmap: '", path, "': key ", krepr,
+                    ": \"data\" does not hold nested lists of the batch size ",
+                    detail::shape_str(parent_batch));
+        for (const auto& e : v) flatten(e, d + 1);
+      };
+  TORCH_CHECK(!parent_batch.empty(), "load_memmap: '", path, "': key ",
+              krepr, " is a NonTensorStack in a dict without batch dims");
+  flatten(*data, 0);
+  const int64_t n = static_cast<int64_t>(values->size());
+  ImplPtr level = detail::make_impl(parent_batch, at::Device(at::kCPU));
+  level->non_tensor = detail::non_tensor_stack(
+      std::move(values), at::arange(n, at::kLong).view(parent_batch));
+  return level;
+}
+
 // The dict that `meta`, the parsed `path` (`dir`/meta.json), describes; its
 // sub-dicts are loaded with load_dir.
 ImplPtr load_level(const ordered_json& meta, const std::string& dir,
@@ -937,14 +1064,10 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
     auto t_it = e.find("type");
     if (t_it != e.end()) {
       const std::string type = t_it->is_string() ? t_it->get<std::string>() : dump(*t_it);
-      if (type == "NonTensorData" || type == "NonTensorStack") {
-        // Non-tensor data (strings, Python objects): a C++ TensorDict holds
-        // tensors only, so these entries are skipped.
-        key_path.pop_back();
-        continue;
-      }
-      TORCH_CHECK(type == "TensorDict", "load_memmap: '", path, "': key ", krepr,
-                  " has unsupported type \"", type, "\"");
+      const bool non_tensor =
+          type == "NonTensorData" || type == "NonTensorStack";
+      TORCH_CHECK(type == "TensorDict" || non_tensor, "load_memmap: '", path,
+                  "': key ", krepr, " has unsupported type \"", type, "\"");
       const std::vector<std::string> names = file_name_candidates(key);
       std::string sub_dir;
       for (const auto& name : names) {
@@ -960,7 +1083,11 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
                   names.size() > 1
                       ? " (nor does '" + join_path(dir, names[1]) + "')"
                       : std::string());
-      ImplPtr sub = load_dir(sub_dir, key_path, ctx);
+      ImplPtr sub =
+          non_tensor
+              ? load_non_tensor(sub_dir, type == "NonTensorStack",
+                                impl->batch_size, krepr)
+              : load_dir(sub_dir, key_path, ctx);
       TORCH_CHECK(detail::starts_with(sub->batch_size, impl->batch_size),
                   "load_memmap: '", join_path(sub_dir, "meta.json"),
                   "': the batch size ", detail::shape_str(sub->batch_size),
@@ -1260,6 +1387,8 @@ c10::optional<std::string> TensorDict::saved_path() const {
 }
 
 TensorDict TensorDict::consolidate() const {
+  detail::check_no_non_tensor("consolidate", "a consolidated TensorDict",
+                              *impl_);
   std::vector<const at::Tensor*> leaves;
   detail::leaf_ptrs(*impl_, leaves);
   c10::optional<at::Device> dev;
@@ -1313,6 +1442,7 @@ bool TensorDict::is_consolidated() const {
 
 void TensorDict::save(const std::string& path) const {
   TORCH_CHECK_VALUE(!path.empty(), "save: the file name is empty");
+  detail::check_no_non_tensor("save", "a saved file", *impl_);
   bool reuse = is_consolidated() && impl_->consolidated.device().is_cpu();
   if (reuse) {
     std::vector<const at::Tensor*> leaves;

@@ -8,6 +8,7 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include "core/internal.h"
+#include "core/non_tensor.h"
 #include "core/tree.h"
 
 namespace tensordict {
@@ -41,6 +42,8 @@ c10::IValue to_generic_dict(const detail::TensorDictImpl& root) {
 }  // namespace
 
 std::vector<char> pickle_save(const TensorDict& td) {
+  detail::check_no_non_tensor("pickle_save", "a pickled dict of tensors",
+                              detail::TensorDictImpl::of(td));
   return torch::jit::pickle_save(to_generic_dict(detail::TensorDictImpl::of(td)));
 }
 

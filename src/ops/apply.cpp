@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/internal.h"
+#include "core/non_tensor.h"
 #include "core/tree.h"
 #include "core/write_plan.h"
 #include "tensordict/functional.h"
@@ -441,7 +442,8 @@ TensorDict reduce_tree(Reduce r, const TensorDictImpl& src,
           TORCH_CHECK(false, reduce_name(r), ": key ", path.key().str(), ": ",
                       e.msg());
         }
-      }));
+      },
+      reduce_name(r)));
 }
 
 TensorDict reduce_all(Reduce r, const TensorDictImpl& impl) {
@@ -529,9 +531,10 @@ void insert_unflattened(TensorDictImpl& dst, std::vector<std::string> prefix,
           Node{parts[i], at::Tensor(), make_impl(cur->batch_size, cur->device)});
       c = &cur->nodes.back();
     }
-    TORCH_CHECK(c->is_dict(), "unflatten_keys: key ", orig,
-                " needs a sub-TensorDict at ", NestedKey(prefix).str(),
-                ", where a tensor lives");
+    TORCH_CHECK(c->is_dict() && !c->is_non_tensor(), "unflatten_keys: key ",
+                orig, " needs a sub-TensorDict at ", NestedKey(prefix).str(),
+                c->is_dict() ? ", where non-tensor data lives"
+                             : ", where a tensor lives");
     cur = c->dict.get();
   }
   prefix.push_back(parts.back());
@@ -549,7 +552,10 @@ void insert_unflattened(TensorDictImpl& dst, std::vector<std::string> prefix,
     TORCH_CHECK(false, "unflatten_keys: key ", orig,
                 " collides with another key at ", NestedKey(std::move(at)).str());
   };
-  if (!e->is_dict() || !node.is_dict()) collides(nullptr);
+  if (!e->is_dict() || !node.is_dict() || e->is_non_tensor() ||
+      node.is_non_tensor()) {
+    collides(nullptr);
+  }
   // Two sub-dicts at the same place merge.
   pair_walk<Pairing::kInto>(
       *node.dict, e->dict.get(),
@@ -623,8 +629,18 @@ ImplPtr flatten_impl(const TensorDictImpl& src, const std::string& sep) {
   };
   visit(
       src,
-      [&](const KeyPath& path, const TensorDictImpl&) {
+      [&](const KeyPath& path, const TensorDictImpl& level) {
         names.push_back(path.parts.empty() ? std::string() : flat(path));
+        if (level.non_tensor != nullptr) {  // an entry, as in Python
+          auto it = seen.find(names.back());
+          TORCH_CHECK(it == seen.end(), "flatten_keys: keys ",
+                      it == seen.end() ? std::string() : it->second.str(),
+                      " and ", path.key().str(), " both flatten to '",
+                      names.back(), "'");
+          seen.emplace(names.back(), path.key());
+          out->nodes.push_back(
+              Node{names.back(), at::Tensor(), shallow_copy(level)});
+        }
       },
       [&](const KeyPath& path, const at::Tensor& t) {
         std::string name = flat(path);
@@ -727,7 +743,8 @@ const TensorDict& TensorDict::update(const TensorDict& other) const {
   pair_walk<Pairing::kInto>(
       *other.impl_, impl_.get(),
       [&](const KeyPath& path, const Match<TensorDictImpl>& m) {
-        if (m.b != nullptr && m.b->is_dict() && m.a.is_dict()) {
+        if (m.b != nullptr && m.b->is_dict() && m.a.is_dict() &&
+            !m.b->is_non_tensor() && !m.a.is_non_tensor()) {
           // A level updated with itself stays as it is.
           return m.b->dict == m.a.dict ? Next::kSkip : Next::kDescend;
         }
@@ -743,7 +760,9 @@ const TensorDict& TensorDict::update(const TensorDict& other) const {
   StructureSnapshot snapshot(*impl_);
   try {
     for (const auto& [key, entry] : sets) {
-      if (entry.is_dict()) {
+      if (entry.is_non_tensor() && !non_tensor_is_stack(*entry.dict)) {
+        set_non_tensor(key, entry.dict->non_tensor->data);
+      } else if (entry.is_dict()) {
         set(key, TensorDictImpl::wrap(entry.dict));
       } else {
         set(key, entry.tensor);

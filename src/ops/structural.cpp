@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "core/internal.h"
+#include "core/non_tensor.h"
 #include "core/tree.h"
 #include "core/write_plan.h"
 #include "tensordict/functional.h"
@@ -188,7 +189,9 @@ bool gather(const TensorDictImpl& ref, const TensorDictImpl& in,
   return pair_walk<Pairing::kSameKeys>(
       ref, &in, [&](const Match<const TensorDictImpl>& m) {
         if (m.a.is_dict()) {
-          return spec.compatible(m.a.dict->batch_size, m.b->dict->batch_size)
+          return spec.compatible(m.a.dict->batch_size,
+                                 m.b->dict->batch_size) &&
+                         m.a.is_non_tensor() == m.b->is_non_tensor()
                      ? Next::kDescend
                      : Next::kStop;
         }
@@ -218,7 +221,8 @@ bool fast_gather(const TensorDictImpl& ref, const TensorDictImpl& in,
   return pair_walk<Pairing::kSameKeys>(
       ref, &in, [&](const Match<const TensorDictImpl>& m) {
         if (m.a.is_dict()) {
-          return same_shape(m.a.dict->batch_size, m.b->dict->batch_size)
+          return same_shape(m.a.dict->batch_size, m.b->dict->batch_size) &&
+                         m.a.is_non_tensor() == m.b->is_non_tensor()
                      ? Next::kDescend
                      : Next::kStop;
         }
@@ -274,6 +278,12 @@ inline void prefetch_nodes(const TensorDictImpl& impl) {
       ref, &in,
       [&](const KeyPath& path, const Match<const TensorDictImpl>& m) {
         if (!m.a.is_dict()) return Next::kSkip;
+        TORCH_CHECK_TYPE(m.a.is_non_tensor() == m.b->is_non_tensor(), spec.op,
+                         ": key ", path.key().str(), " is ",
+                         m.a.is_non_tensor() ? "non-tensor data" : "a TensorDict",
+                         " in input 0 but ",
+                         m.b->is_non_tensor() ? "non-tensor data" : "a TensorDict",
+                         " in ", name);
         const auto& a = m.a.dict->batch_size;
         const auto& b = m.b->dict->batch_size;
         if (spec.compatible(a, b)) return Next::kDescend;
@@ -404,6 +414,8 @@ class Join {
 
   ImplPtr run() {
     gather_inputs();
+    // stack_out / cat_out write tensors into out's leaves only.
+    if (!fresh) detail::check_no_non_tensor(op, "out", ref);
     plan_out_leaves();
     check_inputs_against_out();
     try {
@@ -414,6 +426,7 @@ class Join {
       targets->undo();
       throw;
     }
+    if (fresh) join_non_tensors();
     return created;
   }
 
@@ -619,7 +632,8 @@ class Join {
           check_leaf_write(op, path.key(), *d, at::Tensor(), WriteKind::kOut);
           s.dtype = d->scalar_type();
           s.device = d->device();
-        });
+        },
+        /*may_create=*/true, /*joins=*/fresh);
     TORCH_INTERNAL_ASSERT(targets->leaves().size() == num_leaves);
     fused.assign(num_leaves, 0);
     for (size_t k = 0; k < num_leaves; ++k) {
@@ -816,6 +830,28 @@ class Join {
     }
   }
 
+  // stack()/cat(): each non-tensor entry of the result joins the inputs'
+  // (core/non_tensor.h: equal NonTensorData stays one, else a stack).
+  void join_non_tensors() {
+    detail::visit(
+        ref,
+        [&](const KeyPath& path, const TensorDictImpl& level) {
+          if (level.non_tensor == nullptr) return;
+          const NestedKey key = path.key();
+          std::vector<const TensorDictImpl*> items;
+          items.reserve(tds.size());
+          for (const TensorDict& td : tds) {
+            items.push_back(
+                detail::lookup(TensorDictImpl::of(td), key)->dict.get());
+          }
+          Node* node = const_cast<Node*>(detail::lookup(*created, key));
+          node->dict = detail::join_non_tensor(
+              items, spec.dim, !is_cat, node->dict->batch_size,
+              node->dict->device);
+        },
+        detail::Ignore(), detail::Ignore());
+  }
+
   const std::vector<TensorDict>& tds;
   const char* op;
   const bool is_cat;
@@ -896,7 +932,8 @@ ImplPtr with_batch(const TensorDictImpl& src, c10::IntArrayRef batch,
                    const Fn& fn) {
   return detail::rebuild(
       src, batch.vec(),
-      [&](const detail::KeyPath&, const at::Tensor& t) { return fn(t); });
+      [&](const detail::KeyPath&, const at::Tensor& t) { return fn(t); },
+      nullptr, detail::NoLevelHook(), detail::NonTensors::kIndex);
 }
 
 // `shape` followed by `t`'s dims beyond `bd`.

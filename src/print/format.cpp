@@ -8,6 +8,7 @@
 #include <ATen/MapAllocator.h>
 
 #include "core/internal.h"
+#include "core/non_tensor.h"
 #include "core/tree.h"
 
 namespace tensordict {
@@ -135,7 +136,9 @@ std::string dict_repr(const TensorDict& td) {
         fields.back().push_back(*path.parts.back() + ": " + tensor_repr(t));
       },
       [&](const detail::KeyPath& path, const detail::TensorDictImpl& level) {
-        std::string r = level_repr(level, std::move(fields.back()));
+        std::string r = level.non_tensor != nullptr
+                            ? detail::non_tensor_repr(level)
+                            : level_repr(level, std::move(fields.back()));
         fields.pop_back();
         if (fields.empty()) {
           out = std::move(r);

@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "core/non_tensor.h"
 #include "core/tree.h"
 #include "core/write_plan.h"
 
@@ -120,6 +121,7 @@ void ReplayStorage::allocate(const char* op, const char* what,
   std::vector<NestedKey> leaves;
   collect_keys(value, nullptr, true, true, leaves);
   TORCH_CHECK(!leaves.empty(), op, ": the ", what, " has no leaves");
+  check_no_non_tensor(op, "a ReplayBuffer", value);
   TensorDict st =
       dir_.empty()
           ? TensorDictImpl::wrap(allocate_storage(value, value_bd, {capacity_}))

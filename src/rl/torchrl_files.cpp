@@ -17,6 +17,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/non_tensor.h"
 #include "io/files.h"
 
 namespace tensordict {
@@ -28,15 +29,8 @@ namespace {
 
 constexpr const char* kWhat = "ReplayBuffer";
 
-// A finite double as Python's json.dumps writes it: the shortest text that
-// reads back the same value, with ".0" added where it would read as an int.
-std::string float_text(double v) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
-  std::string s(buf, r.ptr);
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return s;
-}
+// A finite double as Python's json.dumps writes it (its repr).
+std::string float_text(double v) { return py_float_repr(v); }
 
 // The text of a JSON file with one fixed-width number field: `before`, the
 // field (spaces), `after`; the field's offset goes to `offset`.
