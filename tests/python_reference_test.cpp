@@ -483,3 +483,88 @@ assert (batch["next", "obs"] == batch["obs"] + 1).all()
   EXPECT_EQ(rb.storage().get("index")[200].item<int64_t>(), 200);
   EXPECT_EQ(rb.cursor(), 201);
 }
+
+// ---- Non-tensor data ----------------------------------------------------------
+
+namespace {
+
+// Builds the dicts of MakeNonTensorDicts in Python, memory-maps them to
+// argv[1] and argv[2] (unless argv[4] is "load"), then loads both and writes
+// their reprs and values to argv[3].
+constexpr const char* kNonTensorScript = R"py(
+import json, sys, torch
+from tensordict import TensorDict
+if sys.argv[4] != "load":
+    td = TensorDict({"a": torch.zeros(3)}, [3])
+    td.set_non_tensor("s", "it's")
+    td.set_non_tensor(("n", "x"), 5)
+    td.set_non_tensor("f", 1e15)
+    td.set_non_tensor("l", [1, "a", None, True, 2.0])
+    td.set_non_tensor("d", {"k": 1, "z": [1, 2]})
+    rows = []
+    for v in ["hello", "world", "hello"]:
+        r = TensorDict({"a": torch.zeros(())}, [])
+        r.set_non_tensor("s", v)
+        rows.append(r)
+    td.memmap(sys.argv[1])
+    torch.stack(rows).memmap(sys.argv[2])
+a = TensorDict.load_memmap(sys.argv[1])
+b = TensorDict.load_memmap(sys.argv[2])
+with open(sys.argv[3], "w") as f:
+    json.dump({"repr_a": repr(a), "repr_b": repr(b),
+               "s": a.get_non_tensor("s"), "l": a.get_non_tensor("l"),
+               "stack": b.get_non_tensor("s")}, f)
+)py";
+
+// The same dicts as kNonTensorScript builds.
+std::pair<TensorDict, TensorDict> MakeNonTensorDicts() {
+  TensorDict td({{"a", torch::zeros({3})}}, {3});
+  td.set_non_tensor("s", "it's");
+  td.set_non_tensor({"n", "x"}, 5);
+  td.set_non_tensor("f", 1e15);
+  td.set_non_tensor("l", nlohmann::ordered_json::array({1, "a", nullptr, true, 2.0}));
+  td.set_non_tensor("d", nlohmann::ordered_json{{"k", 1}, {"z", {1, 2}}});
+  std::vector<TensorDict> rows;
+  for (const char* v : {"hello", "world", "hello"}) {
+    TensorDict r({{"a", torch::zeros({})}}, {});
+    r.set_non_tensor("s", v);
+    rows.push_back(r);
+  }
+  return {td, tensordict::stack(rows)};
+}
+
+}  // namespace
+
+// Python writes non-tensor data, this library loads it: the same reprs.
+TEST(PythonReference, ThisLibraryLoadsNonTensorDataTensordict04Wrote) {
+  if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
+  TempDir dir;
+  ASSERT_TRUE(RunPython(kNonTensorScript,
+                        {dir / "a", dir / "b", dir / "out.json", "write"}));
+  const json py = json::parse(ReadFile(dir / "out.json"));
+  TensorDict a = TensorDict::load_memmap(dir / "a");
+  TensorDict b = TensorDict::load_memmap(dir / "b");
+  EXPECT_EQ(tensordict::repr(a), py["repr_a"].get<std::string>());
+  EXPECT_EQ(tensordict::repr(b), py["repr_b"].get<std::string>());
+  EXPECT_EQ(a.get_non_tensor("l").dump(), py["l"].dump());
+  EXPECT_EQ(b.get_non_tensor("s").dump(), py["stack"].dump());
+}
+
+// This library writes non-tensor data, Python loads it: the same reprs as
+// this library's own load, and the same values.
+TEST(PythonReference, Tensordict04LoadsNonTensorDataThisLibraryWrote) {
+  if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
+  TempDir dir;
+  auto [td, st] = MakeNonTensorDicts();
+  td.memmap(dir / "a");
+  st.memmap(dir / "b");
+  ASSERT_TRUE(RunPython(kNonTensorScript,
+                        {dir / "a", dir / "b", dir / "out.json", "load"}));
+  const json py = json::parse(ReadFile(dir / "out.json"));
+  EXPECT_EQ(py["repr_a"].get<std::string>(),
+            tensordict::repr(TensorDict::load_memmap(dir / "a")));
+  EXPECT_EQ(py["repr_b"].get<std::string>(),
+            tensordict::repr(TensorDict::load_memmap(dir / "b")));
+  EXPECT_EQ(py["s"], "it's");
+  EXPECT_EQ(py["stack"], json::parse(R"(["hello", "world", "hello"])"));
+}
