@@ -29,6 +29,16 @@
 //                   little-endian, no header (numel * itemsize bytes, 1 byte
 //                   per bool); a leaf with no elements has no file
 //   <key>/          one per sub-dict, with its own meta.json
+//   <key>/          one per non-tensor entry (see `set_non_tensor`), marked
+//                   {"type": "NonTensorData"} (or "NonTensorStack") in the
+//                   parent's meta.json; its meta.json is Python's:
+//                   {"_type": "<class 'tensordict.tensorclass.NonTensorData'>",
+//                    "data": <the value>, "_metadata": null}, plus
+//                   _tensordict/meta.json with its batch size (Python 0.4
+//                   needs it; newer versions write none, and the entry then
+//                   takes its dict's batch size), or for a stack
+//                   {"_type": "<class '...NonTensorStack'>", "stack_dim": 0,
+//                    "device": "cpu", "data": <nested lists over the batch>}
 //
 // `meta.json` lists the entries first, in insertion order, under their raw
 // keys, so the keys `shape`, `device` and `_type` are reserved. The dtypes are
@@ -50,7 +60,9 @@
 // or a sub-dict's `meta.json`, left under its escaped name by an earlier
 // write, which readers that try the escaped name first would take for the
 // key's data. Readers ignore bytes past a leaf's data (Python sometimes
-// writes some) and Python's non-tensor entries (`{"type": "NonTensorData"}`).
+// writes some). A non-tensor value that Python pickled (not JSON:
+// `other.pickle`, or a stack's "data": "pickle.pkl") cannot be read: a
+// c10::Error names the entry.
 //
 // A memory-mapped dict (`memmap_`, `memmap`, `memmap_like`, `load_memmap`) is
 // on the CPU (`meta.json` says "cpu"; "None", which old Python versions
