@@ -2,7 +2,8 @@
 // against the format (meta.json content and key order, leaf sizes and bytes),
 // reopens it zero-copy, writes a row through the mapping, then shows the
 // single-file save/load, the torch.load route (pickle_save), and a replay
-// buffer whose directory TorchRL loads (its files checked).
+// buffer whose directory TorchRL loads (its files checked), and non-tensor
+// data in Python's format.
 //
 // Usage: memmap_and_python_interop [output dir]   (default: a temp dir,
 // removed at exit). Exits nonzero when a check fails.
@@ -169,6 +170,23 @@ int main(int argc, char** argv) {
               fs::file_size(fs::path(actor_rb) / "sampler/sumtree.memmap") ==
                   1000 * sizeof(double),
           "TorchRL's replay-buffer files");
+  }
+
+  // --- 8. Non-tensor data: Python's NonTensorData ----------------------------
+  {
+    TensorDict ep({{"obs", torch::zeros({4, 3})}}, {4});
+    ep.set_non_tensor("task", "walk");  // every row: "walk"
+    ep.set_non_tensor({"info", "seed"}, 7);
+    ep.memmap((out / "episode").string());
+    const auto meta = nlohmann::json::parse(read_file(out / "episode/task/meta.json"));
+    check(meta["data"] == "walk" &&
+              meta["_type"] == "<class 'tensordict.tensorclass.NonTensorData'>",
+          "NonTensorData in Python's format");
+    TensorDict back = TensorDict::load_memmap((out / "episode").string());
+    check(back.get_non_tensor("task") == "walk" &&
+              back.get_non_tensor({"info", "seed"}) == 7,
+          "non-tensor data round trip");
+    std::cout << back << "\n";
   }
 
   std::cout << td << "\n";
