@@ -256,8 +256,16 @@ TEST(NonTensor, RowWritesKeepEqualValuesAndRejectOthers) {
   ExpectThrowsMsg(
       [&] { td.index_put_({1}, row); },
       "index_put_: key s: the value's non-tensor data 'other' differs from "
-      "the stored 'hello'; row writes cannot change part of non-tensor data "
-      "(use set_non_tensor to replace the entry)");
+      "the stored 'hello'; writes into a dict's tensors cannot change its "
+      "non-tensor data (set_non_tensor replaces the entry)");
+  tensordict_test::ExpectUnchanged(td, snap);
+  TensorDict other = Hello(3);
+  other.set_non_tensor("s", "other");
+  ExpectThrowsMsg(
+      [&] { td.update_(other); },
+      "update_: key s: the value's non-tensor data 'other' differs from the "
+      "stored 'hello'; writes into a dict's tensors cannot change its "
+      "non-tensor data (set_non_tensor replaces the entry)");
   tensordict_test::ExpectUnchanged(td, snap);
   // A missing key: every row gets the value (as Python).
   TensorDict buf({}, {3});

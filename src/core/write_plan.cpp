@@ -165,8 +165,8 @@ void check_non_tensor_write(const char* op, const KeyPath& path,
                   !non_tensor_is_stack(*vn.dict) && py_equal(d, v),
               op, ": key ", path.key().str(), ": the value's non-tensor data ",
               short_py_repr(v), " differs from the stored ", short_py_repr(d),
-              "; row writes cannot change part of non-tensor data (use "
-              "set_non_tensor to replace the entry)");
+              "; writes into a dict's tensors cannot change its non-tensor "
+              "data (set_non_tensor replaces the entry)");
 }
 }  // namespace
 
