@@ -133,6 +133,9 @@ bool reaches(const TensorDictImpl& from, const TensorDictImpl* target);
 /// same tensors.
 ImplPtr shallow_copy(const TensorDictImpl& src);
 
+/// Python's repr() of a str (print/python_value.cpp): quotes as Python
+/// chooses them, escapes, `\xNN` for unprintable characters.
+std::string py_string_repr(const std::string& s);
 /// "[4, 8]".
 std::string shape_str(c10::IntArrayRef shape);
 /// "torch.float32".

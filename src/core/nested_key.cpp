@@ -1,5 +1,7 @@
 #include "tensordict/nested_key.h"
 
+#include "core/internal.h"
+
 #include <c10/util/Exception.h>
 
 #include <ostream>
@@ -36,41 +38,13 @@ NestedKey NestedKey::join(const NestedKey& other) const {
   return NestedKey(std::move(parts));
 }
 
-namespace {
-// Python's repr() of a str, for the common cases: single quotes unless the
-// string holds a single quote and no double quote.
-std::string py_str_repr(const std::string& s) {
-  const bool has_single = s.find('\'') != std::string::npos;
-  const bool has_double = s.find('"') != std::string::npos;
-  const char q = (has_single && !has_double) ? '"' : '\'';
-  std::string out(1, q);
-  for (char c : s) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == q) {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else {
-      out += c;
-    }
-  }
-  out += q;
-  return out;
-}
-}  // namespace
 
 std::string NestedKey::str() const {
   if (parts_.size() == 1) return parts_.front();
   std::string out = "(";
   for (size_t i = 0; i < parts_.size(); ++i) {
     if (i) out += ", ";
-    out += py_str_repr(parts_[i]);
+    out += detail::py_string_repr(parts_[i]);
   }
   out += ")";
   return out;

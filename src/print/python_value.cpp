@@ -74,8 +74,9 @@ std::string hex_escape(uint32_t cp) {
   return buf;
 }
 
-// Python's repr of a str.
-std::string str_repr(const std::string& s) {
+}  // namespace
+
+std::string py_string_repr(const std::string& s) {
   const bool has_single = s.find('\'') != std::string::npos;
   const bool has_double = s.find('"') != std::string::npos;
   const char quote = has_single && !has_double ? '"' : '\'';
@@ -102,8 +103,6 @@ std::string str_repr(const std::string& s) {
   out += quote;
   return out;
 }
-
-}  // namespace
 
 std::string py_float_repr(double v) {
   if (std::isnan(v)) return "nan";
@@ -153,7 +152,7 @@ std::string py_repr(const ordered_json& v) {
     case ordered_json::value_t::number_float:
       return py_float_repr(v.get<double>());
     case ordered_json::value_t::string:
-      return str_repr(v.get_ref<const std::string&>());
+      return py_string_repr(v.get_ref<const std::string&>());
     case ordered_json::value_t::array: {
       std::string out = "[";
       for (size_t i = 0; i < v.size(); ++i) {
@@ -168,7 +167,7 @@ std::string py_repr(const ordered_json& v) {
       for (auto it = v.begin(); it != v.end(); ++it) {
         if (!first) out += ", ";
         first = false;
-        out += str_repr(it.key()) + ": " + py_repr(it.value());
+        out += py_string_repr(it.key()) + ": " + py_repr(it.value());
       }
       return out + "}";
     }
