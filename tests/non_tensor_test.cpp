@@ -246,32 +246,50 @@ TEST(NonTensor, ALongStackIsCutAsPythonCutsIt) {
             "            device=None)");
 }
 
-TEST(NonTensor, RowWritesKeepEqualValuesAndRejectOthers) {
+TEST(NonTensor, RowWritesMakeAStackAsPythonDoes) {
   TensorDict td = Hello(3);
   td.index_put_({0}, Row("hello"));  // equal: nothing changes (as Python)
-  EXPECT_EQ(td.get_non_tensor("s"), json("hello"));
-  const auto snap = tensordict_test::TakeSnapshot(td);
-  TensorDict row({{"a", torch::ones({})}}, {});
-  row.set_non_tensor("s", "other");
-  ExpectThrowsMsg(
-      [&] { td.index_put_({1}, row); },
-      "index_put_: key s: the value's non-tensor data 'other' differs from "
-      "the stored 'hello'; writes into a dict's tensors cannot change its "
-      "non-tensor data (set_non_tensor replaces the entry)");
-  tensordict_test::ExpectUnchanged(td, snap);
+  EXPECT_EQ(Field(td, "s"),
+            "s: NonTensorData(data=hello, batch_size=torch.Size([3]), device=None)");
+  td[0] = Row("rowval");
+  EXPECT_EQ(Field(td, "s"),
+            "s: NonTensorStack(\n"
+            "            ['rowval', 'hello', 'hello'],\n"
+            "            batch_size=torch.Size([3]),\n"
+            "            device=None)");
+  TensorDict sub = Hello(2);
+  sub.set_non_tensor("s", "x");
+  td.index_put_({Slice(1, 3)}, sub);
+  EXPECT_EQ(td.get_non_tensor("s"), json::array({"rowval", "x", "x"}));
+  td.index_put_({torch::tensor({2, 0})}, tensordict::stack({Row("p"), Row("q")}));
+  EXPECT_EQ(td.get_non_tensor("s"), json::array({"q", "x", "p"}));
+  // update_ replaces the data, as Python's.
   TensorDict other = Hello(3);
   other.set_non_tensor("s", "other");
-  ExpectThrowsMsg(
-      [&] { td.update_(other); },
-      "update_: key s: the value's non-tensor data 'other' differs from the "
-      "stored 'hello'; writes into a dict's tensors cannot change its "
-      "non-tensor data (set_non_tensor replaces the entry)");
-  tensordict_test::ExpectUnchanged(td, snap);
+  td.update_(other);
+  EXPECT_EQ(Field(td, "s"),
+            "s: NonTensorData(data=other, batch_size=torch.Size([3]), device=None)");
   // A missing key: every row gets the value (as Python).
   TensorDict buf({}, {3});
   buf[0] = Row("first");
   EXPECT_EQ(Field(buf, "s"),
             "s: NonTensorData(data=first, batch_size=torch.Size([3]), device=None)");
+}
+
+TEST(NonTensor, AMemoryMappedDictsNonTensorDataCannotChangeInPlace) {
+  TempDir tmp;
+  TensorDict td = Hello(3);
+  td.memmap_(tmp / "td");
+  const auto snap = tensordict_test::TakeSnapshot(td);
+  TensorDict row({{"a", torch::ones({})}}, {});
+  row.set_non_tensor("s", "other");
+  ExpectThrowsMsg(
+      [&] { td[1] = row; },
+      "index_put_: key s: the non-tensor data of a memory-mapped dict lives "
+      "in its meta.json and cannot change in place (the value's 'other' "
+      "differs from the stored 'hello')");
+  tensordict_test::ExpectUnchanged(td, snap);
+  td[1] = Row("hello");  // equal: fine
 }
 
 TEST(NonTensor, TensorOnlyStorageRejectsIt) {

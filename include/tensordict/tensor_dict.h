@@ -181,10 +181,13 @@ class TensorDict {
   // `NonTensorStack`, a value per element, which indexing and reshaping
   // follow element by element. `clone` and `copy` keep it (values are
   // immutable, so copies share them). It prints as Python prints it, and
-  // memory-mapped directories hold it in Python's format. Row writes
-  // (`td[i] = row`, `update_`, `stack_out`) and the replay and rollout
-  // buffers take tensors only: a row whose value differs from the stored
-  // one is rejected (an equal one changes nothing, as in Python).
+  // memory-mapped directories hold it in Python's format. As in Python, a
+  // row write (`td[i] = row`) of an equal value changes nothing, and of
+  // another value makes the entry a stack whose written rows hold the new
+  // value; `update_` replaces the value. A memory-mapped dict's value lives
+  // in its meta.json: changing it in place is an error. `stack_out`,
+  // `cat_out`, `consolidate`, `save`, `pickle_save` and the replay buffer
+  // take tensors only and reject non-tensor data.
 
   /// Stores `value` at `key` as NonTensorData of the holding dict's batch
   /// size and device, replacing any entry there (Python's

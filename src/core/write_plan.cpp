@@ -148,27 +148,57 @@ void copy_bytes_streaming(char* dst, const char* src, size_t n) {
 // The destination side of a write
 // ---------------------------------------------------------------------------
 
-// Writing the non-tensor entry `vn` where `dn` lives. As in Python, a value
-// equal to NonTensorData already there changes nothing; anything else would
-// make part of the entry differ (a NonTensorStack), which row writes do not
-// do: rejected. A join (`joins`) checks its inputs' values itself.
+// Whether writing the non-tensor entry `vn` where `dn` lives changes
+// anything. As in Python, a value equal to the NonTensorData already there
+// changes nothing.
 namespace {
-void check_non_tensor_write(const char* op, const KeyPath& path,
-                            const Node& dn, const Node& vn, bool joins) {
+bool non_tensor_write_changes(const char* op, const KeyPath& path,
+                              const Node& dn, const Node& vn) {
   TORCH_CHECK_TYPE(dn.is_non_tensor(), op, ": key ", path.key().str(),
                    ": cannot write non-tensor data where ",
                    dn.is_dict() ? "a TensorDict" : "a tensor", " lives");
-  if (joins) return;
-  const ordered_json d = non_tensor_value(*dn.dict);
-  const ordered_json v = non_tensor_value(*vn.dict);
-  TORCH_CHECK(!non_tensor_is_stack(*dn.dict) &&
-                  !non_tensor_is_stack(*vn.dict) && py_equal(d, v),
-              op, ": key ", path.key().str(), ": the value's non-tensor data ",
-              short_py_repr(v), " differs from the stored ", short_py_repr(d),
-              "; writes into a dict's tensors cannot change its non-tensor "
-              "data (set_non_tensor replaces the entry)");
+  return non_tensor_is_stack(*dn.dict) || non_tensor_is_stack(*vn.dict) ||
+         !py_equal(dn.dict->non_tensor->data, vn.dict->non_tensor->data);
 }
 }  // namespace
+
+NonTensorPtr WriteTargets::NonTensorWrite::indexed(
+    const char* op, const NormalizedIndex* norm) const {
+  const TensorDictImpl& dest = *level->nodes[index].dict;
+  TORCH_CHECK(!dest.saved_path.has_value(), op, ": key ", key,
+              ": the non-tensor data of a memory-mapped dict lives in its "
+              "meta.json and cannot change in place (the value's ",
+              short_py_repr(non_tensor_value(*value)), " differs from the stored ",
+              short_py_repr(non_tensor_value(dest)), ")");
+  if (norm == nullptr) {  // the whole entry
+    TORCH_CHECK(value->batch_size == dest.batch_size, op, ": key ", key,
+                ": the value's non-tensor data has batch size ",
+                shape_str(value->batch_size), ", expected ",
+                shape_str(dest.batch_size));
+    return value->non_tensor;
+  }
+  // As Python: the entry becomes a stack whose indexed elements are the
+  // value's.
+  auto values = std::make_shared<std::vector<ordered_json>>();
+  auto ids_of = [&](const TensorDictImpl& l) {
+    const NonTensor& nt = *l.non_tensor;
+    const int64_t offset = static_cast<int64_t>(values->size());
+    if (nt.is_stack) {
+      values->insert(values->end(), nt.values->begin(), nt.values->end());
+      return nt.ids + offset;
+    }
+    values->push_back(nt.data);
+    return at::full(l.batch_size, offset, at::kLong);
+  };
+  at::Tensor ids = ids_of(dest);
+  const at::Tensor vids = ids_of(*value);
+  if (norm->all_int && norm->ints.size() == 1) {
+    ids.select(0, norm->ints[0]).copy_(vids);
+  } else {
+    ids.index_put_(norm->indices, vids);
+  }
+  return non_tensor_stack(std::move(values), std::move(ids));
+}
 
 WriteTargets::WriteTargets(const char* op, TensorDictImpl& dst,
                            const TensorDictImpl& value, SubBatch sub_batch,
@@ -190,7 +220,11 @@ WriteTargets::WriteTargets(const char* op, TensorDictImpl& dst,
           if (level->locked) check_unlocked(*level, op, path.key());
         }
         if (vn.is_non_tensor() && dn != nullptr) {
-          check_non_tensor_write(op, path, *dn, vn, joins);
+          if (!joins && non_tensor_write_changes(op, path, *dn, vn)) {
+            non_tensor_writes_.push_back(NonTensorWrite{
+                level, static_cast<size_t>(dn - level->nodes.data()),
+                vn.dict.get(), path.key().str()});
+          }
           return Next::kSkip;
         }
         if (vn.is_dict()) {
@@ -312,12 +346,19 @@ void update_leaves(TensorDictImpl& dst, const TensorDictImpl& value) {
                         src);
       },
       /*may_create=*/false);
+  // Non-tensor entries take the value's data (as Python's update_).
+  std::vector<NonTensorPtr> non_tensors;
+  for (const auto& w : targets.non_tensor_writes()) {
+    non_tensors.push_back(w.indexed("update_", nullptr));
+  }
   const auto& leaves = targets.leaves();
   for (size_t i = 0; i < leaves.size(); ++i) {
     const at::Tensor& src = leaves[i].value->tensor;
     const at::Tensor& dest = targets.dest(i);
     if (!dest.is_same(src)) dest.copy_(src);
   }
+  const auto& writes = targets.non_tensor_writes();
+  for (size_t k = 0; k < writes.size(); ++k) writes[k].commit(non_tensors[k]);
 }
 
 // ---------------------------------------------------------------------------
@@ -401,7 +442,9 @@ class WritePlan {
               if (dest == nullptr || !plan_bytes(*dest, src, bytes_.back())) {
                 all_bytes_ = false;
               }
-            }) {}
+            }) {
+    if (!targets_.non_tensor_writes().empty()) all_bytes_ = false;
+  }
 
   void run() {
     if (all_bytes_) {
@@ -464,8 +507,12 @@ class WritePlan {
     return true;
   }
 
-  // Every check LibTorch would make, before anything is written.
-  void validate() const {
+  // Every check LibTorch would make, before anything is written; and the
+  // new data of the non-tensor entries the write changes.
+  void validate() {
+    for (const auto& w : targets_.non_tensor_writes()) {
+      non_tensors_.push_back(w.indexed("index_put_", &norm_));
+    }
     const bool basic = std::none_of(
         norm_.indices.begin(), norm_.indices.end(),
         [](const at::indexing::TensorIndex& t) { return t.is_tensor(); });
@@ -532,6 +579,8 @@ class WritePlan {
       targets_.undo();
       throw;
     }
+    const auto& writes = targets_.non_tensor_writes();
+    for (size_t k = 0; k < writes.size(); ++k) writes[k].commit(non_tensors_[k]);
   }
 
   void write_leaf(const at::Tensor& dest, const at::Tensor& src) const {
@@ -554,6 +603,7 @@ class WritePlan {
   bool all_bytes_ = true;
   c10::SmallVector<ByteCopy, 16> bytes_;  // per leaf of `value`
   WriteTargets targets_;
+  std::vector<NonTensorPtr> non_tensors_;  // per targets_.non_tensor_writes()
 };
 
 // Whether `vb` fits the indexed shape `s`: equal, or a suffix (broadcast from

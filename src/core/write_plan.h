@@ -43,6 +43,7 @@ namespace tensordict {
 namespace detail {
 
 struct KeyPath;
+struct NormalizedIndex;  // core/indexing.h
 
 /// The key named in an error, computed only when a check fails: a nested key,
 /// or the `leaf`-th leaf (in `keys(true, true)` order) of `root`, optionally
@@ -149,12 +150,37 @@ class WriteTargets {
   /// With `may_create` false, a key of `value` that `dst` lacks is an error
   /// (`lookup_or_throw`'s) instead of something to create.
   /// Non-tensor data (core/non_tensor.h) is written as a whole entry: a
-  /// missing one is created with the value's data; an existing one must hold
-  /// equal NonTensorData (a row write changes nothing then, as in Python),
-  /// except with `joins` (stack and cat, which compute it afterwards).
+  /// missing one is created with the value's data; an existing one that
+  /// holds equal NonTensorData changes nothing (as in Python); any other is
+  /// listed in `non_tensor_writes()` for the writer, except with `joins`
+  /// (stack and cat, which compute it afterwards).
   WriteTargets(const char* op, TensorDictImpl& dst, const TensorDictImpl& value,
                SubBatch sub_batch, OnDict on_dict, OnLeaf on_leaf,
                bool may_create = true, bool joins = false);
+
+  /// An existing non-tensor entry that the write changes: node `index` of
+  /// `level`, written with the non-tensor level `value`.
+  struct NonTensorWrite {
+    TensorDictImpl* level;
+    size_t index;
+    const TensorDictImpl* value;
+    std::string key;
+    /// The entry's new data: the value's elements at `norm` (null: the
+    /// whole entry, which must have the value's batch size). Throws,
+    /// changing nothing, for an entry of a memory-mapped dict.
+    std::shared_ptr<const NonTensor> indexed(const char* op,
+                                             const NormalizedIndex* norm) const;
+    /// Stores `data` (no-throw).
+    void commit(std::shared_ptr<const NonTensor> data) const {
+      ImplPtr& d = level->nodes[index].dict;
+      ImplPtr fresh = make_impl(d->batch_size, d->device);
+      fresh->non_tensor = std::move(data);
+      d = std::move(fresh);
+    }
+  };
+  [[nodiscard]] const std::vector<NonTensorWrite>& non_tensor_writes() const {
+    return non_tensor_writes_;
+  }
 
   using Leaves = c10::SmallVector<Leaf, 16>;
   [[nodiscard]] const Leaves& leaves() const { return leaves_; }
@@ -176,6 +202,7 @@ class WriteTargets {
  private:
   Leaves leaves_;
   std::vector<Dict> dicts_;
+  std::vector<NonTensorWrite> non_tensor_writes_;
   // What the write creates, in `value`'s order: {is_dict, index into
   // dicts_ or leaves_}.
   std::vector<std::pair<bool, size_t>> creations_;
@@ -195,8 +222,6 @@ void check_leaf_copy(const char* op, const LeafName& name,
 /// with the same key, once every leaf passed `check_leaf_copy`. A key that
 /// `dst` lacks is an error.
 void update_leaves(TensorDictImpl& dst, const TensorDictImpl& value);
-
-struct NormalizedIndex;
 
 /// `dst[norm] = value` (TensorDict::index_put_): see tensor_dict.h for the
 /// contract.
