@@ -120,6 +120,18 @@ bool py_equal(const ordered_json& a, const ordered_json& b) {
   return a == b;  // strings, null
 }
 
+at::Tensor append_elements(std::vector<ordered_json>& values,
+                           const TensorDictImpl& level) {
+  const NonTensor& nt = *level.non_tensor;
+  const int64_t offset = static_cast<int64_t>(values.size());
+  if (nt.is_stack) {
+    values.insert(values.end(), nt.values->begin(), nt.values->end());
+    return nt.ids + offset;
+  }
+  values.push_back(nt.data);
+  return at::full(level.batch_size, offset, at::kLong);
+}
+
 ImplPtr join_non_tensor(const std::vector<const TensorDictImpl*>& items,
                         int64_t dim, bool stacking, std::vector<int64_t> batch,
                         c10::optional<at::Device> device) {
@@ -138,15 +150,7 @@ ImplPtr join_non_tensor(const std::vector<const TensorDictImpl*>& items,
   std::vector<at::Tensor> ids;
   ids.reserve(items.size());
   for (const TensorDictImpl* it : items) {
-    const NonTensor& nt = *it->non_tensor;
-    const int64_t offset = static_cast<int64_t>(values->size());
-    if (nt.is_stack) {
-      values->insert(values->end(), nt.values->begin(), nt.values->end());
-      ids.push_back(nt.ids + offset);
-    } else {
-      values->push_back(nt.data);
-      ids.push_back(at::full(it->batch_size, offset, at::kLong));
-    }
+    ids.push_back(append_elements(*values, *it));
   }
   out->non_tensor =
       non_tensor_stack(std::move(values), stacking ? at::stack(ids, dim)

@@ -71,6 +71,11 @@ ordered_json non_tensor_value(const TensorDictImpl& level);
 /// True), NaN unequal to itself, dicts regardless of key order.
 bool py_equal(const ordered_json& a, const ordered_json& b);
 
+/// Appends the values of the non-tensor level `level` to `values`; returns
+/// its elements' ids into `values` (int64, the level's batch shape).
+at::Tensor append_elements(std::vector<ordered_json>& values,
+                           const TensorDictImpl& level);
+
 /// `stack` (`stacking`) or `cat` of the non-tensor levels `items` along
 /// `dim`, into a level of batch size `batch` on `device`. As in Python:
 /// NonTensorData inputs with equal values stay NonTensorData; otherwise the

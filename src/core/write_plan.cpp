@@ -180,18 +180,8 @@ NonTensorPtr WriteTargets::NonTensorWrite::indexed(
   // As Python: the entry becomes a stack whose indexed elements are the
   // value's.
   auto values = std::make_shared<std::vector<ordered_json>>();
-  auto ids_of = [&](const TensorDictImpl& l) {
-    const NonTensor& nt = *l.non_tensor;
-    const int64_t offset = static_cast<int64_t>(values->size());
-    if (nt.is_stack) {
-      values->insert(values->end(), nt.values->begin(), nt.values->end());
-      return nt.ids + offset;
-    }
-    values->push_back(nt.data);
-    return at::full(l.batch_size, offset, at::kLong);
-  };
-  at::Tensor ids = ids_of(dest);
-  const at::Tensor vids = ids_of(*value);
+  at::Tensor ids = append_elements(*values, dest);
+  const at::Tensor vids = append_elements(*values, *value);
   if (norm->all_int && norm->ints.size() == 1) {
     ids.select(0, norm->ints[0]).copy_(vids);
   } else {

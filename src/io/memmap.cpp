@@ -917,15 +917,12 @@ c10::optional<at::Device> parse_device(const ordered_json& meta,
 // The JSON object in `dir`/meta.json (which must exist) for `krepr`'s entry.
 ordered_json read_entry_meta(const std::string& dir, const std::string& krepr) {
   const std::string path = join_path(dir, "meta.json");
-  const c10::optional<std::string> text = read_small_file(path, "load_memmap");
-  TORCH_CHECK(text.has_value(), "load_memmap: key ", krepr, ": '", path,
+  c10::optional<ordered_json> j = detail::read_json_file(path, "load_memmap");
+  TORCH_CHECK(j.has_value(), "load_memmap: key ", krepr, ": '", path,
               "' is missing");
-  ordered_json j = read_json(text->data(), text->data() + text->size(),
-                             "load_memmap", "'" + path + "'",
-                             [](const ordered_json& v) { return v; });
-  TORCH_CHECK(j.is_object(), "load_memmap: '", path,
-              "' must hold a JSON object, got ", dump(j));
-  return j;
+  TORCH_CHECK(j->is_object(), "load_memmap: '", path,
+              "' must hold a JSON object, got ", dump(*j));
+  return std::move(*j);
 }
 
 // The non-tensor entry (Python's NonTensorData or NonTensorStack) stored in

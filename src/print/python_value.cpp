@@ -200,8 +200,8 @@ std::string non_tensor_repr(const TensorDictImpl& level) {
     }
     return "NonTensorData(data=" + data + ", " + batch + ", " + device + ")";
   }
-  std::string list = py_repr(non_tensor_tolist(level));
-  if (code_points(list) > 50) list = code_point_slice(list, 50, false) + "...";
+  // Python cuts the list's repr at 50 characters, as short_py_repr does.
+  const std::string list = short_py_repr(non_tensor_tolist(level));
   return "NonTensorStack(\n    " + list + ",\n    " + batch + ",\n    " +
          device + ")";
 }

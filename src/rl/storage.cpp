@@ -68,8 +68,6 @@ ReplayStorage::ReplayStorage(const ReplayBufferOptions& options)
                   ? c10::optional<at::Device>(normalize_device(*options.device()))
                   : c10::nullopt),
       sampler_(options.sampler()),
-      keeps_priorities_(
-          std::holds_alternative<PrioritizedSampler>(options.sampler())),
       storage_(std::vector<Item>{}, {capacity_}, device_) {
   storage_.lock_();  // storage() hands it out: its leaves are cached
   sparse_files_ = options.sparse_storage();
@@ -130,6 +128,10 @@ void ReplayStorage::allocate(const char* op, const char* what,
   RowWritePlan plan(st, "storage");
   Sources sources;
   plan.bind(op, what, value, value_bd, sources);
+  adopt(std::move(st), std::move(plan));
+}
+
+void ReplayStorage::adopt(TensorDict st, RowWritePlan plan) {
   fills_index_ = has_torchrl_index(TensorDictImpl::of(st), capacity_);
   storage_ = std::move(st);
   plan_ = std::move(plan);
@@ -203,7 +205,7 @@ int64_t ReplayStorage::write_rows(const Sources& sources, int64_t n,
 void ReplayStorage::count_rows(int64_t n) {
   ++writes_;
   rows_written_ += n;
-  if (!keeps_priorities_ && priorities_.valid != nullptr &&
+  if (!keeps_priorities() && priorities_.valid != nullptr &&
       *priorities_.valid != 0) {
     *priorities_.valid = 0;  // the rows written now get no priority
   }
@@ -399,7 +401,7 @@ void ReplayStorage::reopen() {
   size_ = std::min(rows, capacity_);
   cursor_ = rows % capacity_;
   rows_written_ = rows;
-  if (keeps_priorities_ && *priorities_.valid == 0) {
+  if (keeps_priorities() && *priorities_.valid == 0) {
     // Written without a PrioritizedSampler: every row starts over with the
     // initial priority.
     std::fill(priorities_.raw, priorities_.raw + size_, kInitialMaxPriority);
@@ -408,10 +410,8 @@ void ReplayStorage::reopen() {
   }
   if (has_storage) {
     st.lock_();
-    plan_ = RowWritePlan(st, "storage");
-    fills_index_ = has_torchrl_index(TensorDictImpl::of(st), capacity_);
-    storage_ = std::move(st);
-    allocated_ = true;
+    RowWritePlan plan(st, "storage");
+    adopt(std::move(st), std::move(plan));
   }
 }
 
@@ -420,7 +420,7 @@ void ReplayStorage::reopen() {
 // is written when the dump is rejected.
 void ReplayStorage::import_torchrl() {
   const TorchRLDump dump =
-      read_torchrl_dump(dir_, capacity_, keeps_priorities_);
+      read_torchrl_dump(dir_, capacity_, keeps_priorities());
   (void)load_part("storage");  // checks the storage before writing anything
   rows_written_ = dump.rows_written;
   create_state(dump.has_priorities ? dump.max_priority : kInitialMaxPriority,
@@ -463,7 +463,7 @@ void ReplayStorage::create_state(double max_priority,
   scalar("capacity", at::scalar_tensor(capacity_, at::kLong));
   scalar("rows_written", at::scalar_tensor(rows_written_, at::kLong));
   scalar("max_priority", at::scalar_tensor(max_priority, at::kDouble));
-  const bool valid = raw != nullptr || (keeps_priorities_ && rows_written_ == 0);
+  const bool valid = raw != nullptr || (keeps_priorities() && rows_written_ == 0);
   scalar("priorities_valid", at::scalar_tensor(valid ? 1 : 0, at::kLong));
   // state/meta.json is renamed in last: the commit point.
   TensorDict state = TensorDictImpl::wrap(s).memmap(sub("state"));

@@ -46,6 +46,7 @@
 
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "core/internal.h"
@@ -147,6 +148,8 @@ class ReplayStorage {
   void count_rows(int64_t n);
   void allocate(const char* op, const char* what, const TensorDictImpl& value,
                 int64_t value_bd);
+  // Makes `st` (locked; `plan` its write plan) the storage.
+  void adopt(TensorDict st, RowWritePlan plan);
 
   template <typename LeafFn>
   ImplPtr storage_tree(const TensorDictImpl& value, int64_t value_bd,
@@ -171,6 +174,11 @@ class ReplayStorage {
                                          int64_t value_bd);
   void create_state(double max_priority, const std::vector<double>* raw);
   void write_torchrl_files();
+  // A PrioritizedSampler maintains the persisted priorities; other samplers
+  // mark them stale on every write.
+  [[nodiscard]] bool keeps_priorities() const {
+    return std::holds_alternative<PrioritizedSampler>(sampler_);
+  }
   // `value` plus the "index" entry TorchRL's writer would give it, when the
   // storage fills one (see fills_index_) and `value` lacks it.
   [[nodiscard]] c10::optional<TensorDict> with_index(const TensorDict& value,
@@ -179,7 +187,6 @@ class ReplayStorage {
   int64_t capacity_ = 0;
   c10::optional<at::Device> device_;
   SamplerConfig sampler_;
-  bool keeps_priorities_ = false;
 
   // The storage is a plain TensorDict: `allocate_storage` (RAM) and
   // `allocate_disk` are the places that create its tensors, and every write

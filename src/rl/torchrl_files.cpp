@@ -29,9 +29,6 @@ namespace {
 
 constexpr const char* kWhat = "ReplayBuffer";
 
-// A finite double as Python's json.dumps writes it (its repr).
-std::string float_text(double v) { return py_float_repr(v); }
-
 // The text of a JSON file with one fixed-width number field: `before`, the
 // field (spaces), `after`; the field's offset goes to `offset`.
 std::string with_field(const std::string& before, size_t width,
@@ -120,7 +117,7 @@ void JsonNumberField::set(int64_t v) const {
 
 void JsonNumberField::set(double v) const {
   if (field_ == nullptr) return;
-  const std::string s = float_text(v);
+  const std::string s = py_float_repr(v);
   put(s.data(), s.size());
 }
 
@@ -174,9 +171,9 @@ void TorchRLFiles::write(const std::string& dir, const SamplerConfig& sampler,
                            /*map=*/true, kWhat);
     sum_ = static_cast<double*>(sum_file_.data_ptr());
     min_ = static_cast<double*>(min_file_.data_ptr());
-    text = with_field("{\"_alpha\": " + float_text(p->alpha()) +
-                          ", \"_beta\": " + float_text(p->beta()) +
-                          ", \"_eps\": " + float_text(p->eps()) +
+    text = with_field("{\"_alpha\": " + py_float_repr(p->alpha()) +
+                          ", \"_beta\": " + py_float_repr(p->beta()) +
+                          ", \"_eps\": " + py_float_repr(p->eps()) +
                           ", \"_max_priority\": ",
                       JsonNumberField::kFloatWidth,
                       ", \"_max_capacity\": " + std::to_string(capacity) + "}",
