@@ -1,6 +1,7 @@
 // tensordict/tensordict.h — the umbrella header of tensordict-cpp.
 //
 // Brings in the whole public API (`NestedKey`, `TensorDict`, printing,
+// transfers between processes,
 // persistence, the replay and rollout buffers) plus
 // `<torch/types.h>`, so that code using the library can also write
 // `torch::rand(...)` and `torch::indexing::Slice` without further includes.
@@ -10,6 +11,7 @@
 
 #include <torch/types.h>
 
+#include "tensordict/distributed.h"
 #include "tensordict/format.h"
 #include "tensordict/functional.h"
 #include "tensordict/nested_key.h"

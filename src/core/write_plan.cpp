@@ -323,6 +323,7 @@ void check_leaf_copy(const char* op, const LeafName& name,
 }
 
 void update_leaves(TensorDictImpl& dst, const TensorDictImpl& value) {
+  LeafCopies copies;
   WriteTargets targets(
       "update_", dst, value,
       [](c10::IntArrayRef, const TensorDictImpl& sub) {
@@ -332,8 +333,8 @@ void update_leaves(TensorDictImpl& dst, const TensorDictImpl& value) {
       [&](const KeyPath&, size_t i, const at::Tensor& src,
           const at::Tensor* dest, const TensorDictImpl* level,
           const c10::optional<at::Device>&) {
-        check_leaf_copy("update_", LeafName(value, i), level->batch_size, *dest,
-                        src);
+        copies.add("update_", LeafName(value, i), level->batch_size, *dest,
+                   src);
       },
       /*may_create=*/false);
   // Non-tensor entries take the value's data (as Python's update_).
@@ -341,12 +342,7 @@ void update_leaves(TensorDictImpl& dst, const TensorDictImpl& value) {
   for (const auto& w : targets.non_tensor_writes()) {
     non_tensors.push_back(w.indexed("update_", nullptr));
   }
-  const auto& leaves = targets.leaves();
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    const at::Tensor& src = leaves[i].value->tensor;
-    const at::Tensor& dest = targets.dest(i);
-    if (!dest.is_same(src)) dest.copy_(src);
-  }
+  copies.write();
   const auto& writes = targets.non_tensor_writes();
   for (size_t k = 0; k < writes.size(); ++k) writes[k].commit(non_tensors[k]);
 }

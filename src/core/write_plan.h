@@ -20,7 +20,8 @@
 //    keys with the destination's, creating missing keys and undoing that;
 //  - `copy_bytes`: the one byte copy;
 //  - `index_put`: `dst[index] = value`;
-//  - `check_leaf_copy` / `update_leaves`: whole-leaf copies (set_, update_);
+//  - `check_leaf_copy` / `LeafCopies` / `update_leaves`: whole-leaf copies
+//    (set_, update_, recv);
 //  - `RowWritePlan`: a plan kept for many row writes into one destination.
 #pragma once
 
@@ -218,6 +219,23 @@ void check_leaf_copy(const char* op, const LeafName& name,
                      c10::IntArrayRef batch, const at::Tensor& dest,
                      const at::Tensor& src);
 
+/// Whole-leaf copies (`update_`, `recv`): `add` checks one with
+/// `check_leaf_copy` (throws "<op>: key K: ..."); `write` copies them all,
+/// once every one was added.
+class LeafCopies {
+ public:
+  void add(const char* op, const LeafName& name, c10::IntArrayRef batch,
+           const at::Tensor& dest, const at::Tensor& src) {
+    check_leaf_copy(op, name, batch, dest, src);
+    if (!dest.is_same(src)) copies_.emplace_back(dest, src);
+  }
+  void write() const {
+    for (const auto& c : copies_) c.first.copy_(c.second);
+  }
+
+ private:
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies_;
+};
 /// `dst.update_(value)`: every leaf of `value` copied over the leaf of `dst`
 /// with the same key, once every leaf passed `check_leaf_copy`. A key that
 /// `dst` lacks is an error.

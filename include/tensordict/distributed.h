@@ -1,0 +1,177 @@
+// tensordict/distributed.h — TensorDicts between processes, over c10d.
+//
+// Everything here runs on a c10d process group (`torch::distributed`'s
+// engine): Gloo, which LibTorch has built in, or NCCL on GPU builds. The
+// library brings no transport of its own. A `Group` stands for the process
+// group; `make_gloo_group` makes one from a rendezvous address.
+//
+// Point to point, wire-compatible with Python tensordict:
+//
+//  - `send` / `recv` (and `isend` / `irecv`) speak exactly Python's
+//    `td.send(dst, init_tag=...)` / `td.recv(src, init_tag=...)` protocol:
+//    one message per leaf, the leaves in `sorted_keys` order with each
+//    sub-dict's leaves sent in place of its key, tags `init_tag`,
+//    `init_tag + 1`, ... A C++ process and a Python process exchange dicts
+//    this way in both directions. The protocol carries no metadata: both
+//    sides hold dicts with the same keys, shapes and dtypes. Non-tensor
+//    entries carry no tensor and are not sent, as in Python;
+//  - `send_remote` / `recv_new` first send the structure (keys, batch
+//    sizes, shapes, dtypes), so the receiver needs no dict of its own and a
+//    mismatch is found before data moves; the data then moves as one
+//    message. The layout is documented below (`recv_new`).
+//
+// Collectives (`broadcast`, `all_reduce`, `all_gather`) move one fused flat
+// buffer (one per dtype for `all_reduce`) instead of one call per leaf,
+// after a handshake that checks every rank holds the same structure.
+// They are not Python tensordict's per-leaf collectives on the wire.
+//
+// Errors. Every failure is a `c10::Error` naming the operation and, where
+// one is to blame, the key: a local dict the protocol cannot move, a
+// structure mismatch, a peer that died or timed out (within the group's
+// timeout; nothing waits forever). A failed receive leaves the receiving
+// dict unchanged: data is received into a temporary and written (with the
+// write plan's checks, which run before anything moves) only once every
+// message arrived.
+//
+// One limit of the metadata-free protocol: Gloo (LibTorch 1.13) does not
+// report how many bytes a message carried. A message shorter than the leaf
+// it is received into is accepted, and one longer aborts the receiving
+// process inside Gloo, as in Python. Peers that might disagree on shapes
+// use `send_remote` / `recv_new`, whose handshake finds the mismatch first.
+//
+// docs/tutorials/distributed.md walks through all of this.
+#pragma once
+
+#include <c10/util/intrusive_ptr.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "tensordict/tensor_dict.h"
+
+namespace c10d {
+class ProcessGroup;
+class Backend;
+}  // namespace c10d
+
+namespace tensordict {
+
+/// A c10d process group, as the functions of this header take it: a
+/// `c10d::ProcessGroup` (LibTorch 1.x's `ProcessGroupGloo` and
+/// `ProcessGroupNCCL`, 2.x's dispatching group) or a `c10d::Backend`
+/// (LibTorch 2.x's `ProcessGroupGloo` and `ProcessGroupNCCL`). It shares
+/// ownership of the group. Ranks are ranks within this group.
+///
+/// Example:
+/// ```
+///   auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size);
+///   tensordict::send(td, 1, pg);
+/// ```
+class Group {
+ public:
+  template <typename T,
+            typename = std::enable_if_t<
+                std::is_base_of<c10d::ProcessGroup, T>::value ||
+                std::is_base_of<c10d::Backend, T>::value>>
+  Group(c10::intrusive_ptr<T> group)  // NOLINT: implicit on purpose
+      : group_(std::move(group)),
+        is_backend_(std::is_base_of<c10d::Backend, T>::value) {}
+  /// A group held elsewhere (made with `c10::make_intrusive`, as every
+  /// c10d group is): shares its ownership.
+  Group(c10d::ProcessGroup& group);  // NOLINT
+  Group(c10d::Backend& group);       // NOLINT
+
+  /// This process's rank in the group.
+  [[nodiscard]] int rank() const;
+  /// The number of processes in the group.
+  [[nodiscard]] int size() const;
+  /// "gloo", "nccl", ...
+  [[nodiscard]] std::string backend_name() const;
+
+  /// The group as a `c10d::ProcessGroup` (null when it is a `Backend`).
+  [[nodiscard]] c10d::ProcessGroup* process_group() const;
+  /// The group as a `c10d::Backend` (null when it is a `ProcessGroup`).
+  [[nodiscard]] c10d::Backend* backend() const;
+
+ private:
+  c10::intrusive_ptr<c10::intrusive_ptr_target> group_;
+  bool is_backend_;
+};
+
+/// Options of `make_gloo_group`.
+struct GlooGroupOptions {
+  /// The rendezvous: rank 0 serves a `c10d::TCPStore` at host:port and the
+  /// other ranks connect to it.
+  std::string host = "127.0.0.1";
+  int port = 29500;
+  /// The group's timeout: a collective or a receive that waits longer
+  /// throws. Also bounds the rendezvous.
+  std::chrono::milliseconds timeout = std::chrono::seconds(30);
+  /// Prefix of the store keys (several groups may share one store).
+  std::string prefix = "tensordict";
+};
+
+/// A Gloo process group of `size` processes, this one `rank`, meeting at a
+/// `c10d::TCPStore` (`options`): Python's
+/// `torch.distributed.init_process_group("gloo", ...)` without the global
+/// state. Blocks until every rank joined (or the timeout passed: throws).
+/// Throws when LibTorch was built without Gloo.
+[[nodiscard]] Group make_gloo_group(int rank, int size,
+                                    const GlooGroupOptions& options = {});
+
+/// A transfer in flight (`isend`, `irecv`). `wait()` blocks until it
+/// completed, and for a receive writes the received data into the dict.
+/// A handle that is never waited on still completes its sends; a receive
+/// that is not waited on writes nothing.
+class Work {
+ public:
+  Work();
+  ~Work();
+  Work(Work&&) noexcept;
+  Work& operator=(Work&&) noexcept;
+
+  /// Blocks until every message of the transfer completed (or the group's
+  /// timeout passed), then, for a receive, writes the data. Throws the
+  /// transfer's error, leaving the receiving dict unchanged. Waiting again
+  /// returns at once (or throws the same error).
+  void wait();
+  /// True once `wait()` would return without blocking.
+  [[nodiscard]] bool is_completed() const;
+
+  struct State;
+
+ private:
+  friend Work isend(const TensorDict&, int, const Group&, int);
+  friend Work irecv(const TensorDict&, int, const Group&, int);
+  explicit Work(std::shared_ptr<State> state);
+  std::shared_ptr<State> state_;
+};
+
+/// Sends every leaf of `td` to rank `dst`: Python's
+/// `td.send(dst, group=pg, init_tag=init_tag)` (see the top of this file).
+/// Leaves go as their contiguous bytes; they must be dense tensors on a
+/// device the group moves (the CPU for Gloo). Blocks until every message
+/// was handed to the transport.
+void send(const TensorDict& td, int dst, const Group& pg, int init_tag = 0);
+/// Receives the leaves sent by `send` (or Python's `td.send`) from rank
+/// `src` into the existing leaves of `td`, in place: the leaves keep their
+/// storage, which may be a slice of a larger buffer (`buffer[Slice(0, 4)]`
+/// converts to such a dict of views). Before anything moves, every leaf
+/// passes the write plan's checks (as `update_`); the data then lands in a
+/// temporary and is copied into the leaves once every message arrived, so
+/// a failed receive changes nothing.
+void recv(const TensorDict& td, int src, const Group& pg, int init_tag = 0);
+/// `send` without blocking: the returned handle's `wait()` blocks until
+/// every message was handed over. The leaves must not change until then.
+[[nodiscard]] Work isend(const TensorDict& td, int dst, const Group& pg,
+                         int init_tag = 0);
+/// `recv` without blocking: the checks run now, the write happens in the
+/// handle's `wait()`.
+[[nodiscard]] Work irecv(const TensorDict& td, int src, const Group& pg,
+                         int init_tag = 0);
+
+}  // namespace tensordict

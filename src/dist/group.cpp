@@ -1,0 +1,87 @@
+// Group: a c10d process group of either class, and making a Gloo one.
+#include "dist/group.h"
+
+#include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#ifdef USE_C10D_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+
+#include <exception>
+#include <string>
+
+namespace tensordict {
+
+Group::Group(c10d::ProcessGroup& group)
+    : group_(c10::intrusive_ptr<c10d::ProcessGroup>::unsafe_reclaim_from_nonowning(
+          &group)),
+      is_backend_(false) {}
+
+Group::Group(c10d::Backend& group)
+    : group_(c10::intrusive_ptr<c10d::Backend>::unsafe_reclaim_from_nonowning(
+          &group)),
+      is_backend_(true) {}
+
+c10d::ProcessGroup* Group::process_group() const {
+  return is_backend_ ? nullptr : static_cast<c10d::ProcessGroup*>(group_.get());
+}
+
+c10d::Backend* Group::backend() const {
+  return is_backend_ ? static_cast<c10d::Backend*>(group_.get()) : nullptr;
+}
+
+int Group::rank() const {
+  return detail::with_group(*this, [](auto& g) { return g.getRank(); });
+}
+
+int Group::size() const {
+  return detail::with_group(*this, [](auto& g) { return g.getSize(); });
+}
+
+std::string Group::backend_name() const {
+  return detail::with_group(
+      *this, [](auto& g) { return std::string(g.getBackendName()); });
+}
+
+Group make_gloo_group(int rank, int size, const GlooGroupOptions& options) {
+  TORCH_CHECK_VALUE(size >= 1, "make_gloo_group: size must be at least 1, got ",
+                    size);
+  TORCH_CHECK_VALUE(rank >= 0 && rank < size, "make_gloo_group: rank ", rank,
+                    " is out of range for a group of size ", size);
+  TORCH_CHECK_VALUE(options.port > 0 && options.port < 65536,
+                    "make_gloo_group: port ", options.port,
+                    " is not a TCP port (1 to 65535)");
+#ifdef USE_C10D_GLOO
+  try {
+    c10d::TCPStoreOptions store_options;
+    store_options.port = static_cast<uint16_t>(options.port);
+    store_options.isServer = rank == 0;
+    store_options.numWorkers = size;
+    store_options.waitWorkers = true;
+    store_options.timeout = options.timeout;
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(options.host, store_options);
+    auto store = c10::make_intrusive<c10d::PrefixStore>(options.prefix, tcp);
+    auto gloo_options =
+        c10d::ProcessGroupGloo::Options::create(options.timeout);
+    gloo_options->devices.push_back(
+        c10d::ProcessGroupGloo::createDeviceForHostname(options.host));
+    return Group(c10::make_intrusive<c10d::ProcessGroupGloo>(
+        store, rank, size, gloo_options));
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, "make_gloo_group: rank ", rank, " of ", size, " at ",
+                options.host, ":", options.port, ": ",
+                e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "make_gloo_group: rank ", rank, " of ", size, " at ",
+                options.host, ":", options.port, ": ", e.what());
+  }
+#else
+  TORCH_CHECK(false,
+              "make_gloo_group: this build of tensordict has no Gloo (its "
+              "headers were not found when it was built)");
+#endif
+}
+
+}  // namespace tensordict
