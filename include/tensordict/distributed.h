@@ -113,6 +113,15 @@ struct GlooGroupOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(30);
   /// Prefix of the store keys (several groups may share one store).
   std::string prefix = "tensordict";
+  /// Join Python processes instead: the group is the default group that
+  /// `torch.distributed.init_process_group("gloo",
+  /// init_method="tcp://<host>:<port>", rank=r, world_size=n)` makes in
+  /// Python, and this process one of its ranks (`prefix` is unused). Follows
+  /// torch 1.13's layout of that group in the store (the key prefixes
+  /// "default_pg" and "0", the store-based barrier, the sequence number),
+  /// tested against Debian's Python torch 1.13; other torch versions may
+  /// lay it out differently.
+  bool python_world = false;
 };
 
 /// A Gloo process group of `size` processes, this one `rank`, meeting at a

@@ -9,7 +9,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif
 
+#include <chrono>
 #include <exception>
+#include <thread>
 #include <string>
 
 namespace tensordict {
@@ -61,14 +63,36 @@ Group make_gloo_group(int rank, int size, const GlooGroupOptions& options) {
     store_options.numWorkers = size;
     store_options.waitWorkers = true;
     store_options.timeout = options.timeout;
+    store_options.multiTenant = options.python_world;
     auto tcp = c10::make_intrusive<c10d::TCPStore>(options.host, store_options);
-    auto store = c10::make_intrusive<c10d::PrefixStore>(options.prefix, tcp);
     auto gloo_options =
         c10d::ProcessGroupGloo::Options::create(options.timeout);
     gloo_options->devices.push_back(
         c10d::ProcessGroupGloo::createDeviceForHostname(options.host));
-    return Group(c10::make_intrusive<c10d::ProcessGroupGloo>(
-        store, rank, size, gloo_options));
+    if (!options.python_world) {
+      auto store = c10::make_intrusive<c10d::PrefixStore>(options.prefix, tcp);
+      return Group(c10::make_intrusive<c10d::ProcessGroupGloo>(
+          store, rank, size, gloo_options));
+    }
+    // Python's init_process_group (torch 1.13): the default group's store is
+    // PrefixStore("default_pg"), the group's own PrefixStore("0") under it;
+    // every rank then checks in at a store-based barrier, and rank 0 hands
+    // out the group's sequence number.
+    auto world = c10::make_intrusive<c10d::PrefixStore>("default_pg", tcp);
+    auto store = c10::make_intrusive<c10d::PrefixStore>("0", world);
+    auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size,
+                                                          gloo_options);
+    const std::string barrier = "store_based_barrier_key:1";
+    world->add(barrier, 1);
+    const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+    while (world->add(barrier, 0) != size) {
+      TORCH_CHECK(std::chrono::steady_clock::now() < deadline,
+                  "timed out after ", options.timeout.count(),
+                  " ms waiting for every rank at the store-based barrier");
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    pg->setSequenceNumberForGroup();
+    return Group(std::move(pg));
   } catch (const c10::Error& e) {
     TORCH_CHECK(false, "make_gloo_group: rank ", rank, " of ", size, " at ",
                 options.host, ":", options.port, ": ",
