@@ -72,6 +72,56 @@ int Run(const std::string& scenario, const Group& pg) {
     tensordict::send(FirstOnWire(WireDict(1), 3), 0, pg);
     std::cout.flush();
     ::_exit(0);
+  } else if (scenario == "collectives") {
+    const std::string failed = tensordict_test::CollectiveRound(pg);
+    if (!failed.empty()) {
+      std::cerr << "collectives: " << failed << " gave other values\n";
+      return 3;
+    }
+  } else if (scenario == "mismatch") {
+    // Rank 2 holds ('sub', 'f16') as float32: every rank gets the same error
+    // and keeps its values.
+    TensorDict td = tensordict_test::ReduceDict(pg.rank());
+    if (pg.rank() == 2) td.set({"sub", "f16"}, td.get({"sub", "f16"}).to(at::kFloat));
+    const TensorDict before = td.clone();
+    try {
+      tensordict::all_reduce(td, tensordict::ReduceOp::kSum, pg);
+      return 3;
+    } catch (const c10::Error& e) {
+      if (e.msg() != tensordict_test::kMismatchMessage) {
+        std::cerr << "mismatch: " << e.msg() << "\n";
+        return 3;
+      }
+    }
+    if (!tensordict_test::SameDict(td, before)) return 3;
+  } else if (scenario == "grad_leaf") {
+    TensorDict td = tensordict_test::ReduceDict(pg.rank());
+    td.set("f32", td.get("f32").requires_grad_());
+    try {
+      tensordict::broadcast(td, 0, pg);
+      return 3;
+    } catch (const c10::Error& e) {
+      if (e.msg() != tensordict_test::kGradLeafMessage) {
+        std::cerr << "grad_leaf: " << e.msg() << "\n";
+        return 3;
+      }
+    }
+  } else if (scenario == "partner_of_failing_rank0") {
+    // Rank 0 fails its local checks in two all_reduce calls: this rank, whose
+    // dict is fine, fails too instead of waiting.
+    for (int i = 0; i < 2; ++i) {
+      TensorDict td = tensordict_test::ReduceDict(pg.rank());
+      try {
+        tensordict::all_reduce(td, tensordict::ReduceOp::kSum, pg);
+        return 3;
+      } catch (const c10::Error& e) {
+        if (e.msg() != "all_reduce: rank 0 failed its local checks (its error "
+                       "names the key)") {
+          std::cerr << e.msg() << "\n";
+          return 3;
+        }
+      }
+    }
   } else if (scenario == "silent") {
     WaitDone(pg);
   } else {

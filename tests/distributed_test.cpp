@@ -229,4 +229,57 @@ TEST(Distributed, LocalErrorsComeBeforeAnyMessage) {
   EXPECT_EQ(peers.Finish(), std::vector<int>{0});
 }
 
+// ---- Collectives ------------------------------------------------------------
+
+TEST(Distributed, CollectivesOverThreeRanks) {
+  Peers peers({"collectives", "collectives"});
+  EXPECT_EQ(tensordict_test::CollectiveRound(peers.pg()), "");
+  EXPECT_EQ(peers.Finish(), (std::vector<int>{0, 0}));
+}
+
+TEST(Distributed, CollectivesOverTwoRanks) {
+  Peers peers({"collectives"});
+  EXPECT_EQ(tensordict_test::CollectiveRound(peers.pg()), "");
+  EXPECT_EQ(peers.Finish(), std::vector<int>{0});
+}
+
+TEST(Distributed, CollectivesRejectWhatTheyCannotReduce) {
+  Peers peers({"partner_of_failing_rank0"});
+  TensorDict td = tensordict_test::ReduceDict(0);
+  td.set({"sub", "flag"}, at::zeros({3}, at::kBool));
+  ExpectThrowsMsg([&] { tensordict::all_reduce(td, tensordict::ReduceOp::kSum, peers.pg()); },
+                  "all_reduce: key ('sub', 'flag'): cannot reduce torch.bool tensors");
+  ExpectThrowsMsg([&] { tensordict::all_reduce(tensordict_test::ReduceDict(0), tensordict::ReduceOp::kMean, peers.pg()); },
+                  "all_reduce: key i16: kMean needs floating-point leaves, got torch.int16");
+  EXPECT_EQ(peers.Finish(), std::vector<int>{0});
+}
+
+TEST(Distributed, StructureMismatchFailsOnEveryRankBeforeDataMoves) {
+  Peers peers({"mismatch", "mismatch"});
+  TensorDict td = tensordict_test::ReduceDict(0);
+  const auto snap = TakeSnapshot(td);
+  ExpectThrowsMsg([&] { tensordict::all_reduce(td, tensordict::ReduceOp::kSum, peers.pg()); },
+                  tensordict_test::kMismatchMessage);
+  ExpectUnchanged(td, snap);
+  EXPECT_EQ(peers.Finish(), (std::vector<int>{0, 0}));
+}
+
+TEST(Distributed, ALocalCheckFailingOnOneRankFailsEveryRank) {
+  Peers peers({"grad_leaf"});
+  TensorDict td = tensordict_test::ReduceDict(0);
+  ExpectThrowsMsg([&] { tensordict::broadcast(td, 0, peers.pg()); },
+                  "broadcast: rank 1 failed its local checks (its error names "
+                  "the key)");
+  EXPECT_EQ(peers.Finish(), std::vector<int>{0});
+}
+
+TEST(Distributed, CollectiveLocalErrors) {
+  Peers peers({"silent"});
+  const Group& pg = peers.pg();
+  ExpectThrowsMsg([&] { tensordict::broadcast(tensordict_test::ReduceDict(0), 2, pg); },
+                  "broadcast: root rank 2 is out of range for a group of size 2");
+  peers.Done();
+  EXPECT_EQ(peers.Finish(), std::vector<int>{0});
+}
+
 }  // namespace

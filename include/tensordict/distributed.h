@@ -183,4 +183,35 @@ void recv(const TensorDict& td, int src, const Group& pg, int init_tag = 0);
 [[nodiscard]] Work irecv(const TensorDict& td, int src, const Group& pg,
                          int init_tag = 0);
 
+// ---- Collectives -------------------------------------------------------------
+//
+// Every rank calls them with a dict of the same structure (keys, shapes,
+// dtypes; insertion order may differ). A handshake (one small `allreduce`)
+// checks that first: on a mismatch every rank throws, naming the first key
+// that differs, and no data moves. The leaves then travel as one fused
+// buffer. The dict of a rank whose call fails is unchanged.
+
+/// How `all_reduce` combines the ranks' values.
+enum class ReduceOp {
+  kSum,
+  /// The sum divided by the number of ranks (floating-point leaves only).
+  kMean,
+  kMax,
+  kMin,
+};
+
+/// Every rank's dict takes the values of rank `root`'s, in place (as
+/// `recv`: the write plan's checks first, the data through a temporary).
+void broadcast(const TensorDict& td, int root, const Group& pg);
+/// Every rank's dict takes the element-wise reduction of all ranks' values,
+/// in place. The leaves are reduced as one flat buffer per dtype. Every
+/// dtype but bool and the complex ones is supported (bfloat16 is reduced
+/// in float32 and int16 in int32, which Gloo lacks); kMean needs
+/// floating-point leaves.
+void all_reduce(const TensorDict& td, ReduceOp op, const Group& pg);
+/// Every rank's dict, stacked along a new leading batch dim in rank order:
+/// a new dict of batch size `[pg.size(), td.batch_size()...]` whose leaves
+/// view one gathered buffer.
+[[nodiscard]] TensorDict all_gather(const TensorDict& td, const Group& pg);
+
 }  // namespace tensordict

@@ -42,6 +42,7 @@ struct WireLeaf {
   NestedKey key;
   at::Tensor tensor;                 // the stored leaf
   const TensorDictImpl* level;       // the dict holding it
+  size_t index;                      // its place in `leaf_tensors` order
 };
 
 /// The leaves of `root` in Python tensordict's wire order: each level's keys

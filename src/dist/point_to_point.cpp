@@ -21,6 +21,7 @@ std::vector<WireLeaf> wire_leaves(const TensorDictImpl& root) {
     c10::SmallVector<const std::string*, 8> path;
     const at::Tensor* tensor;
     const TensorDictImpl* level;
+    size_t index;
   };
   std::vector<Item> items;
   std::vector<const TensorDictImpl*> levels;
@@ -30,7 +31,7 @@ std::vector<WireLeaf> wire_leaves(const TensorDictImpl& root) {
         levels.push_back(&level);
       },
       [&](const KeyPath& path, const at::Tensor& t) {
-        items.push_back({path.parts, &t, levels.back()});
+        items.push_back({path.parts, &t, levels.back(), items.size()});
       },
       [&](const KeyPath&, const TensorDictImpl&) { levels.pop_back(); });
   // Sorting the key paths component by component is Python's order: a
@@ -50,7 +51,7 @@ std::vector<WireLeaf> wire_leaves(const TensorDictImpl& root) {
     std::vector<std::string> parts;
     parts.reserve(it.path.size());
     for (const std::string* p : it.path) parts.push_back(*p);
-    out.push_back({NestedKey(std::move(parts)), *it.tensor, it.level});
+    out.push_back({NestedKey(std::move(parts)), *it.tensor, it.level, it.index});
   }
   return out;
 }
