@@ -53,6 +53,8 @@ int Run(const std::string& scenario, const Group& pg) {
     tensordict::send(WireDict(1), 0, pg);
   } else if (scenario == "send_tag7") {
     tensordict::send(WireDict(1), 0, pg, 7);
+  } else if (scenario == "send_consolidated") {
+    tensordict::send(WireDict(1).consolidate(), 0, pg, 3, /*consolidated=*/true);
   } else if (scenario == "isend") {
     auto work = tensordict::isend(WireDict(1), 0, pg);
     work.wait();

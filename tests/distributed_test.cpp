@@ -141,6 +141,20 @@ TEST(Distributed, RecvIntoARowOfABuffer) {
   EXPECT_EQ(peers.Finish(), std::vector<int>{0});
 }
 
+TEST(Distributed, ConsolidatedDictsMoveAsOneMessage) {
+  Peers peers({"send_consolidated"});
+  TensorDict td = ZeroWireDict().consolidate();
+  const void* storage = td.get("zeta").storage().data_ptr().get();
+  ExpectThrowsMsg([&] { tensordict::recv(ZeroWireDict(), 1, peers.pg(), 3, true); },
+                  "recv: consolidated=true needs a consolidated dict (see "
+                  "consolidate())");
+  tensordict::recv(td, 1, peers.pg(), 3, /*consolidated=*/true);
+  EXPECT_TRUE(Same(td, WireDict(1)));
+  EXPECT_TRUE(td.is_consolidated());
+  EXPECT_EQ(td.get("zeta").storage().data_ptr().get(), storage);
+  EXPECT_EQ(peers.Finish(), std::vector<int>{0});
+}
+
 TEST(Distributed, InitTag) {
   Peers peers({"send_tag7"});
   TensorDict td = ZeroWireDict();

@@ -154,8 +154,8 @@ class Work {
   struct State;
 
  private:
-  friend Work isend(const TensorDict&, int, const Group&, int);
-  friend Work irecv(const TensorDict&, int, const Group&, int);
+  friend Work isend(const TensorDict&, int, const Group&, int, bool);
+  friend Work irecv(const TensorDict&, int, const Group&, int, bool);
   explicit Work(std::shared_ptr<State> state);
   std::shared_ptr<State> state_;
 };
@@ -165,7 +165,14 @@ class Work {
 /// Leaves go as their contiguous bytes; they must be dense tensors on a
 /// device the group moves (the CPU for Gloo). Blocks until every message
 /// was handed to the transport.
-void send(const TensorDict& td, int dst, const Group& pg, int init_tag = 0);
+///
+/// With `consolidated` (Python's `send(..., consolidated=True)`), the dict
+/// must be consolidated (`consolidate()`), and its storage goes as one
+/// message under `init_tag`; the receiver calls `recv` with `consolidated`
+/// on a dict of the same layout (a `consolidate()`d dict of the same keys,
+/// shapes and dtypes, inserted in the same order).
+void send(const TensorDict& td, int dst, const Group& pg, int init_tag = 0,
+          bool consolidated = false);
 /// Receives the leaves sent by `send` (or Python's `td.send`) from rank
 /// `src` into the existing leaves of `td`, in place: the leaves keep their
 /// storage, which may be a slice of a larger buffer (`buffer[Slice(0, 4)]`
@@ -173,15 +180,16 @@ void send(const TensorDict& td, int dst, const Group& pg, int init_tag = 0);
 /// passes the write plan's checks (as `update_`); the data then lands in a
 /// temporary and is copied into the leaves once every message arrived, so
 /// a failed receive changes nothing.
-void recv(const TensorDict& td, int src, const Group& pg, int init_tag = 0);
+void recv(const TensorDict& td, int src, const Group& pg, int init_tag = 0,
+          bool consolidated = false);
 /// `send` without blocking: the returned handle's `wait()` blocks until
 /// every message was handed over. The leaves must not change until then.
 [[nodiscard]] Work isend(const TensorDict& td, int dst, const Group& pg,
-                         int init_tag = 0);
+                         int init_tag = 0, bool consolidated = false);
 /// `recv` without blocking: the checks run now, the write happens in the
 /// handle's `wait()`.
 [[nodiscard]] Work irecv(const TensorDict& td, int src, const Group& pg,
-                         int init_tag = 0);
+                         int init_tag = 0, bool consolidated = false);
 
 // ---- Collectives -------------------------------------------------------------
 //

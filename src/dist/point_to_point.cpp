@@ -168,12 +168,25 @@ std::string key_context(const detail::WireLeaf& leaf, int tag) {
   return "key " + leaf.key.str() + " (tag " + std::to_string(tag) + ")";
 }
 
+// The messages of a transfer: one per leaf in the wire order, or with
+// `consolidated` the dict's consolidated storage alone.
+std::vector<detail::WireLeaf> messages(const char* op, const TensorDict& td,
+                                       bool consolidated) {
+  const auto& impl = detail::TensorDictImpl::of(td);
+  if (!consolidated) return detail::wire_leaves(impl);
+  TORCH_CHECK_VALUE(detail::is_consolidated_impl(impl), op,
+                    ": consolidated=true needs a consolidated dict (see "
+                    "consolidate())");
+  return {{NestedKey("<consolidated storage>"), impl.consolidated, &impl, 0}};
+}
+
 }  // namespace
 
-Work isend(const TensorDict& td, int dst, const Group& pg, int init_tag) {
+Work isend(const TensorDict& td, int dst, const Group& pg, int init_tag,
+           bool consolidated) {
   constexpr const char* op = "send";
   detail::check_peer(op, "destination", dst, pg);
-  const auto leaves = detail::wire_leaves(detail::TensorDictImpl::of(td));
+  const auto leaves = messages(op, td, consolidated);
   check_tag(op, init_tag, leaves.size());
   const std::string backend = pg.backend_name();
   for (const auto& leaf : leaves) detail::check_wire_leaf(op, leaf, backend);
@@ -194,14 +207,16 @@ Work isend(const TensorDict& td, int dst, const Group& pg, int init_tag) {
   return Work(std::move(state));
 }
 
-void send(const TensorDict& td, int dst, const Group& pg, int init_tag) {
-  isend(td, dst, pg, init_tag).wait();
+void send(const TensorDict& td, int dst, const Group& pg, int init_tag,
+          bool consolidated) {
+  isend(td, dst, pg, init_tag, consolidated).wait();
 }
 
-Work irecv(const TensorDict& td, int src, const Group& pg, int init_tag) {
+Work irecv(const TensorDict& td, int src, const Group& pg, int init_tag,
+           bool consolidated) {
   constexpr const char* op = "recv";
   detail::check_peer(op, "source", src, pg);
-  const auto leaves = detail::wire_leaves(detail::TensorDictImpl::of(td));
+  const auto leaves = messages(op, td, consolidated);
   check_tag(op, init_tag, leaves.size());
   const std::string backend = pg.backend_name();
 
@@ -215,8 +230,11 @@ Work irecv(const TensorDict& td, int src, const Group& pg, int init_tag) {
     detail::check_wire_leaf(op, leaf, backend);
     const at::Tensor& dest = leaf.tensor;
     staged.push_back(at::empty(dest.sizes(), dest.options()));
-    state->copies.add(op, leaf.key, leaf.level->batch_size, dest,
-                      staged.back());
+    // The consolidated storage is one flat buffer, outside the batch dims.
+    state->copies.add(
+        op, leaf.key,
+        consolidated ? c10::IntArrayRef() : c10::IntArrayRef(leaf.level->batch_size),
+        dest, staged.back());
   }
   for (size_t i = 0; i < leaves.size(); ++i) {
     const int tag = init_tag + static_cast<int>(i);
@@ -231,8 +249,9 @@ Work irecv(const TensorDict& td, int src, const Group& pg, int init_tag) {
   return Work(std::move(state));
 }
 
-void recv(const TensorDict& td, int src, const Group& pg, int init_tag) {
-  irecv(td, src, pg, init_tag).wait();
+void recv(const TensorDict& td, int src, const Group& pg, int init_tag,
+          bool consolidated) {
+  irecv(td, src, pg, init_tag, consolidated).wait();
 }
 
 }  // namespace tensordict
