@@ -182,28 +182,54 @@ std::vector<detail::WireLeaf> messages(const char* op, const TensorDict& td,
 
 }  // namespace
 
-Work isend(const TensorDict& td, int dst, const Group& pg, int init_tag,
-           bool consolidated) {
-  constexpr const char* op = "send";
-  detail::check_peer(op, "destination", dst, pg);
-  const auto leaves = messages(op, td, consolidated);
+namespace {
+
+// The messages of `td` for `op` with peer `rank`, after the checks every
+// transfer makes.
+std::vector<detail::WireLeaf> start(const char* op, const char* what, int rank,
+                                    const TensorDict& td, const Group& pg,
+                                    int init_tag, bool consolidated) {
+  detail::check_peer(op, what, rank, pg);
+  auto leaves = messages(op, td, consolidated);
   check_tag(op, init_tag, leaves.size());
   const std::string backend = pg.backend_name();
   for (const auto& leaf : leaves) detail::check_wire_leaf(op, leaf, backend);
+  return leaves;
+}
 
-  auto state = std::make_shared<Work::State>();
-  state->op = op;
+// Posts `tensors[i]` (leaf i's message) under tag `init_tag + i` with
+// `call(group, message, tag)`, into `state`, which keeps the tensors alive.
+template <typename Call>
+void post(Work::State& state, const Group& pg,
+          const std::vector<detail::WireLeaf>& leaves,
+          std::vector<at::Tensor> tensors, int init_tag, const Call& call) {
   for (size_t i = 0; i < leaves.size(); ++i) {
     const int tag = init_tag + static_cast<int>(i);
-    std::vector<at::Tensor> message{leaves[i].tensor.contiguous()};
-    state->contexts.push_back(key_context(leaves[i], tag));
-    auto work = detail::on_wire(op, state->contexts.back(), [&] {
+    std::vector<at::Tensor> message{tensors[i]};
+    state.contexts.push_back(key_context(leaves[i], tag));
+    auto work = detail::on_wire(state.op, state.contexts.back(), [&] {
       return detail::with_group(
-          pg, [&](auto& g) { return g.send(message, dst, tag); });
+          pg, [&](auto& g) { return call(g, message, tag); });
     });
-    state->works.push_back(std::move(work));
-    state->keep.push_back(std::move(message[0]));
+    state.works.push_back(std::move(work));
+    state.keep.push_back(std::move(tensors[i]));
   }
+}
+
+}  // namespace
+
+Work isend(const TensorDict& td, int dst, const Group& pg, int init_tag,
+           bool consolidated) {
+  const auto leaves =
+      start("send", "destination", dst, td, pg, init_tag, consolidated);
+  auto state = std::make_shared<Work::State>();
+  state->op = "send";
+  std::vector<at::Tensor> contiguous;
+  for (const auto& leaf : leaves) contiguous.push_back(leaf.tensor.contiguous());
+  post(*state, pg, leaves, std::move(contiguous), init_tag,
+       [&](auto& g, std::vector<at::Tensor>& message, int tag) {
+         return g.send(message, dst, tag);
+       });
   return Work(std::move(state));
 }
 
@@ -215,11 +241,7 @@ void send(const TensorDict& td, int dst, const Group& pg, int init_tag,
 Work irecv(const TensorDict& td, int src, const Group& pg, int init_tag,
            bool consolidated) {
   constexpr const char* op = "recv";
-  detail::check_peer(op, "source", src, pg);
-  const auto leaves = messages(op, td, consolidated);
-  check_tag(op, init_tag, leaves.size());
-  const std::string backend = pg.backend_name();
-
+  const auto leaves = start(op, "source", src, td, pg, init_tag, consolidated);
   auto state = std::make_shared<Work::State>();
   state->op = op;
   // Every leaf is checked (the write plan's checks, as update_) before any
@@ -227,7 +249,6 @@ Work irecv(const TensorDict& td, int src, const Group& pg, int init_tag,
   std::vector<at::Tensor> staged;
   staged.reserve(leaves.size());
   for (const auto& leaf : leaves) {
-    detail::check_wire_leaf(op, leaf, backend);
     const at::Tensor& dest = leaf.tensor;
     staged.push_back(at::empty(dest.sizes(), dest.options()));
     // The consolidated storage is one flat buffer, outside the batch dims.
@@ -236,16 +257,10 @@ Work irecv(const TensorDict& td, int src, const Group& pg, int init_tag,
         consolidated ? c10::IntArrayRef() : c10::IntArrayRef(leaf.level->batch_size),
         dest, staged.back());
   }
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    const int tag = init_tag + static_cast<int>(i);
-    std::vector<at::Tensor> message{staged[i]};
-    state->contexts.push_back(key_context(leaves[i], tag));
-    auto work = detail::on_wire(op, state->contexts.back(), [&] {
-      return detail::with_group(
-          pg, [&](auto& g) { return g.recv(message, src, tag); });
-    });
-    state->works.push_back(std::move(work));
-  }
+  post(*state, pg, leaves, std::move(staged), init_tag,
+       [&](auto& g, std::vector<at::Tensor>& message, int tag) {
+         return g.recv(message, src, tag);
+       });
   return Work(std::move(state));
 }
 
