@@ -288,6 +288,15 @@ class TensorDict {
 
   /// True when the dict is on CUDA or every leaf lives in shared memory.
   [[nodiscard]] bool is_shared() const;
+  /// Moves every CPU leaf's storage into shared memory, in place (Python's
+  /// `share_memory_()`): the tensors keep their identity, values, shapes and
+  /// views, but their data moves to a new address (a `/torch_...` segment,
+  /// as Python's), which processes forked afterwards share: a write by one
+  /// is seen by all. CUDA leaves, leaves already in shared memory and
+  /// memory-mapped leaves stay where they are. As in Python, the dict is
+  /// then locked. Throws before moving anything when a leaf cannot move
+  /// (another device, or no room in /dev/shm). Returns `*this`.
+  const TensorDict& share_memory_() const;
 
   // ---- Splitting (views) ---------------------------------------------------
 

@@ -4,8 +4,12 @@
 #include "tensordict/tensor_dict.h"
 
 #include <ATen/ATen.h>
+#include <ATen/MapAllocator.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 
 #include "core/internal.h"
 #include "core/non_tensor.h"
@@ -605,6 +609,48 @@ bool is_shared(const TensorDictImpl& impl) {
 }  // namespace detail
 
 bool TensorDict::is_shared() const { return detail::is_shared(*impl_); }
+
+const TensorDict& TensorDict::share_memory_() const {
+  // Every storage to move, once each (leaves may share one); the new
+  // segments are all made before any storage switches to its segment.
+  std::vector<c10::Storage> storages;
+  detail::visit(
+      *impl_, detail::Ignore(),
+      [&](const detail::KeyPath& path, const at::Tensor& t) {
+        if (t.is_cuda() || detail::tensor_is_shared(t) ||
+            detail::is_mapped_tensor(t) || !t.has_storage()) {
+          return;
+        }
+        TORCH_CHECK_VALUE(t.device().is_cpu(), "share_memory_: key ",
+                          path.key().str(), ": only CPU and CUDA tensors can be "
+                          "shared, not ", detail::device_name(t.device()), " ones");
+        const c10::Storage& st = t.storage();
+        for (const auto& s : storages) {
+          if (s.is_alias_of(st)) return;
+        }
+        storages.push_back(st);
+      },
+      detail::Ignore());
+  static std::atomic<uint64_t> counter{0};
+  std::vector<at::DataPtr> segments;
+  for (const auto& st : storages) {
+    const std::string name = "/torch_" + std::to_string(::getpid()) + "_" +
+                             std::to_string(counter++) + "_td";
+    const size_t nbytes = std::max<size_t>(st.nbytes(), 1);
+    at::DataPtr ptr = at::MapAllocator::makeDataPtr(
+        name,
+        at::ALLOCATOR_MAPPED_SHAREDMEM | at::ALLOCATOR_MAPPED_EXCLUSIVE |
+            at::ALLOCATOR_MAPPED_UNLINK,
+        nbytes, nullptr);
+    if (st.nbytes() > 0) std::memcpy(ptr.get(), st.data(), st.nbytes());
+    segments.push_back(std::move(ptr));
+  }
+  for (size_t i = 0; i < storages.size(); ++i) {
+    storages[i].set_data_ptr_noswap(std::move(segments[i]));
+  }
+  lock_();
+  return *this;
+}
 
 // ---------------------------------------------------------------------------
 // Comparisons
