@@ -7,10 +7,12 @@
 // test expects, 3 when received data differ, 1 on an error (printed).
 #include <ATen/ATen.h>
 #include <tensordict/tensordict.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -55,6 +57,23 @@ int Run(const std::string& scenario, const Group& pg) {
     tensordict::send(WireDict(1), 0, pg, 7);
   } else if (scenario == "send_consolidated") {
     tensordict::send(WireDict(1).consolidate(), 0, pg, 3, /*consolidated=*/true);
+  } else if (scenario == "init_remote") {
+    // A dict and its structure, then a second round of values as one
+    // consolidated message into the dict the receiver made.
+    TensorDict c = WireDict(1).consolidate();
+    tensordict::init_remote(c, 0, pg);
+    c.update_(WireDict(2));
+    tensordict::send(c, 0, pg, 0, /*consolidated=*/true);
+  } else if (scenario == "bad_metadata") {
+    // init_remote's first two messages, the pickle holding a class (GLOBAL).
+    const std::string pickle = "\x80\x04" "cbuiltins\nobject\n.";
+    at::Tensor length = at::full({1}, static_cast<int64_t>(pickle.size()), at::kLong);
+    at::Tensor bytes = at::empty({static_cast<int64_t>(pickle.size())}, at::kByte);
+    std::memcpy(bytes.data_ptr(), pickle.data(), pickle.size());
+    std::vector<at::Tensor> a{length}, b{bytes};
+    pg.process_group()->send(a, 0, 0)->wait();
+    pg.process_group()->send(b, 0, 0)->wait();
+    WaitDone(pg);
   } else if (scenario == "isend") {
     auto work = tensordict::isend(WireDict(1), 0, pg);
     work.wait();

@@ -155,6 +155,39 @@ TEST(Distributed, ConsolidatedDictsMoveAsOneMessage) {
   EXPECT_EQ(peers.Finish(), std::vector<int>{0});
 }
 
+TEST(Distributed, FromRemoteInitReceivesADictAndItsStructure) {
+  Peers peers({"init_remote"});
+  TensorDict td = tensordict::from_remote_init(1, peers.pg());
+  EXPECT_TRUE(tensordict_test::SameDict(td, WireDict(1)));
+  EXPECT_TRUE(td.is_consolidated());
+  EXPECT_EQ(td.get_tensordict("next").batch_size().vec(), std::vector<int64_t>{2});
+  // Python's order on arrival: a level's leaves, then its sub-dicts.
+  EXPECT_EQ(td.keys().back(), tensordict::NestedKey("next"));
+  tensordict::recv(td, 1, peers.pg(), 0, /*consolidated=*/true);
+  EXPECT_TRUE(tensordict_test::SameDict(td, WireDict(2)));
+  EXPECT_EQ(peers.Finish(), std::vector<int>{0});
+}
+
+TEST(Distributed, InitRemoteRejectsKeysOfTheMetadataLayout) {
+  Peers peers({"silent"});
+  TensorDict td({}, {2});
+  td.set({"leaves", "x"}, at::zeros({2}));
+  ExpectThrowsMsg([&] { tensordict::init_remote(td, 1, peers.pg()); },
+                  "init_remote: the key leaves names a field of Python's "
+                  "metadata layout and cannot be a sub-dict");
+  peers.Done();
+  EXPECT_EQ(peers.Finish(), std::vector<int>{0});
+}
+
+TEST(Distributed, FromRemoteInitRejectsMetadataThatIsNotPlainData) {
+  Peers peers({"bad_metadata"});
+  ExpectThrowsMsg([&] { (void)tensordict::from_remote_init(1, peers.pg()); },
+                  "from_remote_init: unsupported pickle opcode 0x63 (only plain "
+                  "data is read)");
+  peers.Done();
+  EXPECT_EQ(peers.Finish(), std::vector<int>{0});
+}
+
 TEST(Distributed, InitTag) {
   Peers peers({"send_tag7"});
   TensorDict td = ZeroWireDict();
@@ -294,6 +327,49 @@ TEST(Distributed, CollectiveLocalErrors) {
                   "broadcast: root rank 2 is out of range for a group of size 2");
   peers.Done();
   EXPECT_EQ(peers.Finish(), std::vector<int>{0});
+}
+
+}  // namespace
+
+namespace {
+
+// ---- Shared memory on one machine ---------------------------------------------
+
+TEST(SharedMemory, ShareMemoryMovesEveryLeafInPlaceForForkedProcesses) {
+  TensorDict td = WireDict(1);
+  const TensorDict before = td.clone();
+  const at::Tensor zeta = td.get("zeta");
+  const at::Tensor view = zeta[1];  // a view keeps viewing the moved storage
+  EXPECT_FALSE(td.is_shared());
+  EXPECT_TRUE(td.share_memory_().is_shared());
+  EXPECT_TRUE(td.is_locked());
+  EXPECT_TRUE(td.get("zeta").is_same(zeta));
+  EXPECT_TRUE(tensordict_test::SameDict(td, before));
+  // A process forked now writes through the same memory.
+  float* data = zeta.data_ptr<float>();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    data[3] = 42.0f;  // zeta[1][0]
+    ::_exit(0);
+  }
+  ASSERT_EQ(tensordict_test::Reap(pid, 10s), 0);
+  EXPECT_EQ(zeta[1][0].item<float>(), 42.0f);
+  EXPECT_EQ(view[0].item<float>(), 42.0f);
+  // Already shared: nothing moves again.
+  const void* ptr = zeta.data_ptr();
+  td.share_memory_();
+  EXPECT_EQ(td.get("zeta").data_ptr(), ptr);
+}
+
+TEST(SharedMemory, ShareMemoryOfAnotherDeviceChangesNothing) {
+  TensorDict td = WireDict(1);
+  td.set("m", at::zeros({2}).to(at::kMeta));
+  const void* ptr = td.get("zeta").data_ptr();
+  ExpectThrowsMsg([&] { td.share_memory_(); },
+                  "share_memory_: key m: only CPU and CUDA tensors can be "
+                  "shared, not meta ones");
+  EXPECT_EQ(td.get("zeta").data_ptr(), ptr);
+  EXPECT_FALSE(td.is_locked());
 }
 
 }  // namespace

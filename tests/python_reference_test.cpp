@@ -578,7 +578,7 @@ TEST(PythonReference, Tensordict04LoadsNonTensorDataThisLibraryWrote) {
 // checks the values (argv[2] == "recv") or sends (argv[2] == "send"). The
 // dict is tensordict_test::WireDict, built the same way.
 constexpr const char* kWireScript = R"py(
-import sys
+import io, pickle, sys
 from datetime import timedelta
 import torch
 import torch.distributed as dist
@@ -609,19 +609,98 @@ def wire(seed):
 
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{sys.argv[1]}",
                         rank=1, world_size=2, timeout=timedelta(seconds=30))
-if sys.argv[2] == "recv":
-    td = wire(0).apply(torch.zeros_like)
-    td.recv(0, init_tag=int(sys.argv[3]))
-    expected = wire(2)
+RESERVED = ("cls", "non_tensors", "leaves", "cls_metadata", "_total_bytes")
+
+# torch >= 2's send_object_list / recv_object_list for one object (torch
+# 1.13 lacks them): an int64 [1] holding the pickle's length, then the
+# pickle (pickle.Pickler's default protocol) as uint8.
+def send_object_list(objs, dst):
+    f = io.BytesIO()
+    pickle.Pickler(f).dump(objs[0])
+    data = torch.frombuffer(bytearray(f.getvalue()), dtype=torch.uint8)
+    dist.send(torch.tensor([data.numel()], dtype=torch.long), dst=dst)
+    dist.send(data, dst=dst)
+
+def recv_object_list(objs, src):
+    size = torch.empty(1, dtype=torch.long)
+    dist.recv(size, src=src)
+    data = torch.empty(int(size.item()), dtype=torch.uint8)
+    dist.recv(data, src=src)
+    objs[0] = pickle.loads(data.numpy().tobytes())
+
+def from_remote_init(src):
+    # tensordict >= 0.5's TensorDict.from_remote_init, message for message.
+    meta = [None]
+    recv_object_list(meta, src=src)
+    meta = meta[0]
+    storage = torch.empty(meta.pop("_total_bytes"), dtype=torch.uint8)
+    dist.recv(storage, src=src)
+    def rebuild(m):
+        d = {}
+        for k, (dtype, shape, start, stop, pad) in m["leaves"].items():
+            v = storage[start:stop].view(getattr(torch, dtype[len("torch."):]))
+            if pad:
+                v = v[: torch.Size(shape).numel()]
+            d[k] = v.view(shape)
+        for k, v in m.items():
+            if k not in RESERVED:
+                d[k] = rebuild(v)
+        return TensorDict(d, m["cls_metadata"]["batch_size"])
+    return rebuild(meta)
+
+def init_remote(td, dst):
+    # tensordict >= 0.5's td.init_remote(dst): consolidate()'s layout (each
+    # leaf padded to 8 bytes, depth first in insertion order), its metadata
+    # pickled by send_object_list, then the storage.
+    chunks, offset = [], [0]
+    def level(t):
+        m = {"cls": "TensorDict", "non_tensors": {}, "leaves": {},
+             "cls_metadata": {"device": None, "names": None,
+                              "batch_size": list(t.batch_size), "is_locked": False}}
+        for k in t.keys():
+            v = t.get(k)
+            if isinstance(v, TensorDict):
+                m[k] = level(v)
+                continue
+            b = v.contiguous().view(-1).view(torch.uint8)
+            n = b.numel()
+            pad = (8 - n % 8) % 8
+            chunks.extend([b, torch.zeros(pad, dtype=torch.uint8)])
+            m["leaves"][k] = (str(v.dtype), list(v.shape), offset[0], offset[0] + n + pad, pad)
+            offset[0] += n + pad
+        return m
+    meta = level(td)
+    storage = torch.cat(chunks)
+    meta["_total_bytes"] = storage.numel()
+    send_object_list([meta], dst=dst)
+    dist.send(storage, dst=dst)
+
+def check(td, expected):
     for key in expected.keys(True, True):
         assert torch.equal(td[key], expected[key]), (key, td[key], expected[key])
-else:
-    wire(1).send(0, init_tag=int(sys.argv[3]))
+
+mode, tag = sys.argv[2], int(sys.argv[3])
+if mode == "recv":
+    td = wire(0).apply(torch.zeros_like)
+    td.recv(0, init_tag=tag)
+    check(td, wire(2))
+elif mode == "send":
+    wire(1).send(0, init_tag=tag)
+elif mode == "remote_recv":
+    check(from_remote_init(0), wire(2))
+elif mode == "remote_send":
+    # complex128 first: after an odd number of 8-byte blocks its offset
+    # would not be a multiple of 16, which Python's own view(dtype) rejects.
+    w = wire(1)
+    td = TensorDict({"c128": w["c128"]}, [2])
+    td.update(w.exclude("c128"))
+    init_remote(td, 0)
 print("python ok")
 )py";
 
 // Runs kWireScript in the background; returns its exit status (-1 when it
-// had to be killed) once `cpp_side` ran, with its output in `output`.
+// had to be killed, or when `cpp_side` threw: a test failure with Python's
+// output) once `cpp_side` ran, with its output in `output`.
 int WithPythonPeer(const std::string& mode, int init_tag,
                    const std::function<void(const tensordict::Group&)>& cpp_side,
                    std::string& output) {
@@ -639,10 +718,12 @@ int WithPythonPeer(const std::string& mode, int init_tag,
   try {
     const tensordict::Group pg = tensordict::make_gloo_group(0, 2, options);
     cpp_side(pg);
-  } catch (...) {
-    tensordict_test::Reap(pid, std::chrono::seconds(0));
+  } catch (const c10::Error& e) {
+    tensordict_test::Reap(pid, std::chrono::seconds(5));
     output = ReadFile(tmp / "out");
-    throw;
+    ADD_FAILURE() << e.what_without_backtrace() << "\nPython's output:\n"
+                  << output;
+    return -1;
   }
   const int status = tensordict_test::Reap(pid, std::chrono::seconds(60));
   output = ReadFile(tmp / "out");
@@ -683,5 +764,37 @@ TEST(PythonReference, ThisLibraryRecvsWhatTensordict04Sends) {
     for (const auto& key : expected.keys(true, true)) {
       EXPECT_TRUE(at::equal(td.get(key), expected.get(key))) << key;
     }
+  }
+}
+
+// Python tensordict >= 0.5's from_remote_init (emulated message for message
+// with torch.distributed, which the reference's 0.4 lacks) receives what
+// init_remote sends, and this library's from_remote_init receives what
+// Python's init_remote sends.
+TEST(PythonReference, InitRemoteAndFromRemoteInitInPythonsMessageLayout) {
+  if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
+  {
+    std::string output;
+    const int status = WithPythonPeer(
+        "remote_recv", 0,
+        [&](const tensordict::Group& pg) {
+          tensordict::init_remote(tensordict_test::WireDict(2), 1, pg);
+        },
+        output);
+    EXPECT_EQ(status, 0) << output;
+    EXPECT_EQ(output, "python ok\n");
+  }
+  {
+    TensorDict td;
+    std::string output;
+    const int status = WithPythonPeer(
+        "remote_send", 0,
+        [&](const tensordict::Group& pg) {
+          td = tensordict::from_remote_init(1, pg);
+        },
+        output);
+    EXPECT_EQ(status, 0) << output;
+    EXPECT_TRUE(tensordict_test::SameDict(td, tensordict_test::WireDict(1)));
+    EXPECT_TRUE(td.is_consolidated());
   }
 }

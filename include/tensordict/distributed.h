@@ -15,10 +15,10 @@
 //    this way in both directions. The protocol carries no metadata: both
 //    sides hold dicts with the same keys, shapes and dtypes. Non-tensor
 //    entries carry no tensor and are not sent, as in Python;
-//  - `send_remote` / `recv_new` first send the structure (keys, batch
-//    sizes, shapes, dtypes), so the receiver needs no dict of its own and a
-//    mismatch is found before data moves; the data then moves as one
-//    message. The layout is documented below (`recv_new`).
+//  - `init_remote` / `from_remote_init` first send the structure (keys,
+//    batch sizes, shapes, dtypes), so the receiver needs no dict of its own;
+//    the data then moves as one message. The layout, Python tensordict
+//    >= 0.5's, is documented below.
 //
 // Collectives (`broadcast`, `all_reduce`, `all_gather`) move one fused flat
 // buffer (one per dtype for `all_reduce`) instead of one call per leaf,
@@ -37,7 +37,7 @@
 // report how many bytes a message carried. A message shorter than the leaf
 // it is received into is accepted, and one longer aborts the receiving
 // process inside Gloo, as in Python. Peers that might disagree on shapes
-// use `send_remote` / `recv_new`, whose handshake finds the mismatch first.
+// use `init_remote` / `from_remote_init`, which carry the structure.
 //
 // docs/tutorials/distributed.md walks through all of this.
 #pragma once
@@ -190,6 +190,34 @@ void recv(const TensorDict& td, int src, const Group& pg, int init_tag = 0,
 /// handle's `wait()`.
 [[nodiscard]] Work irecv(const TensorDict& td, int src, const Group& pg,
                          int init_tag = 0, bool consolidated = false);
+
+// ---- A dict for a receiver that has none ---------------------------------------
+//
+// Python tensordict (>= 0.5)'s `td.init_remote(dst)` and
+// `TensorDict.from_remote_init(src)`, message for message: under `init_tag`
+// (Python: 0), an int64 `[1]` holding the length of the metadata, the
+// metadata as a Python pickle (`torch.distributed.send_object_list`'s two
+// messages), then the dict's consolidated storage (uint8) as one message.
+// The metadata is Python's `consolidate()` metadata plus "_total_bytes":
+// per level {"cls": "TensorDict", "non_tensors": {}, "leaves": {key:
+// [dtype, shape, start, stop, pad]}, "cls_metadata": {"device", "names",
+// "batch_size", "is_locked"}, <sub-dict key>: {...}}, byte offsets into
+// the storage. As in Python, a level's leaves come before its sub-dicts on
+// arrival, whatever their order in the sent dict.
+
+/// Sends `td` and its structure to rank `dst` (consolidating a copy on the
+/// CPU unless it is consolidated there). Non-tensor data is not sent yet
+/// (throws, as `consolidate` does). Keys named like the metadata's fields
+/// ("cls", "leaves", ...) cannot be sub-dicts.
+void init_remote(const TensorDict& td, int dst, const Group& pg,
+                 int init_tag = 0);
+/// Receives a dict sent by `init_remote` (or Python's `init_remote`): a new
+/// CPU dict, consolidated over the received storage, so that later rounds
+/// can `recv(td, src, pg, tag, /*consolidated=*/true)` into it. The
+/// metadata is checked against the storage before the storage moves; bad
+/// metadata is a c10::Error.
+[[nodiscard]] TensorDict from_remote_init(int src, const Group& pg,
+                                          int init_tag = 0);
 
 // ---- Collectives -------------------------------------------------------------
 //

@@ -1,5 +1,6 @@
 // Internal: the io layer's file primitives for small files that sit next to
-// memmap directories (the replay buffer's TorchRL metadata, rl/torchrl_files.h).
+// memmap directories (the replay buffer's TorchRL metadata, rl/torchrl_files.h),
+// and the single-file format's metadata for other carriers (dist/remote.cpp).
 // They give these files the memmap writer's and loaders' guarantees:
 //   - a write replaces a file atomically (a locked temporary file, then
 //     rename; no fsync), and removes the temporaries of dead writers;
@@ -14,6 +15,8 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "core/internal.h"
 
 namespace tensordict {
 namespace detail {
@@ -40,6 +43,24 @@ at::Tensor map_file(const std::string& path, int64_t nbytes, const char* fn);
 /// failure is a c10::Error that starts with `fn` and names the file.
 c10::optional<nlohmann::ordered_json> read_json_file(const std::string& path,
                                                      const char* fn);
+
+/// The dtype Python names `name` ("torch.float32"), among those the
+/// formats store; nullopt for any other name.
+c10::optional<at::ScalarType> dtype_from_name(const std::string& name);
+
+/// The metadata of a consolidated dict in the single-file format
+/// (tensordict/persistence.h: {"type": "TensorDict", "batch_size",
+/// "device", "entries": {key: {"dtype", "shape", "offset"} or a sub-dict}}),
+/// offsets in bytes from the start of `buffer`, its uint8 storage.
+nlohmann::ordered_json consolidated_meta(const TensorDictImpl& root,
+                                         const at::Tensor& buffer);
+/// The dict that `meta` (consolidated_meta's format) describes over the
+/// CPU uint8 `buffer` (offset 0 of its storage), consolidated over it, with
+/// the loader's checks: any metadata that does not fit the buffer is a
+/// c10::Error "<fn>: '<source>': ...".
+ImplPtr dict_from_consolidated_meta(const nlohmann::ordered_json& meta,
+                                    const at::Tensor& buffer, const char* fn,
+                                    const std::string& source);
 
 }  // namespace detail
 }  // namespace tensordict

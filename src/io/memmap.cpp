@@ -1235,8 +1235,8 @@ ordered_json save_meta(const TensorDictImpl& root, const at::Tensor& buffer) {
 ImplPtr load_meta(const ordered_json& j, const c10::Storage& storage,
                   const at::Tensor& buffer, int64_t data_size,
                   const std::string& path, std::vector<std::string>& key_path,
-                  c10::IntArrayRef parent_batch, int depth) {
-  const char* fn = "load";
+                  c10::IntArrayRef parent_batch, int depth,
+                  const char* fn = "load") {
   TORCH_CHECK(depth < 64, fn, ": '", path, "': the dict is nested too deeply");
   TORCH_CHECK(j.is_object() && j.contains("entries") && j["entries"].is_object(),
               fn, ": '", path, "': malformed metadata ", key_path.empty() ? "at the root" :
@@ -1263,7 +1263,7 @@ ImplPtr load_meta(const ordered_json& j, const c10::Storage& storage,
     if (e.contains("entries")) {
       impl->nodes.push_back(Node{it.key(), at::Tensor(),
                                  load_meta(e, storage, buffer, data_size, path, key_path,
-                                           impl->batch_size, depth + 1)});
+                                           impl->batch_size, depth + 1, fn)});
       key_path.pop_back();
       continue;
     }
@@ -1507,6 +1507,33 @@ TensorDict TensorDict::load(const std::string& path) {
                          0);
       }));
 }
+
+// ===========================================================================
+// The single-file format's metadata, for other carriers (io/files.h)
+// ===========================================================================
+
+namespace detail {
+
+c10::optional<at::ScalarType> dtype_from_name(const std::string& name) {
+  return parse_dtype(name);
+}
+
+nlohmann::ordered_json consolidated_meta(const TensorDictImpl& root,
+                                         const at::Tensor& buffer) {
+  return save_meta(root, buffer);
+}
+
+ImplPtr dict_from_consolidated_meta(const nlohmann::ordered_json& meta,
+                                    const at::Tensor& buffer, const char* fn,
+                                    const std::string& source) {
+  TORCH_CHECK(meta.is_object() && meta.value("type", ordered_json()) == "TensorDict",
+              fn, ": '", source, "' does not describe a TensorDict");
+  std::vector<std::string> key_path;
+  return load_meta(meta, buffer.storage(), buffer, buffer.numel(), source,
+                   key_path, {}, 0, fn);
+}
+
+}  // namespace detail
 
 // ===========================================================================
 // Small files next to memmap directories (io/files.h)
