@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cartpole.h"
+#include "ppo.h"
 
 using tensordict::RolloutBuffer;
 using tensordict::TensorDict;
@@ -39,44 +40,10 @@ struct Config {
   int64_t max_steps = 500000;
   int64_t num_envs = 8;
   int64_t num_steps = 128;  // per env and rollout: 1024 transitions
-  int64_t epochs = 10;
-  int64_t minibatches = 4;
-  double lr = 1e-3;  // annealed linearly to 0 over max_steps
-  double gamma = 0.99;
-  double lambda = 0.95;
-  double clip = 0.2;
-  double value_coef = 0.5;
-  double entropy_coef = 0.01;
-  double max_grad_norm = 0.5;
-  double solved_return = 475.0;
-  size_t solved_window = 20;
+  ppo::Hyper hyper;
 };
 
-// tanh MLP with orthogonal init (hidden gain sqrt(2), bias 0), as in the
-// reference PPO implementations.
-torch::nn::Sequential mlp(int64_t in, int64_t out, double out_gain) {
-  torch::nn::Sequential net(torch::nn::Linear(in, 64), torch::nn::Tanh(),
-                            torch::nn::Linear(64, 64), torch::nn::Tanh(),
-                            torch::nn::Linear(64, out));
-  torch::NoGradGuard no_grad;
-  int i = 0;
-  for (auto& module : net->modules(/*include_self=*/false)) {
-    if (auto* lin = module->as<torch::nn::Linear>()) {
-      const double gain = ++i == 3 ? out_gain : std::sqrt(2.0);
-      torch::nn::init::orthogonal_(lin->weight, gain);
-      torch::nn::init::zeros_(lin->bias);
-    }
-  }
-  return net;
-}
-
-double mean_last(const std::vector<double>& v, size_t n) {
-  if (v.empty()) return 0.0;
-  const size_t k = std::min(n, v.size());
-  return std::accumulate(v.end() - static_cast<std::ptrdiff_t>(k), v.end(),
-                         0.0) /
-         static_cast<double>(k);
-}
+using ppo::mean_last;
 
 bool parse_args(int argc, char** argv, Config& cfg) {
   for (int i = 1; i < argc; ++i) {
@@ -112,14 +79,9 @@ int main(int argc, char** argv) {
   const int64_t E = cfg.num_envs;
   const int64_t T = cfg.num_steps;
   cartpole::CartPoleVec env(E, cfg.seed);
-  torch::nn::Sequential actor =
-      mlp(cartpole::CartPoleVec::kObsDim, cartpole::CartPoleVec::kNumActions,
-          0.01);
-  torch::nn::Sequential critic = mlp(cartpole::CartPoleVec::kObsDim, 1, 1.0);
-  std::vector<torch::Tensor> params = actor->parameters();
-  for (const auto& p : critic->parameters()) params.push_back(p);
-  torch::optim::Adam opt(params,
-                         torch::optim::AdamOptions(cfg.lr).eps(1e-5));
+  const ppo::Hyper& h = cfg.hyper;
+  ppo::Agent agent(cartpole::CartPoleVec::kObsDim,
+                   cartpole::CartPoleVec::kNumActions, h.lr);
 
   RolloutBuffer buffer(T, E);
   at::Tensor obs = env.observation();
@@ -131,9 +93,9 @@ int main(int argc, char** argv) {
         .count();
   };
   auto solved = [&] {
-    return env.finished_returns().size() >= cfg.solved_window &&
-           mean_last(env.finished_returns(), cfg.solved_window) >=
-               cfg.solved_return;
+    return env.finished_returns().size() >= h.solved_window &&
+           mean_last(env.finished_returns(), h.solved_window) >=
+               h.solved_return;
   };
 
   const int64_t max_iters = quick ? 2 : cfg.max_steps / (T * E);
@@ -149,61 +111,27 @@ int main(int argc, char** argv) {
     {
       torch::NoGradGuard no_grad;
       for (int64_t t = 0; t < T; ++t) {
-        const at::Tensor log_probs =
-            torch::log_softmax(actor->forward(obs), /*dim=*/-1);
-        const at::Tensor action =
-            torch::multinomial(log_probs.exp(), 1, false, gen).squeeze(-1);
+        auto [action, log_prob] = agent.act(obs, gen);
         TensorDict step = env.step(action);  // ("next", ...) keys, [E]
         step.set("observation", obs);
         step.set("action", action);
-        step.set("sample_log_prob",
-                 log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1));
+        step.set("sample_log_prob", log_prob);
         buffer.step(t, step);
         obs = env.observation();  // already reset where an episode ended
       }
       env_steps += T * E;
-
-      // ---- Values in one batched forward each, then GAE.
-      const TensorDict data = buffer.data();
-      data.set("state_value", critic->forward(data.get("observation")));
-      data.set({"next", "state_value"},
-               critic->forward(data.get({"next", "observation"})));
-      buffer.compute_gae(cfg.gamma, cfg.lambda);
     }
+    // ---- Values in one batched forward each, then GAE.
+    agent.gae(buffer, h);
 
     // ---- PPO epochs over shuffled minibatches of the flat [T * E] batch.
     const double frac = 1.0 - static_cast<double>(env_steps - T * E) /
                                   static_cast<double>(cfg.max_steps);
-    for (auto& group : opt.param_groups()) {
-      static_cast<torch::optim::AdamOptions&>(group.options())
-          .lr(cfg.lr * std::max(frac, 0.0));
-    }
+    agent.set_lr(h.lr * std::max(frac, 0.0));
     double last_loss = 0.0;
-    for (int64_t epoch = 0; epoch < cfg.epochs; ++epoch) {
-      for (const TensorDict& mb : buffer.minibatches(cfg.minibatches, gen)) {
-        const at::Tensor mb_obs = mb.get("observation");
-        at::Tensor adv = mb.get("advantage").squeeze(-1);
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8);
-        const at::Tensor log_probs =
-            torch::log_softmax(actor->forward(mb_obs), -1);
-        const at::Tensor log_prob =
-            log_probs.gather(-1, mb.get("action").unsqueeze(-1)).squeeze(-1);
-        const at::Tensor entropy = -(log_probs.exp() * log_probs).sum(-1).mean();
-        const at::Tensor ratio = (log_prob - mb.get("sample_log_prob")).exp();
-        const at::Tensor policy_loss =
-            -torch::min(ratio * adv,
-                        ratio.clamp(1.0 - cfg.clip, 1.0 + cfg.clip) * adv)
-                 .mean();
-        const at::Tensor value = critic->forward(mb_obs);
-        const at::Tensor value_loss =
-            0.5 * (value - mb.get("value_target")).pow(2).mean();
-        const at::Tensor loss = policy_loss + cfg.value_coef * value_loss -
-                                cfg.entropy_coef * entropy;
-        opt.zero_grad();
-        loss.backward();
-        torch::nn::utils::clip_grad_norm_(params, cfg.max_grad_norm);
-        opt.step();
-        last_loss = loss.item<double>();
+    for (int64_t epoch = 0; epoch < h.epochs; ++epoch) {
+      for (const TensorDict& mb : buffer.minibatches(h.minibatches, gen)) {
+        last_loss = agent.update(mb, h);
       }
     }
 
@@ -212,14 +140,14 @@ int main(int argc, char** argv) {
                 "mean return (last %zu) %6.1f  loss %8.4f  %6.0f steps/s\n",
                 static_cast<long long>(iter + 1),
                 static_cast<long long>(env_steps),
-                env.finished_returns().size(), cfg.solved_window,
-                mean_last(env.finished_returns(), cfg.solved_window),
+                env.finished_returns().size(), h.solved_window,
+                mean_last(env.finished_returns(), h.solved_window),
                 last_loss, static_cast<double>(env_steps) / secs);
     std::fflush(stdout);
   }
 
   const double secs = elapsed();
-  const double ret = mean_last(env.finished_returns(), cfg.solved_window);
+  const double ret = mean_last(env.finished_returns(), h.solved_window);
   if (quick) {
     std::printf("quick mode: %lld iterations, %lld env steps in %.1f s\n",
                 static_cast<long long>(iter),
@@ -229,14 +157,14 @@ int main(int argc, char** argv) {
   if (solved()) {
     std::printf("SOLVED: mean return %.1f over the last %zu episodes after "
                 "%lld env steps, %lld iterations, %.1f s (%.0f steps/s)\n",
-                ret, cfg.solved_window, static_cast<long long>(env_steps),
+                ret, h.solved_window, static_cast<long long>(env_steps),
                 static_cast<long long>(iter), secs,
                 static_cast<double>(env_steps) / secs);
     return 0;
   }
   std::printf("NOT SOLVED: mean return %.1f over the last %zu episodes after "
               "%lld env steps (budget %lld), %.1f s\n",
-              ret, cfg.solved_window, static_cast<long long>(env_steps),
+              ret, h.solved_window, static_cast<long long>(env_steps),
               static_cast<long long>(cfg.max_steps), secs);
   return 1;
 }

@@ -1,0 +1,130 @@
+// examples/ppo.h — the PPO agent shared by ppo_cartpole and ppo_distributed:
+// actor and critic MLPs, sampling, and one clipped-objective update on a
+// minibatch dict.
+#pragma once
+
+#include <tensordict/tensordict.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <utility>
+#include <vector>
+
+namespace ppo {
+
+struct Hyper {
+  int64_t epochs = 10;
+  int64_t minibatches = 4;
+  double lr = 1e-3;  // annealed linearly to 0 over the step budget
+  double gamma = 0.99;
+  double lambda = 0.95;
+  double clip = 0.2;
+  double value_coef = 0.5;
+  double entropy_coef = 0.01;
+  double max_grad_norm = 0.5;
+  double solved_return = 475.0;
+  size_t solved_window = 20;
+};
+
+// tanh MLP with orthogonal init (hidden gain sqrt(2), bias 0), as in the
+// reference PPO implementations.
+inline torch::nn::Sequential mlp(int64_t in, int64_t out, double out_gain) {
+  torch::nn::Sequential net(torch::nn::Linear(in, 64), torch::nn::Tanh(),
+                            torch::nn::Linear(64, 64), torch::nn::Tanh(),
+                            torch::nn::Linear(64, out));
+  torch::NoGradGuard no_grad;
+  int i = 0;
+  for (auto& module : net->modules(/*include_self=*/false)) {
+    if (auto* lin = module->as<torch::nn::Linear>()) {
+      const double gain = ++i == 3 ? out_gain : std::sqrt(2.0);
+      torch::nn::init::orthogonal_(lin->weight, gain);
+      torch::nn::init::zeros_(lin->bias);
+    }
+  }
+  return net;
+}
+
+// The mean of the last `n` values (0 for none).
+inline double mean_last(const std::vector<double>& v, size_t n) {
+  if (v.empty()) return 0.0;
+  const size_t k = std::min(n, v.size());
+  return std::accumulate(v.end() - static_cast<std::ptrdiff_t>(k), v.end(),
+                         0.0) /
+         static_cast<double>(k);
+}
+
+struct Agent {
+  torch::nn::Sequential actor;
+  torch::nn::Sequential critic;
+  std::vector<torch::Tensor> params;
+  torch::optim::Adam opt;
+
+  Agent(int64_t obs_dim, int64_t num_actions, double lr)
+      : actor(mlp(obs_dim, num_actions, 0.01)),
+        critic(mlp(obs_dim, 1, 1.0)),
+        params(all_params(actor, critic)),
+        opt(params, torch::optim::AdamOptions(lr).eps(1e-5)) {}
+
+  // The actions sampled for `obs` and their log-probabilities.
+  std::pair<at::Tensor, at::Tensor> act(const at::Tensor& obs,
+                                        at::Generator& gen) {
+    const at::Tensor log_probs = torch::log_softmax(actor->forward(obs), -1);
+    const at::Tensor action =
+        torch::multinomial(log_probs.exp(), 1, false, gen).squeeze(-1);
+    return {action, log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1)};
+  }
+
+  // Values of the rollout's observations, then GAE into "advantage" and
+  // "value_target".
+  void gae(tensordict::RolloutBuffer& buffer, const Hyper& h) {
+    torch::NoGradGuard no_grad;
+    const tensordict::TensorDict data = buffer.data();
+    data.set("state_value", critic->forward(data.get("observation")));
+    data.set({"next", "state_value"},
+             critic->forward(data.get({"next", "observation"})));
+    buffer.compute_gae(h.gamma, h.lambda);
+  }
+
+  void set_lr(double lr) {
+    for (auto& group : opt.param_groups()) {
+      static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
+    }
+  }
+
+  // One step of the clipped PPO objective on a minibatch dict; the loss.
+  double update(const tensordict::TensorDict& mb, const Hyper& h) {
+    const at::Tensor mb_obs = mb.get("observation");
+    at::Tensor adv = mb.get("advantage").squeeze(-1);
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8);
+    const at::Tensor log_probs = torch::log_softmax(actor->forward(mb_obs), -1);
+    const at::Tensor log_prob =
+        log_probs.gather(-1, mb.get("action").unsqueeze(-1)).squeeze(-1);
+    const at::Tensor entropy = -(log_probs.exp() * log_probs).sum(-1).mean();
+    const at::Tensor ratio = (log_prob - mb.get("sample_log_prob")).exp();
+    const at::Tensor policy_loss =
+        -torch::min(ratio * adv, ratio.clamp(1.0 - h.clip, 1.0 + h.clip) * adv)
+             .mean();
+    const at::Tensor value = critic->forward(mb_obs);
+    const at::Tensor value_loss =
+        0.5 * (value - mb.get("value_target")).pow(2).mean();
+    const at::Tensor loss =
+        policy_loss + h.value_coef * value_loss - h.entropy_coef * entropy;
+    opt.zero_grad();
+    loss.backward();
+    torch::nn::utils::clip_grad_norm_(params, h.max_grad_norm);
+    opt.step();
+    return loss.item<double>();
+  }
+
+ private:
+  static std::vector<torch::Tensor> all_params(torch::nn::Sequential& a,
+                                               torch::nn::Sequential& c) {
+    std::vector<torch::Tensor> p = a->parameters();
+    for (const auto& t : c->parameters()) p.push_back(t);
+    return p;
+  }
+};
+
+}  // namespace ppo
