@@ -49,6 +49,8 @@
 // concurrently (one internal lock covers a whole write and a whole gather). A
 // sampled row is never torn (half old, half new data). `storage()` is the
 // exception: reading the returned dict is not synchronized with writers.
+// With `ReplayBufferOptions::shared`, the same holds across the processes
+// forked after the buffer's construction.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -211,6 +213,40 @@ struct ReplayBufferOptions {
   /// later, the row write that needs a new page dies with SIGBUS (the kernel
   /// cannot report the error through a memory store).
   TORCH_ARG(bool, sparse_storage) = false;
+  /// Shares the buffer with the processes forked after its construction
+  /// (TorchRL's `ReplayBuffer(..., shared=True)`): actor processes `add` and
+  /// `extend`, a learner process samples, each through its own copy of this
+  /// `ReplayBuffer` object.
+  ///
+  /// The rows and the row count live in shared memory: in `storage_dir` when
+  /// it is set (everything said there holds), else in a fresh directory in
+  /// `/dev/shm` (`storage().saved_path()` names it), which the process that
+  /// constructed the buffer removes when it destroys the buffer. Allocation
+  /// stays lazy across processes: whichever process writes first allocates
+  /// the storage, and the others map it on their next call. Every call of
+  /// every process runs under one robust, process-shared mutex (created
+  /// with the buffer and inherited by `fork`), so a sampled row is never
+  /// torn. A process killed while it holds the mutex does not block the
+  /// others: the next call in any process takes it over. The killed
+  /// process's write is not counted, but in a full buffer the oldest rows
+  /// it was overwriting may be left part old, part new.
+  ///
+  /// Limits: processes must be forked from the one that constructed the
+  /// buffer (the mutex is inherited, not named); the storage is on the CPU;
+  /// `PrioritizedSampler` is rejected (its trees live in one process's
+  /// memory). With `SamplerWithoutReplacement`, each process draws its own
+  /// epochs.
+  ///
+  /// Example:
+  /// ```
+  ///   ReplayBuffer rb(ReplayBufferOptions(100000).shared(true));
+  ///   if (fork() == 0) {  // an actor
+  ///     rb.extend(collect());
+  ///     _exit(0);
+  ///   }
+  ///   auto [batch, info] = rb.sample(256);  // the learner, once rows exist
+  /// ```
+  TORCH_ARG(bool, shared) = false;
 };
 
 /// What `ReplayBuffer::sample` returns besides the data.

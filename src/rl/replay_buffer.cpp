@@ -13,7 +13,9 @@
 //
 // Synchronization. One mutex guards the storage, the cursor, the size, the
 // generator and the sampler state; writes and gathers both run under it, so
-// a sampled row is never half-written.
+// a sampled row is never half-written. A shared buffer's mutex is a robust
+// process-shared one (rl/process_mutex.h), and each call first syncs the
+// storage with the other processes' writes (ReplayStorage::sync).
 #include "tensordict/replay_buffer.h"
 
 #include <ATen/ATen.h>
@@ -28,6 +30,7 @@
 #include <utility>
 
 #include "core/internal.h"
+#include "rl/process_mutex.h"
 #include "rl/samplers.h"
 #include "rl/storage.h"
 
@@ -60,6 +63,11 @@ std::unique_ptr<detail::Sampler> make_sampler(
         w->drop_last());
   }
   if (const auto* p = std::get_if<PrioritizedSampler>(&config)) {
+    TORCH_CHECK_VALUE(!options.shared(),
+                      "ReplayBufferOptions: a shared buffer cannot use "
+                      "PrioritizedSampler (its trees live in one process's "
+                      "memory); use RandomSampler, SamplerWithoutReplacement "
+                      "or SliceSampler");
     TORCH_CHECK_VALUE(p->alpha() >= 0 && p->beta() >= 0 && p->eps() >= 0,
                       "PrioritizedSampler: alpha, beta and eps must be >= 0, "
                       "got alpha=",
@@ -93,6 +101,8 @@ struct ReplayBuffer::Impl {
   explicit Impl(ReplayBufferOptions opts)
       : options(std::move(opts)),
         capacity(checked_capacity(options)),
+        shared(options.shared() ? std::make_unique<detail::ProcessMutex>()
+                                : nullptr),
         sampler(make_sampler(options)),
         prioritized(
             dynamic_cast<detail::PrioritizedSamplerImpl*>(sampler.get())),
@@ -113,8 +123,35 @@ struct ReplayBuffer::Impl {
     storage.commit();
   }
 
+  // The buffer's lock (BasicLockable): `mu`, or for a shared buffer the
+  // cross-process mutex, after which the storage catches up with the other
+  // processes. A write cut off by the death of its process was never
+  // committed (the row count is stored last), so taking the mutex over from
+  // a dead owner needs no repair.
+  void lock() {
+    if (!shared) {
+      mu.lock();
+      return;
+    }
+    (void)shared->lock();
+    try {
+      storage.sync();
+    } catch (...) {
+      shared->unlock();
+      throw;
+    }
+  }
+  void unlock() {
+    if (shared) {
+      shared->unlock();
+    } else {
+      mu.unlock();
+    }
+  }
+
   ReplayBufferOptions options;
   int64_t capacity;
+  std::unique_ptr<detail::ProcessMutex> shared;  // options.shared() only
   std::unique_ptr<detail::Sampler> sampler;
   detail::PrioritizedSamplerImpl* prioritized;  // `sampler`, when prioritized
   detail::ReplayStorage storage;
@@ -139,7 +176,7 @@ int64_t ReplayBuffer::add(const TensorDict& row) {
               detail::shape_str(row.batch_size()),
               " (use extend() for batches)");
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mu);
+  std::lock_guard<Impl> lock(m);
   Sources sources;
   // `staged`: a copy of `row` that `sources` point into when `row` views
   // the storage (see ReplayStorage::prepare); kept alive through the write.
@@ -157,7 +194,7 @@ at::Tensor ReplayBuffer::extend(const TensorDict& batch) {
               detail::shape_str(batch.batch_size()));
   const int64_t n = batch.batch_size()[0];
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mu);
+  std::lock_guard<Impl> lock(m);
   Sources sources;
   if (n == 0) {
     if (m.storage.allocated()) {
@@ -180,7 +217,7 @@ std::pair<TensorDict, SampleInfo> ReplayBuffer::sample(int64_t batch_size) {
                     "ReplayBuffer::sample: batch_size must be positive, got ",
                     batch_size);
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mu);
+  std::lock_guard<Impl> lock(m);
   TORCH_CHECK(m.storage.size() > 0,
               "ReplayBuffer::sample: the buffer is empty");
   SampleInfo info;
@@ -219,7 +256,7 @@ void ReplayBuffer::update_priority(const at::Tensor& index,
   const int64_t* ip = idx.data_ptr<int64_t>();
   const double* pp = pri.data_ptr<double>();
   const int64_t n = idx.size(0);
-  std::lock_guard<std::mutex> lock(m.mu);
+  std::lock_guard<Impl> lock(m);
   for (int64_t k = 0; k < n; ++k) {
     TORCH_CHECK_INDEX(ip[k] >= 0 && ip[k] < m.storage.size(),
                       "ReplayBuffer::update_priority: index ", ip[k],
@@ -234,31 +271,31 @@ void ReplayBuffer::update_priority(const at::Tensor& index,
 }
 
 int64_t ReplayBuffer::size() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::lock_guard<Impl> lock(*impl_);
   return impl_->storage.size();
 }
 
 int64_t ReplayBuffer::capacity() const { return impl_->capacity; }
 
 int64_t ReplayBuffer::cursor() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::lock_guard<Impl> lock(*impl_);
   return impl_->storage.cursor();
 }
 
 void ReplayBuffer::clear() {
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mu);
+  std::lock_guard<Impl> lock(m);
   m.storage.clear();
   m.sampler->clear(m.storage);
 }
 
 void ReplayBuffer::manual_seed(uint64_t seed) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::lock_guard<Impl> lock(*impl_);
   impl_->rng.seed(seed);
 }
 
 TensorDict ReplayBuffer::storage() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::lock_guard<Impl> lock(*impl_);
   return impl_->storage.dict();
 }
 

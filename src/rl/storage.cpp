@@ -5,7 +5,9 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <dirent.h>
+#include <ftw.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -60,6 +62,30 @@ bool has_torchrl_index(const TensorDictImpl& st, int64_t capacity) {
          n->tensor.sizes() == c10::IntArrayRef({capacity});
 }
 
+// A new, empty directory in /dev/shm for a shared storage.
+std::string make_shared_dir() {
+  std::string path = "/dev/shm/tensordict-replay-XXXXXX";
+  const char* made = ::mkdtemp(&path[0]);
+  const int err = errno;
+  TORCH_CHECK(made != nullptr,
+              "ReplayBuffer: cannot create the shared storage directory "
+              "'/dev/shm/tensordict-replay-XXXXXX': ",
+              std::strerror(err),
+              " (set ReplayBufferOptions::storage_dir to share it elsewhere)");
+  return path;
+}
+
+// Removes `dir` and everything in it; errors are ignored.
+void remove_tree(const std::string& dir) {
+  ::nftw(
+      dir.c_str(),
+      [](const char* path, const struct stat*, int, struct FTW*) {
+        ::remove(path);
+        return 0;
+      },
+      16, FTW_DEPTH | FTW_PHYS);
+}
+
 }  // namespace
 
 ReplayStorage::ReplayStorage(const ReplayBufferOptions& options)
@@ -71,7 +97,40 @@ ReplayStorage::ReplayStorage(const ReplayBufferOptions& options)
       storage_(std::vector<Item>{}, {capacity_}, device_) {
   storage_.lock_();  // storage() hands it out: its leaves are cached
   sparse_files_ = options.sparse_storage();
-  if (options.storage_dir()) open_dir(*options.storage_dir());
+  shared_ = options.shared();
+  if (options.storage_dir()) {
+    open_dir(*options.storage_dir());
+  } else if (shared_) {
+    TORCH_CHECK_VALUE(!device_ || device_->is_cpu(),
+                      "ReplayBuffer: a shared storage lives on the CPU, but "
+                      "ReplayBufferOptions::device is ",
+                      device_name(*device_));
+    open_dir(make_shared_dir());
+    owner_pid_ = static_cast<int>(::getpid());
+  }
+}
+
+ReplayStorage::~ReplayStorage() {
+  if (owner_pid_ != 0 && owner_pid_ == static_cast<int>(::getpid())) {
+    remove_tree(dir_);  // the mappings stay valid where they exist
+  }
+}
+
+void ReplayStorage::sync() {
+  if (!shared_) return;
+  if (rows_ptr_ == nullptr) {
+    if (!file_exists(sub("state/meta.json"))) return;  // nothing written yet
+    reopen();  // another process allocated the storage
+    write_torchrl_files();
+    ++writes_;
+    return;
+  }
+  const int64_t rows = __atomic_load_n(rows_ptr_, __ATOMIC_ACQUIRE);
+  if (rows == rows_written_) return;
+  rows_written_ = rows;
+  size_ = std::min(rows, capacity_);
+  cursor_ = rows % capacity_;
+  ++writes_;
 }
 
 // ---- Writes -----------------------------------------------------------------

@@ -37,6 +37,12 @@
 // PrioritizedSampler's tree becomes raw priorities; then state/ and
 // priority/ are created, and from there on it is a storage like any other.
 //
+// Shared storage (ReplayBufferOptions::shared): a disk-backed storage,
+// in /dev/shm unless storage_dir is set, which every process forked from
+// the constructing one maps; `sync()` (under ReplayBuffer's cross-process
+// lock) maps it when another process allocated it and reads the committed
+// row count, the only state the processes share besides the files.
+//
 // Not synchronized: ReplayBuffer's mutex guards every call.
 #pragma once
 
@@ -95,6 +101,9 @@ class ReplayStorage {
   // the persisted priorities; other samplers mark them stale on every
   // write.
   explicit ReplayStorage(const ReplayBufferOptions& options);
+  // Removes the /dev/shm directory of a shared storage (in the process
+  // that made it).
+  ~ReplayStorage();
   // priorities() points into it.
   ReplayStorage(const ReplayStorage&) = delete;
   ReplayStorage& operator=(const ReplayStorage&) = delete;
@@ -140,6 +149,10 @@ class ReplayStorage {
   // Forgets every row (cursor, size and the persisted row count); keeps the
   // allocated storage.
   void clear();
+  // A shared storage (ReplayBufferOptions::shared), under the cross-process
+  // lock: catches up with the other processes' writes, mapping the storage
+  // when another process allocated it, and reading the committed row count.
+  void sync();
 
  private:
   static constexpr int64_t kFormatVersion = 1;
@@ -201,6 +214,8 @@ class ReplayStorage {
 
   // ---- Disk-backed storage (see the top of this file) ----------------------
   std::string dir_;              // empty: the storage is in RAM
+  bool shared_ = false;          // ReplayBufferOptions::shared
+  int owner_pid_ = 0;            // made dir_ in /dev/shm (0: none did)
   bool sparse_files_ = false;    // memmap_like's `sparse` for dir_
   TensorDict disk_state_;        // state/ (keeps the mappings alive)
   TensorDict disk_priority_;     // priority/
