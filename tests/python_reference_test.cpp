@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <tensordict/tensordict.h>
+#include <torch/nn/modules/linear.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "../examples/cartpole.h"
 #include "dist_util.h"
 #include "test_util.h"
 
@@ -418,12 +420,11 @@ TD_TORCHRL_TEST(ThisLibraryOpensAPrioritizedBufferTorchRL04Dumped,
 namespace {
 
 // The ```python block after the marker `<!-- ci: python <name> -->` in the
-// persistence tutorial, with `from` replaced by `to`.
-std::string TutorialPython(const std::string& name, const std::string& from,
-                           const std::string& to) {
+// tutorial `docs/tutorials/<tutorial>`, with `from` replaced by `to`.
+std::string TutorialPython(const std::string& tutorial, const std::string& name,
+                           const std::string& from, const std::string& to) {
   const std::string md = ReadFile(std::string(TENSORDICT_TEST_DATA_DIR) +
-                                  "/../../docs/tutorials/"
-                                  "memmap_and_python_interop.md");
+                                  "/../../docs/tutorials/" + tutorial);
   const std::string marker = "<!-- ci: python " + name + " -->\n```python\n";
   const size_t start = md.find(marker);
   if (start == std::string::npos) {
@@ -463,7 +464,7 @@ TEST(PythonReference, TheTutorialsTorchRLSnippetsRun) {
     auto [batch, info] = rb.sample(64);
     rb.update_priority(info.index, torch::rand({64}));
   }
-  const std::string load = TutorialPython("torchrl-load", "/data/actor_rb", actor_rb);
+  const std::string load = TutorialPython("memmap_and_python_interop.md", "torchrl-load", "/data/actor_rb", actor_rb);
   ASSERT_FALSE(load.empty());
   ASSERT_TRUE(RunPython(std::string(kTorchRLPreamble) + load + R"py(
 assert len(rb) == 300, len(rb)
@@ -474,7 +475,7 @@ assert (batch["next", "obs"] == batch["obs"] + 1).all()
 
   const std::string learner_rb = dir / "learner_rb";
   const std::string dump =
-      TutorialPython("torchrl-dump", "/data/learner_rb", learner_rb);
+      TutorialPython("memmap_and_python_interop.md", "torchrl-dump", "/data/learner_rb", learner_rb);
   ASSERT_FALSE(dump.empty());
   ASSERT_TRUE(RunPython(std::string(kTorchRLPreamble) + dump, {}));
   ReplayBuffer rb(ReplayBufferOptions(1000).storage_dir(learner_rb));
@@ -698,26 +699,20 @@ elif mode == "remote_send":
 print("python ok")
 )py";
 
-// Runs kWireScript in the background; returns its exit status (-1 when it
-// had to be killed, or when `cpp_side` threw: a test failure with Python's
-// output) once `cpp_side` ran, with its output in `output`.
-int WithPythonPeer(const std::string& mode, int init_tag,
-                   const std::function<void(const tensordict::Group&)>& cpp_side,
-                   std::string& output) {
+// Runs the Python `script` with `args` in the background and `cpp_side`
+// here; returns the script's exit status (-1 when it had to be killed, or
+// when `cpp_side` threw: a test failure with Python's output), with its
+// output in `output`.
+int WithPythonScript(const std::string& script, const std::string& args,
+                     const std::function<void()>& cpp_side,
+                     std::string& output) {
   TempDir tmp("td_pyref_dist");
-  WriteFile(tmp / "wire.py", kWireScript);
-  const int port = tensordict_test::FreePort();
-  const std::string cmd = PyRef() + " -W ignore '" + (tmp / "wire.py") + "' " +
-                          std::to_string(port) + " " + mode + " " +
-                          std::to_string(init_tag) + " > '" + (tmp / "out") +
-                          "' 2>&1";
+  WriteFile(tmp / "script.py", script);
+  const std::string cmd = PyRef() + " -W ignore '" + (tmp / "script.py") +
+                          "' " + args + " > '" + (tmp / "out") + "' 2>&1";
   const pid_t pid = tensordict_test::Spawn({"/bin/sh", "-c", cmd});
-  tensordict::GlooGroupOptions options;
-  options.port = port;
-  options.python_world = true;
   try {
-    const tensordict::Group pg = tensordict::make_gloo_group(0, 2, options);
-    cpp_side(pg);
+    cpp_side();
   } catch (const c10::Error& e) {
     tensordict_test::Reap(pid, std::chrono::seconds(5));
     output = ReadFile(tmp / "out");
@@ -728,6 +723,23 @@ int WithPythonPeer(const std::string& mode, int init_tag,
   const int status = tensordict_test::Reap(pid, std::chrono::seconds(60));
   output = ReadFile(tmp / "out");
   return status;
+}
+
+// kWireScript as rank 1 of a group with this process (rank 0).
+int WithPythonPeer(const std::string& mode, int init_tag,
+                   const std::function<void(const tensordict::Group&)>& cpp_side,
+                   std::string& output) {
+  const int port = tensordict_test::FreePort();
+  return WithPythonScript(
+      kWireScript,
+      std::to_string(port) + " " + mode + " " + std::to_string(init_tag),
+      [&] {
+        tensordict::GlooGroupOptions options;
+        options.port = port;
+        options.python_world = true;
+        cpp_side(tensordict::make_gloo_group(0, 2, options));
+      },
+      output);
 }
 
 // Python's td.recv(0) receives what this library's send sends: the same
@@ -797,4 +809,69 @@ TEST(PythonReference, InitRemoteAndFromRemoteInitInPythonsMessageLayout) {
     EXPECT_TRUE(tensordict_test::SameDict(td, tensordict_test::WireDict(1)));
     EXPECT_TRUE(td.is_consolidated());
   }
+}
+
+// The distributed tutorial's last section, as it stands there: its Python
+// learner (tensordict 0.4) and its C++ actor (copied below, the port
+// replaced by a free one).
+TEST(PythonReference, TheDistributedTutorialsPythonLearnerRuns) {
+  if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
+  const std::string port = std::to_string(tensordict_test::FreePort());
+  const std::string learner = TutorialPython(
+      "distributed.md", "distributed-learner", "29500", port);
+  ASSERT_FALSE(learner.empty());
+  TensorDict sent;
+  at::Tensor final_weight;
+  std::string output;
+  // After the tutorial's code, the learner reports what it received last.
+  const std::string script = learner + R"py(
+print("received: action sum %d, observation sum %.3f" % (
+    int(rollout["action"].sum()), float(rollout["observation"].double().sum())))
+)py";
+  at::Tensor initial_weight;
+  const int status = WithPythonScript(
+      script, "",
+      [&] {
+        tensordict::GlooGroupOptions options;
+        options.port = std::stoi(port);
+        options.python_world = true;  // join Python's init_process_group
+        const tensordict::Group pg =
+            tensordict::make_gloo_group(/*rank=*/1, 2, options);
+
+        const int64_t T = 16, E = 8;
+        torch::nn::Linear policy(4, 2);
+        initial_weight = policy->weight.detach().clone();
+        TensorDict weights({{"weight", policy->weight}, {"bias", policy->bias}},
+                           {});
+        cartpole::CartPoleVec env(E, /*seed=*/0);
+        torch::NoGradGuard no_grad;  // writes into the parameters
+        TensorDict rollout({}, {T, E});
+        for (int iteration = 0; iteration < 3; ++iteration) {
+          tensordict::recv(weights, 0, pg);  // into the policy, in place
+          for (int64_t t = 0; t < T; ++t) {
+            const torch::Tensor obs = env.observation();
+            const torch::Tensor action =
+                policy(obs).softmax(-1).multinomial(1).squeeze(-1);
+            TensorDict step = env.step(action);
+            step.set("observation", obs);
+            step.set("action", action);
+            rollout[t] = step;  // the first write allocates
+          }
+          tensordict::send(rollout, 0, pg);  // one message per leaf
+        }
+        sent = rollout;
+        final_weight = policy->weight.detach().clone();
+      },
+      output);
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("iteration 2: 128 transitions, "), std::string::npos)
+      << output;
+  char expected[128];
+  std::snprintf(expected, sizeof(expected),
+                "received: action sum %lld, observation sum %.3f\n",
+                static_cast<long long>(sent.get("action").sum().item<int64_t>()),
+                sent.get("observation").to(at::kDouble).sum().item<double>());
+  EXPECT_NE(output.find(expected), std::string::npos) << expected << output;
+  // The actor acted with the learner's weights, not its own initial ones.
+  EXPECT_FALSE(at::equal(final_weight, initial_weight));
 }
