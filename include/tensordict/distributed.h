@@ -39,6 +39,12 @@
 // process inside Gloo, as in Python. Peers that might disagree on shapes
 // use `init_remote` / `from_remote_init`, which carry the structure.
 //
+// NCCL. The transfers and collectives take CUDA leaves over a
+// `ProcessGroupNCCL` (the collectives' handshake then runs on the leaves'
+// GPU), but this path is untested: the project's CI has no GPU. The
+// `init_remote` / `from_remote_init` messages are CPU tensors, so they need
+// a backend that moves those (Gloo).
+//
 // docs/tutorials/distributed.md walks through all of this.
 #pragma once
 

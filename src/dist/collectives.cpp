@@ -78,29 +78,44 @@ void run(const char* op, const char* what, const Group& pg, Fn&& fn) {
   });
 }
 
+// Where the handshake's small tensors live: NCCL moves CUDA tensors only
+// (the leaves' device, else the current CUDA device); the other backends
+// take CPU tensors.
+at::Device control_device(const Layout& l, const Group& pg) {
+  if (pg.backend_name() != "nccl") return at::Device(at::kCPU);
+  return l.device && l.device->is_cuda() ? *l.device : at::Device(at::kCUDA);
+}
+
 // Every rank's description, gathered (only after a failed handshake).
 std::vector<std::string> gather_descriptions(const char* op,
                                              const std::string& mine,
+                                             at::Device device,
                                              const Group& pg) {
   const int size = pg.size();
-  std::vector<at::Tensor> in{at::full({1}, static_cast<int64_t>(mine.size()),
-                                      at::kLong)};
+  const auto options = at::TensorOptions().device(device);
+  std::vector<at::Tensor> in{at::full(
+      {1}, static_cast<int64_t>(mine.size()), options.dtype(at::kLong))};
   std::vector<std::vector<at::Tensor>> out(1);
-  for (int r = 0; r < size; ++r) out[0].push_back(at::empty({1}, at::kLong));
+  for (int r = 0; r < size; ++r) {
+    out[0].push_back(at::empty({1}, options.dtype(at::kLong)));
+  }
   run(op, "the structure handshake", pg,
       [&](auto& g) { return g.allgather(out, in); });
   int64_t longest = 0;
   for (const auto& t : out[0]) longest = std::max(longest, t.item<int64_t>());
   at::Tensor bytes = at::zeros({longest}, at::kByte);
   std::memcpy(bytes.data_ptr(), mine.data(), mine.size());
-  std::vector<at::Tensor> in2{bytes};
+  std::vector<at::Tensor> in2{bytes.to(device)};
   std::vector<std::vector<at::Tensor>> out2(1);
-  for (int r = 0; r < size; ++r) out2[0].push_back(at::empty({longest}, at::kByte));
+  for (int r = 0; r < size; ++r) {
+    out2[0].push_back(at::empty({longest}, options.dtype(at::kByte)));
+  }
   run(op, "the structure handshake", pg,
       [&](auto& g) { return g.allgather(out2, in2); });
   std::vector<std::string> all;
   for (int r = 0; r < size; ++r) {
-    all.emplace_back(static_cast<const char*>(out2[0][r].data_ptr()),
+    const at::Tensor got = out2[0][r].cpu();
+    all.emplace_back(static_cast<const char*>(got.data_ptr()),
                      static_cast<size_t>(out[0][r].item<int64_t>()));
   }
   return all;
@@ -127,12 +142,13 @@ void handshake(const char* op, const Layout& l, const std::string& local_error,
   const int64_t h =
       static_cast<int64_t>(fnv1a(l.description) & ((uint64_t{1} << 62) - 1));
   const int64_t failed = local_error.empty() ? 0 : pg.rank() + 1;
-  at::Tensor t = at::tensor({h, -h, failed}, at::kLong);
-  std::vector<at::Tensor> v{t};
+  const at::Device device = control_device(l, pg);
+  std::vector<at::Tensor> v{at::tensor({h, -h, failed}, at::kLong).to(device)};
   c10d::AllreduceOptions opts;
   opts.reduceOp = c10d::ReduceOp::MAX;
   run(op, "the structure handshake", pg,
       [&](auto& g) { return g.allreduce(v, opts); });
+  const at::Tensor t = v[0].cpu();
   const int64_t* r = t.data_ptr<int64_t>();
   TORCH_CHECK(local_error.empty(), local_error);
   TORCH_CHECK(r[2] == 0, op, ": rank ", r[2] - 1,
@@ -140,7 +156,7 @@ void handshake(const char* op, const Layout& l, const std::string& local_error,
   if (r[0] == h && r[1] == -h) return;
   // The structures differ: name the first difference between rank 0 and the
   // first rank that differs from it (every rank computes the same message).
-  const auto all = gather_descriptions(op, l.description, pg);
+  const auto all = gather_descriptions(op, l.description, device, pg);
   size_t other = 1;
   while (other < all.size() && all[other] == all[0]) ++other;
   TORCH_CHECK(other < all.size(), op,
