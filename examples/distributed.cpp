@@ -5,14 +5,14 @@
 // being true.
 #include <tensordict/tensordict.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+
+#include "loopback.h"
 
 using tensordict::ReduceOp;
 using tensordict::ReplayBuffer;
@@ -21,19 +21,6 @@ using torch::indexing::Slice;
 using tensordict::TensorDict;
 
 namespace {
-
-// A TCP port nobody listens on now (the kernel's pick).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 TensorDict make_rows(int64_t n, float value) {
   return TensorDict({{"obs", torch::full({n, 3}, value)},
@@ -158,7 +145,7 @@ void shared_replay_buffer() {
 
 int main() {
   try {
-    const int port = free_port();
+    const int port = loopback::free_port();
     const pid_t peer = ::fork();
     if (peer == 0) {
       try {

@@ -30,10 +30,8 @@
 #include <tensordict/tensordict.h>
 #include <torch/torch.h>
 
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,6 +44,7 @@
 #include <vector>
 
 #include "cartpole.h"
+#include "loopback.h"
 #include "ppo.h"
 
 extern char** environ;
@@ -142,18 +141,6 @@ int run_actor(const Config& cfg) {
 
 // ---- The learner ----------------------------------------------------------------
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 std::vector<pid_t> spawn_actors(const Config& cfg, const char* self) {
   std::vector<pid_t> pids;
   for (int r = 1; r <= cfg.actors; ++r) {
@@ -198,7 +185,7 @@ bool reap(const std::vector<pid_t>& pids) {
 
 int run_learner(Config cfg, const char* self) {
   at::set_num_threads(1);
-  cfg.port = free_port();
+  cfg.port = loopback::free_port();
   const std::vector<pid_t> actors = spawn_actors(cfg, self);
   tensordict::GlooGroupOptions options;
   options.port = cfg.port;

@@ -4,10 +4,8 @@
 #pragma once
 
 #include <ATen/ATen.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <tensordict/tensordict.h>
 #include <unistd.h>
@@ -18,6 +16,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "../examples/loopback.h"
 
 extern char** environ;
 
@@ -59,18 +59,7 @@ inline tensordict::TensorDict ZeroWireDict() {
 }
 
 // A TCP port nobody listens on now (the kernel's pick).
-inline int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+inline int FreePort() { return loopback::free_port(); }
 
 // Starts `argv` (argv[0] a path) as a child process; -1 on failure.
 inline pid_t Spawn(const std::vector<std::string>& argv) {
