@@ -148,6 +148,19 @@ void BM_RbSample256(benchmark::State& state) {
 }
 BENCHMARK(BM_RbSample256);
 
+// The same buffer with a rate limiter that allows every call (target:
+// within 5% of BM_RbSample256).
+void BM_RbSample256RateLimited(benchmark::State& state) {
+  static ReplayBuffer rb = [] {
+    ReplayBuffer b(ReplayBufferOptions(kCapacity).seed(0).rate_limiter(
+        tensordict::RateLimiter(1.0).error_buffer(1e15)));
+    b.extend(make_batch(filled().raw, kCapacity));
+    return b;
+  }();
+  for (auto _ : state) benchmark::DoNotOptimize(rb.sample(kSample));
+}
+BENCHMARK(BM_RbSample256RateLimited);
+
 // ---- extend(64)
 // -------------------------------------------------------------------
 
@@ -388,6 +401,8 @@ int main(int argc, char** argv) {
         "BM_RawRandintIndexSelect256", 0);
   ratio("sample(256) / (same RNG + memcpy gather per key)", "BM_RbSample256",
         "BM_RawMemcpyGather256", 0);
+  ratio("rate-limited sample(256) / sample(256)", "BM_RbSample256RateLimited",
+        "BM_RbSample256", 1.05);
   ratio("extend(64) / narrow().copy_() per key", "BM_RbExtend64",
         "BM_RawNarrowCopy64", 0.3);
   ratio("add(row) / buf[key][i].copy_(row[key]) per key", "BM_RbAdd",

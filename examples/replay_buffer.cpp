@@ -11,6 +11,8 @@
 #include <vector>
 
 using tensordict::PrioritizedSampler;
+using tensordict::RateLimiter;
+using tensordict::RateLimiterInfo;
 using tensordict::ReplayBuffer;
 using tensordict::ReplayBufferOptions;
 using tensordict::SamplerWithoutReplacement;
@@ -136,6 +138,26 @@ int main() {
   }
   for (auto& t : producers) t.join();
   TORCH_CHECK(shared.size() == 2 * 100 * 16);
+
+  // ---- Rate limiting: the learner samples 4 rows per row inserted -----------
+  ReplayBuffer limited(ReplayBufferOptions(10000).seed(0).rate_limiter(
+      RateLimiter(/*samples_per_insert=*/4.0)
+          .min_size_to_sample(256)
+          .error_buffer(512)
+          .block_inserts(true)));
+  std::thread actor([&limited] {
+    for (int k = 0; k < 200; ++k) limited.extend(make_step(16));  // 3200 rows
+  });
+  for (int k = 0; k < 180; ++k) {
+    auto [batch, unused] = limited.sample(64);  // waits for the actor
+    const RateLimiterInfo info = limited.rate_limiter_info();
+    TORCH_CHECK(info.diff >= info.min_diff && info.diff <= info.max_diff);
+  }
+  actor.join();
+  const RateLimiterInfo counts = limited.rate_limiter_info();
+  TORCH_CHECK(counts.inserted == 3200 && counts.sampled == 180 * 64);
+  std::cout << "rate limiter: " << counts.inserted << " rows inserted, "
+            << counts.sampled << " sampled (4 per insert, +-512)\n";
 
   // ---- Errors leave the buffer unchanged ------------------------------------
   try {

@@ -58,6 +58,7 @@
 #include <c10/util/Optional.h>
 #include <torch/arg.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -125,6 +126,47 @@ struct SliceSampler {
 /// One of the samplers above.
 using SamplerConfig = std::variant<RandomSampler, SamplerWithoutReplacement,
                                    PrioritizedSampler, SliceSampler>;
+
+/// Reverb's `SampleToInsertRatio` rate limiter, for actor and learner
+/// threads sharing one buffer in a process: it keeps the number of rows
+/// sampled per row inserted near `samples_per_insert`.
+///
+/// With I rows inserted and S rows sampled so far (since construction or
+/// `clear()`), let `diff = I * samples_per_insert - S` and
+/// `offset = samples_per_insert * min_size_to_sample`:
+///   - `sample(n)` waits until the buffer holds at least
+///     `min_size_to_sample` rows and `diff - n >= offset - error_buffer`
+///     (so the learner never runs ahead of the actors);
+///   - with `block_inserts`, `add`/`extend` of n rows wait while the buffer
+///     holds `min_size_to_sample` rows or more and
+///     `diff + n * samples_per_insert > offset + error_buffer` (so the
+///     actors never run ahead of the learner). Without it, inserts never
+///     wait, as when actors must not stall.
+/// So, once the buffer is filled to `min_size_to_sample`, `diff` stays in
+/// `[offset - error_buffer, offset + error_buffer]`. A call that is not
+/// allowed within `timeout` throws a `c10::Error` naming the counts, and
+/// changes nothing. `error_buffer` must be at least
+/// `max(1, samples_per_insert)`, as in Reverb, or the two sides could block
+/// each other forever.
+///
+/// Example: a learner that samples 256 rows for every 64 rows inserted,
+/// once 1000 rows are in the buffer:
+/// ```
+///   ReplayBuffer rb(ReplayBufferOptions(100000).rate_limiter(
+///       RateLimiter(/*samples_per_insert=*/4.0).min_size_to_sample(1000)
+///           .error_buffer(1024).block_inserts(true)));
+/// ```
+struct RateLimiter {
+  explicit RateLimiter(double samples_per_insert)
+      : samples_per_insert_(samples_per_insert) {}
+  TORCH_ARG(double, samples_per_insert);
+  TORCH_ARG(int64_t, min_size_to_sample) = 1;
+  TORCH_ARG(double, error_buffer) = 100.0;
+  /// Whether inserts wait too (see above).
+  TORCH_ARG(bool, block_inserts) = false;
+  /// How long a call waits before it throws.
+  TORCH_ARG(std::chrono::milliseconds, timeout) = std::chrono::seconds(60);
+};
 
 /// Options for `ReplayBuffer`, in LibTorch's fluent style.
 ///
@@ -247,6 +289,22 @@ struct ReplayBufferOptions {
   ///   auto [batch, info] = rb.sample(256);  // the learner, once rows exist
   /// ```
   TORCH_ARG(bool, shared) = false;
+  /// Makes `sample` (and optionally `add`/`extend`) wait to keep the
+  /// sample-to-insert ratio (see `RateLimiter`). Not with `shared`.
+  TORCH_ARG(c10::optional<RateLimiter>, rate_limiter) = c10::nullopt;
+};
+
+/// What a rate-limited buffer has counted (`ReplayBuffer::rate_limiter_info`).
+struct RateLimiterInfo {
+  /// Rows inserted and rows sampled since construction or `clear()`.
+  int64_t inserted = 0;
+  int64_t sampled = 0;
+  /// `inserted * samples_per_insert - sampled`.
+  double diff = 0;
+  /// The range `diff` is kept in once the buffer reached
+  /// `min_size_to_sample` rows.
+  double min_diff = 0;
+  double max_diff = 0;
 };
 
 /// What `ReplayBuffer::sample` returns besides the data.
@@ -287,7 +345,8 @@ class ReplayBuffer {
   at::Tensor extend(const TensorDict& batch);
 
   /// Samples `batch_size` (> 0) rows with the configured sampler. Throws on
-  /// an empty buffer. The data is a new dict (a copy of the sampled rows)
+  /// an empty buffer. With a `RateLimiter`, first waits until the limiter
+  /// allows it (as `add`/`extend` do with `block_inserts`). The data is a new dict (a copy of the sampled rows)
   /// with batch size `[batch_size]`.
   [[nodiscard]] std::pair<TensorDict, SampleInfo> sample(int64_t batch_size);
 
@@ -321,6 +380,8 @@ class ReplayBuffer {
   /// caches its leaves, so `set`, `erase`, `rename_key_` and the like throw,
   /// while in-place writes into the rows are allowed.
   [[nodiscard]] TensorDict storage() const;
+  /// The rate limiter's counts (all zero without a rate limiter).
+  [[nodiscard]] RateLimiterInfo rate_limiter_info() const;
   [[nodiscard]] const ReplayBufferOptions& options() const;
 
  private:

@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -91,6 +92,32 @@ int64_t checked_capacity(const ReplayBufferOptions& options) {
   return options.capacity();
 }
 
+c10::optional<RateLimiter> checked_limiter(const ReplayBufferOptions& options) {
+  const auto& r = options.rate_limiter();
+  if (!r) return r;
+  TORCH_CHECK_VALUE(!options.shared(),
+                    "ReplayBufferOptions: a shared buffer cannot use a rate "
+                    "limiter (it makes threads of one process wait)");
+  TORCH_CHECK_VALUE(std::isfinite(r->samples_per_insert()) &&
+                        r->samples_per_insert() > 0,
+                    "RateLimiter: samples_per_insert must be positive, got ",
+                    r->samples_per_insert());
+  TORCH_CHECK_VALUE(r->min_size_to_sample() >= 1 &&
+                        r->min_size_to_sample() <= options.capacity(),
+                    "RateLimiter: min_size_to_sample must be in [1, capacity ",
+                    options.capacity(), "], got ", r->min_size_to_sample());
+  const double least = std::max(1.0, r->samples_per_insert());
+  TORCH_CHECK_VALUE(std::isfinite(r->error_buffer()) &&
+                        r->error_buffer() >= least,
+                    "RateLimiter: error_buffer must be at least max(1, "
+                    "samples_per_insert) = ",
+                    least, ", got ", r->error_buffer());
+  TORCH_CHECK_VALUE(r->timeout().count() >= 0,
+                    "RateLimiter: timeout must not be negative, got ",
+                    r->timeout().count(), " ms");
+  return r;
+}
+
 }  // namespace
 
 // ===========================================================================
@@ -101,6 +128,7 @@ struct ReplayBuffer::Impl {
   explicit Impl(ReplayBufferOptions opts)
       : options(std::move(opts)),
         capacity(checked_capacity(options)),
+        limiter(checked_limiter(options)),
         shared(options.shared() ? std::make_unique<detail::ProcessMutex>()
                                 : nullptr),
         sampler(make_sampler(options)),
@@ -149,8 +177,57 @@ struct ReplayBuffer::Impl {
     }
   }
 
+  // ---- Rate limiting (RateLimiter in replay_buffer.h) ----------------------
+  [[nodiscard]] double diff() const {
+    return static_cast<double>(inserted) * limiter->samples_per_insert() -
+           static_cast<double>(sampled);
+  }
+  [[nodiscard]] double offset() const {
+    return limiter->samples_per_insert() *
+           static_cast<double>(limiter->min_size_to_sample());
+  }
+  // Waits under `lock` until `n` rows may be sampled (`sample`) or
+  // inserted; throws naming the counts when the limiter's timeout passes.
+  void wait_to_sample(std::unique_lock<Impl>& lock, int64_t n) {
+    if (!limiter) return;
+    wait(lock, "ReplayBuffer::sample", n, [&] {
+      return storage.size() >= limiter->min_size_to_sample() &&
+             diff() - static_cast<double>(n) >= offset() - limiter->error_buffer();
+    });
+  }
+  void wait_to_insert(std::unique_lock<Impl>& lock, const char* op, int64_t n) {
+    if (!limiter || !limiter->block_inserts()) return;
+    wait(lock, op, n, [&] {
+      return storage.size() < limiter->min_size_to_sample() ||
+             diff() + static_cast<double>(n) * limiter->samples_per_insert() <=
+                 offset() + limiter->error_buffer();
+    });
+  }
+  template <typename Ready>
+  void wait(std::unique_lock<Impl>& lock, const char* op, int64_t n,
+            const Ready& ready) {
+    if (ready() || cv.wait_for(lock, limiter->timeout(), ready)) return;
+    TORCH_CHECK(false, op, ": the rate limiter did not allow ", n,
+                " rows within ", limiter->timeout().count(), " ms (",
+                inserted, " rows inserted, ", sampled, " sampled, size ",
+                storage.size(), "; samples_per_insert ",
+                limiter->samples_per_insert(), ", min_size_to_sample ",
+                limiter->min_size_to_sample(), ", error_buffer ",
+                limiter->error_buffer(), ")");
+  }
+  // After `n` rows were inserted or sampled: wakes the other side.
+  void counted(int64_t& counter, int64_t n) {
+    if (!limiter) return;
+    counter += n;
+    cv.notify_all();
+  }
+
   ReplayBufferOptions options;
   int64_t capacity;
+  c10::optional<RateLimiter> limiter;
+  std::condition_variable_any cv;
+  int64_t inserted = 0;  // rows, since construction or clear()
+  int64_t sampled = 0;
   std::unique_ptr<detail::ProcessMutex> shared;  // options.shared() only
   std::unique_ptr<detail::Sampler> sampler;
   detail::PrioritizedSamplerImpl* prioritized;  // `sampler`, when prioritized
@@ -176,14 +253,16 @@ int64_t ReplayBuffer::add(const TensorDict& row) {
               detail::shape_str(row.batch_size()),
               " (use extend() for batches)");
   Impl& m = *impl_;
-  std::lock_guard<Impl> lock(m);
+  std::unique_lock<Impl> lock(m);
   Sources sources;
   // `staged`: a copy of `row` that `sources` point into when `row` views
   // the storage (see ReplayStorage::prepare); kept alive through the write.
   const c10::optional<TensorDict> staged =
       m.storage.prepare("ReplayBuffer::add", "row", row, 0, sources);
+  m.wait_to_insert(lock, "ReplayBuffer::add", 1);
   const int64_t i = m.storage.write_row(sources);
   m.on_write(i, 1);
+  m.counted(m.inserted, 1);
   return i;
 }
 
@@ -194,7 +273,7 @@ at::Tensor ReplayBuffer::extend(const TensorDict& batch) {
               detail::shape_str(batch.batch_size()));
   const int64_t n = batch.batch_size()[0];
   Impl& m = *impl_;
-  std::lock_guard<Impl> lock(m);
+  std::unique_lock<Impl> lock(m);
   Sources sources;
   if (n == 0) {
     if (m.storage.allocated()) {
@@ -204,11 +283,13 @@ at::Tensor ReplayBuffer::extend(const TensorDict& batch) {
   }
   const c10::optional<TensorDict> staged =  // as in add()
       m.storage.prepare("ReplayBuffer::extend", "batch", batch, 1, sources);
+  m.wait_to_insert(lock, "ReplayBuffer::extend", n);
   const int64_t kept = std::min(n, m.capacity);
   at::Tensor index = at::detail::empty_cpu({kept}, at::kLong);
   const int64_t start =
       m.storage.write_rows(sources, n, index.data_ptr<int64_t>());
   m.on_write(start, kept);
+  m.counted(m.inserted, n);
   return index;
 }
 
@@ -217,7 +298,8 @@ std::pair<TensorDict, SampleInfo> ReplayBuffer::sample(int64_t batch_size) {
                     "ReplayBuffer::sample: batch_size must be positive, got ",
                     batch_size);
   Impl& m = *impl_;
-  std::lock_guard<Impl> lock(m);
+  std::unique_lock<Impl> lock(m);
+  m.wait_to_sample(lock, batch_size);
   TORCH_CHECK(m.storage.size() > 0,
               "ReplayBuffer::sample: the buffer is empty");
   SampleInfo info;
@@ -226,6 +308,7 @@ std::pair<TensorDict, SampleInfo> ReplayBuffer::sample(int64_t batch_size) {
                                   info.index.data_ptr<int64_t>());
   TensorDict data = TensorDictImpl::wrap(
       detail::gather_rows(TensorDictImpl::of(m.storage.dict()), info.index));
+  m.counted(m.sampled, batch_size);
   return {std::move(data), std::move(info)};
 }
 
@@ -287,6 +370,9 @@ void ReplayBuffer::clear() {
   std::lock_guard<Impl> lock(m);
   m.storage.clear();
   m.sampler->clear(m.storage);
+  m.inserted = 0;
+  m.sampled = 0;
+  m.cv.notify_all();
 }
 
 void ReplayBuffer::manual_seed(uint64_t seed) {
@@ -297,6 +383,19 @@ void ReplayBuffer::manual_seed(uint64_t seed) {
 TensorDict ReplayBuffer::storage() const {
   std::lock_guard<Impl> lock(*impl_);
   return impl_->storage.dict();
+}
+
+RateLimiterInfo ReplayBuffer::rate_limiter_info() const {
+  Impl& m = *impl_;
+  std::lock_guard<Impl> lock(m);
+  RateLimiterInfo info;
+  if (!m.limiter) return info;
+  info.inserted = m.inserted;
+  info.sampled = m.sampled;
+  info.diff = m.diff();
+  info.min_diff = m.offset() - m.limiter->error_buffer();
+  info.max_diff = m.offset() + m.limiter->error_buffer();
+  return info;
 }
 
 const ReplayBufferOptions& ReplayBuffer::options() const {
