@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <tensordict/tensordict.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/script.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -874,4 +875,115 @@ print("received: action sum %d, observation sum %.3f" % (
   EXPECT_NE(output.find(expected), std::string::npos) << expected << output;
   // The actor acted with the learner's weights, not its own initial ones.
   EXPECT_FALSE(at::equal(final_weight, initial_weight));
+}
+
+// ---- TorchScript dicts ------------------------------------------------------
+
+namespace {
+
+// Python's side: for each JSON line of argv[1] ({"dict": a dict whose lists
+// are tensor shapes, "batch_dims": optional}), the batch sizes that
+// TensorDict.from_dict gives the root and every sub-dict, one line per case
+// in argv[2].
+constexpr const char* kAutoBatchScript = R"py(
+import json, sys, torch
+from tensordict import TensorDict
+def build(o):
+    return {k: build(v) if isinstance(v, dict) else torch.zeros(v) for k, v in o.items()}
+def sizes(td, prefix):
+    out = [f"{prefix}={list(td.batch_size)}"]
+    for k, v in td.items():
+        if isinstance(v, TensorDict):
+            out += sizes(v, k if prefix == "<root>" else prefix + "." + k)
+    return out
+with open(sys.argv[1]) as f, open(sys.argv[2], "w") as out:
+    for line in f:
+        case = json.loads(line)
+        td = TensorDict.from_dict(build(case["dict"]), batch_dims=case.get("batch_dims"))
+        out.write(" ".join(sizes(td, "<root>")) + "\n")
+)py";
+
+c10::IValue ShapesToIValue(const nlohmann::ordered_json& o) {
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  for (const auto& [k, v] : o.items()) {
+    d.insert(k, v.is_object() ? ShapesToIValue(v)
+                              : c10::IValue(torch::zeros(v.get<std::vector<int64_t>>())));
+  }
+  return d;
+}
+
+std::string BatchSizes(const TensorDict& td, const std::string& prefix) {
+  std::string out = prefix + "=[";
+  for (size_t i = 0; i < td.batch_size().size(); ++i) {
+    out += (i ? ", " : "") + std::to_string(td.batch_size()[i]);
+  }
+  out += "]";
+  for (const auto& [key, entry] : td.items()) {
+    if (!entry.is_tensordict()) continue;
+    const std::string k = key.str();
+    out += " " + BatchSizes(entry.tensordict(), prefix == "<root>" ? k : prefix + "." + k);
+  }
+  return out;
+}
+
+}  // namespace
+
+// from_ivalue infers, for the same nested dicts, the batch sizes that Python
+// tensordict 0.4's TensorDict.from_dict (auto_batch_size_'s rule) gives.
+TEST(PythonReference, FromIValueInfersTheBatchSizesOfPythonsFromDict) {
+  if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
+  const std::vector<std::string> cases = {
+      R"({"dict": {"a": [4, 3, 2], "b": [4, 3]}})",
+      R"({"dict": {"a": [4, 3], "n": {"x": [4, 3, 5], "y": [4, 3, 5, 1]}, "e": {}}})",
+      R"({"dict": {"a": [4], "e": {}}})",
+      R"({"dict": {"e": {}, "a": [4]}})",
+      R"({"dict": {"n": {"x": [2, 3]}, "m": {"y": [2, 4]}}})",
+      R"({"dict": {"a": []}})",
+      R"({"dict": {"a": [4, 3], "b": [5, 3]}})",
+      R"({"dict": {}})",
+      R"({"dict": {"a": [4, 3, 2], "b": [4, 3]}, "batch_dims": 1})",
+      R"({"dict": {"a": [4, 3], "n": {"x": [4, 3, 5]}}, "batch_dims": 1})",
+  };
+  TempDir dir;
+  std::string in;
+  std::string expected;
+  for (const auto& c : cases) {
+    in += c + "\n";
+    const auto j = nlohmann::ordered_json::parse(c);
+    const c10::optional<int64_t> dims =
+        j.contains("batch_dims") ? c10::optional<int64_t>(j["batch_dims"].get<int64_t>())
+                                 : c10::nullopt;
+    expected += BatchSizes(tensordict::from_ivalue(ShapesToIValue(j["dict"]), c10::nullopt, dims),
+                           "<root>") +
+                "\n";
+  }
+  WriteFile(dir / "cases.jsonl", in);
+  ASSERT_TRUE(RunPython(kAutoBatchScript, {dir / "cases.jsonl", dir / "out.txt"}));
+  EXPECT_EQ(ReadFile(dir / "out.txt"), expected);
+}
+
+// The TorchScript tutorial's Python side, as it stands in the repository:
+// examples/python/train_cartpole_policy.py trains and scripts the policy with
+// the reference Python's torch, and C++ runs it on TensorDicts (as
+// examples/deploy_torchscript.cpp does with the checked-in copy).
+TEST(PythonReference, ThePolicyTrainedAndScriptedInPythonRunsInCpp) {
+  if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
+  TempDir dir;
+  const std::string script = ReadFile(std::string(TENSORDICT_TEST_DATA_DIR) +
+                                      "/../../examples/python/train_cartpole_policy.py");
+  ASSERT_TRUE(RunPython(script, {dir / "policy.pt"}));
+  torch::jit::Module policy = torch::jit::load(dir / "policy.pt");
+  torch::NoGradGuard no_grad;
+  const int64_t E = 8;
+  cartpole::CartPoleVec env(E, /*seed=*/1);
+  TensorDict obs(c10::IntArrayRef({E}));
+  while (env.finished_returns().size() < 16) {
+    obs.set("observation", env.observation());
+    const TensorDict out = tensordict::forward(policy, obs);
+    ASSERT_EQ(out.batch_size(), c10::IntArrayRef({E}));
+    env.step(out.get("action"));
+  }
+  double sum = 0;
+  for (size_t i = 0; i < 16; ++i) sum += env.finished_returns()[i];
+  EXPECT_GE(sum / 16, 475.0);
 }
