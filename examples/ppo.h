@@ -1,6 +1,6 @@
 // examples/ppo.h — the PPO agent shared by ppo_cartpole and ppo_distributed:
-// actor and critic MLPs, sampling, and one clipped-objective update on a
-// minibatch dict.
+// actor and critic MLPs wrapped as TensorDict modules, sampling, and one
+// clipped-objective update on a minibatch dict.
 #pragma once
 
 #include <tensordict/tensordict.h>
@@ -55,35 +55,37 @@ inline double mean_last(const std::vector<double>& v, size_t n) {
          static_cast<double>(k);
 }
 
+// The actor-critic, as TensorDict modules (tensordict/nn.h), as TorchRL
+// builds it: `policy` reads "observation" and writes "action" and
+// "sample_log_prob" (through "logits", an intermediate key it leaves out);
+// `value` reads "observation" and writes "state_value".
 struct Agent {
-  torch::nn::Sequential actor;
-  torch::nn::Sequential critic;
+  torch::nn::Sequential actor;   // observation -> logits
+  torch::nn::Sequential critic;  // observation -> state value
   std::vector<torch::Tensor> params;
   torch::optim::Adam opt;
+  tensordict::TensorDictModule logits;
+  tensordict::TensorDictSequential policy;
+  tensordict::TensorDictModule value;
 
-  Agent(int64_t obs_dim, int64_t num_actions, double lr)
+  // `gen` draws the actions.
+  Agent(int64_t obs_dim, int64_t num_actions, double lr, at::Generator gen)
       : actor(mlp(obs_dim, num_actions, 0.01)),
         critic(mlp(obs_dim, 1, 1.0)),
         params(all_params(actor, critic)),
-        opt(params, torch::optim::AdamOptions(lr).eps(1e-5)) {}
-
-  // The actions sampled for `obs` and their log-probabilities.
-  std::pair<at::Tensor, at::Tensor> act(const at::Tensor& obs,
-                                        at::Generator& gen) {
-    const at::Tensor log_probs = torch::log_softmax(actor->forward(obs), -1);
-    const at::Tensor action =
-        torch::multinomial(log_probs.exp(), 1, false, gen).squeeze(-1);
-    return {action, log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1)};
-  }
+        opt(params, torch::optim::AdamOptions(lr).eps(1e-5)),
+        logits(actor, {"observation"}, {"logits"}),
+        policy(tensordict::TensorDictSequential({logits, sampler(gen)})
+                   .select_out_keys({"action", "sample_log_prob"})),
+        value(critic, {"observation"}, {"state_value"}) {}
 
   // Values of the rollout's observations, then GAE into "advantage" and
   // "value_target".
   void gae(tensordict::RolloutBuffer& buffer, const Hyper& h) {
     torch::NoGradGuard no_grad;
     const tensordict::TensorDict data = buffer.data();
-    data.set("state_value", critic->forward(data.get("observation")));
-    data.set({"next", "state_value"},
-             critic->forward(data.get({"next", "observation"})));
+    value(data);
+    value(data.get_tensordict("next"));
     buffer.compute_gae(h.gamma, h.lambda);
   }
 
@@ -93,12 +95,15 @@ struct Agent {
     }
   }
 
-  // One step of the clipped PPO objective on a minibatch dict; the loss.
+  // One step of the clipped PPO objective on a minibatch dict (a copy of
+  // the rollout's rows: the modules write "logits" and "state_value" into
+  // it); the loss.
   double update(const tensordict::TensorDict& mb, const Hyper& h) {
-    const at::Tensor mb_obs = mb.get("observation");
+    logits(mb);
+    value(mb);
     at::Tensor adv = mb.get("advantage").squeeze(-1);
     adv = (adv - adv.mean()) / (adv.std() + 1e-8);
-    const at::Tensor log_probs = torch::log_softmax(actor->forward(mb_obs), -1);
+    const at::Tensor log_probs = torch::log_softmax(mb.get("logits"), -1);
     const at::Tensor log_prob =
         log_probs.gather(-1, mb.get("action").unsqueeze(-1)).squeeze(-1);
     const at::Tensor entropy = -(log_probs.exp() * log_probs).sum(-1).mean();
@@ -106,9 +111,8 @@ struct Agent {
     const at::Tensor policy_loss =
         -torch::min(ratio * adv, ratio.clamp(1.0 - h.clip, 1.0 + h.clip) * adv)
              .mean();
-    const at::Tensor value = critic->forward(mb_obs);
     const at::Tensor value_loss =
-        0.5 * (value - mb.get("value_target")).pow(2).mean();
+        0.5 * (mb.get("state_value") - mb.get("value_target")).pow(2).mean();
     const at::Tensor loss =
         policy_loss + h.value_coef * value_loss - h.entropy_coef * entropy;
     opt.zero_grad();
@@ -119,6 +123,20 @@ struct Agent {
   }
 
  private:
+  // "logits" -> "action" (drawn with `gen`), "sample_log_prob".
+  static tensordict::TensorDictModule sampler(at::Generator gen) {
+    return tensordict::TensorDictModule(
+        [gen](const std::vector<at::Tensor>& in) mutable
+        -> std::vector<at::Tensor> {
+          const at::Tensor log_probs = torch::log_softmax(in[0], -1);
+          const at::Tensor action =
+              torch::multinomial(log_probs.exp(), 1, false, gen).squeeze(-1);
+          return {action,
+                  log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1)};
+        },
+        {"logits"}, {"action", "sample_log_prob"});
+  }
+
   static std::vector<torch::Tensor> all_params(torch::nn::Sequential& a,
                                                torch::nn::Sequential& c) {
     std::vector<torch::Tensor> p = a->parameters();

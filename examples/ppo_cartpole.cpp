@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   cartpole::CartPoleVec env(E, cfg.seed);
   const ppo::Hyper& h = cfg.hyper;
   ppo::Agent agent(cartpole::CartPoleVec::kObsDim,
-                   cartpole::CartPoleVec::kNumActions, h.lr);
+                   cartpole::CartPoleVec::kNumActions, h.lr, gen);
 
   RolloutBuffer buffer(T, E);
   at::Tensor obs = env.observation();
@@ -111,11 +111,9 @@ int main(int argc, char** argv) {
     {
       torch::NoGradGuard no_grad;
       for (int64_t t = 0; t < T; ++t) {
-        auto [action, log_prob] = agent.act(obs, gen);
-        TensorDict step = env.step(action);  // ("next", ...) keys, [E]
-        step.set("observation", obs);
-        step.set("action", action);
-        step.set("sample_log_prob", log_prob);
+        TensorDict step({{"observation", obs}}, {E});
+        agent.policy(step);                         // "action", "sample_log_prob"
+        step.update(env.step(step.get("action")));  // ("next", ...) keys
         buffer.step(t, step);
         obs = env.observation();  // already reset where an episode ended
       }

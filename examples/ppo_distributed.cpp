@@ -93,7 +93,7 @@ int run_actor(const Config& cfg) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   cartpole::CartPoleVec env(E, seed);
   ppo::Agent agent(cartpole::CartPoleVec::kObsDim,
-                   cartpole::CartPoleVec::kNumActions, cfg.hyper.lr);
+                   cartpole::CartPoleVec::kNumActions, cfg.hyper.lr, gen);
   torch::NoGradGuard no_grad;  // an actor never trains
   at::Tensor stop = at::zeros({1}, at::kBool);
   const TensorDict weights = weights_of(agent, stop);
@@ -106,9 +106,10 @@ int run_actor(const Config& cfg) {
     tensordict::broadcast(weights, 0, pg);
     if (stop.item<bool>()) return 0;
     for (int64_t t = 0; t < T; ++t) {
-      auto [action, log_prob] = agent.act(obs, gen);
+      TensorDict step({{"observation", obs}}, {E});
+      agent.policy(step);  // "action", "sample_log_prob"
       const size_t finished = env.finished_returns().size();
-      TensorDict step = env.step(action);
+      step.update(env.step(step.get("action")));
       // The return of each episode that ended at this step (0 elsewhere),
       // so that the learner can report returns.
       at::Tensor ret = at::zeros({E, 1});
@@ -120,9 +121,6 @@ int run_actor(const Config& cfg) {
         }
       }
       step.set("episode_return", ret);
-      step.set("observation", obs);
-      step.set("action", action);
-      step.set("sample_log_prob", log_prob);
       buffer.step(t, step);
       obs = env.observation();
     }
@@ -196,7 +194,7 @@ int run_learner(Config cfg, const char* self) {
   torch::manual_seed(cfg.seed);
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(cfg.seed);
   ppo::Agent agent(cartpole::CartPoleVec::kObsDim,
-                   cartpole::CartPoleVec::kNumActions, h.lr);
+                   cartpole::CartPoleVec::kNumActions, h.lr, gen);
   at::Tensor stop = at::zeros({1}, at::kBool);
   const TensorDict weights = weights_of(agent, stop);
   const int64_t per_iter =
