@@ -34,13 +34,10 @@
 #include <cstdint>
 #include <vector>
 
+// TensorDictModule, which also wraps TorchScript modules, and the forward
+// declaration of torch::jit::Module.
+#include "tensordict/nn.h"
 #include "tensordict/tensor_dict.h"
-
-namespace torch {
-namespace jit {
-struct Module;
-}  // namespace jit
-}  // namespace torch
 
 namespace tensordict {
 
