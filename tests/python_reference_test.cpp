@@ -18,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -986,4 +987,91 @@ TEST(PythonReference, ThePolicyTrainedAndScriptedInPythonRunsInCpp) {
   double sum = 0;
   for (size_t i = 0; i < 16; ++i) sum += env.finished_returns()[i];
   EXPECT_GE(sum / 16, 475.0);
+}
+
+// ---- Ops ----------------------------------------------------------------------
+
+namespace {
+
+// Python's side: the ops on the dict built below, each result's leaves
+// (keys(True, True) order) with their shapes and values, as JSON in argv[1].
+// (Not norm and clamp_max: tensordict 0.4's call torch._foreach_ kernels
+// that torch 1.13 lacks or takes other arguments for.)
+constexpr const char* kOpsScript = R"py(
+import json, sys, torch
+from tensordict import TensorDict, pad, pad_sequence
+td = TensorDict({"a": torch.arange(24.).view(4, 3, 2),
+                 "n": TensorDict({"b": -torch.arange(24.).view(4, 3, 2)}, [4, 3, 2])},
+                [4, 3])
+index = torch.tensor([2, 0, 1, 1, 0, 2, 2, 2]).view(4, 2)
+mask = torch.tensor([True, False, True]).repeat(4, 1)
+results = {
+    "pad": pad(td, [1, 2], -1.0),
+    "pad2": pad(td, [0, 1, 2, 0]),
+    "pad_sequence": pad_sequence([td[:2], td, td[:1]], return_mask=True),
+    "gather": td.gather(1, index),
+    "masked_select": td.masked_select(mask),
+    "std": td.std(0),
+    "var": td.var(1, keepdim=True, correction=0),
+    "maximum": td.maximum(td * -1 + 5),
+}
+out = {}
+for name, r in results.items():
+    out[name] = {"batch_size": list(r.batch_size),
+                 "leaves": [[str(k), list(r[k].shape), r[k].double().flatten().tolist()]
+                            for k in r.keys(True, True)]}
+with open(sys.argv[1], "w") as f:
+    json.dump(out, f)
+)py";
+
+}  // namespace
+
+// The ops give what Python tensordict 0.4 gives on the same dict: batch
+// sizes, keys, leaf shapes and values.
+TEST(PythonReference, OpsMatchTensordict04) {
+  if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
+  TempDir dir;
+  ASSERT_TRUE(RunPython(kOpsScript, {dir / "ops.json"}));
+  const auto expected = nlohmann::json::parse(ReadFile(dir / "ops.json"));
+  const TensorDict td(
+      {{"a", torch::arange(24, torch::kFloat).view({4, 3, 2})},
+       {"n", TensorDict({{"b", -torch::arange(24, torch::kFloat).view({4, 3, 2})}},
+                        {4, 3, 2})}},
+      {4, 3});
+  const at::Tensor index = torch::tensor({2, 0, 1, 1, 0, 2, 2, 2}).view({4, 2});
+  const at::Tensor mask = torch::tensor({true, false, true}).repeat({4, 1});
+  using torch::indexing::Slice;
+  const std::vector<std::pair<std::string, TensorDict>> results = {
+      {"pad", tensordict::pad(td, {1, 2}, -1.0)},
+      {"pad2", tensordict::pad(td, {0, 1, 2, 0})},
+      {"pad_sequence",
+       tensordict::pad_sequence({td[Slice(0, 2)], td, td[Slice(0, 1)]}, 0, 0.0, true)},
+      {"gather", td.gather(1, index)},
+      {"masked_select", td.masked_select(mask)},
+      {"std", td.std(0)},
+      {"var", td.var(1, true, 0)},
+      {"maximum", td.maximum(td * -1 + 5)},
+  };
+  for (const auto& [name, r] : results) {
+    SCOPED_TRACE(name);
+    const auto& e = expected.at(name);
+    EXPECT_EQ(r.batch_size().vec(), e.at("batch_size").get<std::vector<int64_t>>());
+    // By key: the order of pad_sequence's masks follows a Python set.
+    std::map<std::string, nlohmann::json> py_leaves;
+    for (const auto& leaf : e.at("leaves")) py_leaves[leaf[0].get<std::string>()] = leaf;
+    const auto keys = r.keys(true, true);
+    EXPECT_EQ(keys.size(), py_leaves.size());
+    for (const tensordict::NestedKey& key : keys) {
+      const auto it = py_leaves.find(key.str());
+      ASSERT_NE(it, py_leaves.end()) << key.str() << " is not in Python's result";
+      const auto& leaf = it->second;
+      const at::Tensor t = r.get(key);
+      EXPECT_EQ(t.sizes().vec(), leaf[1].get<std::vector<int64_t>>()) << key.str();
+      const auto values = leaf[2].get<std::vector<double>>();
+      const at::Tensor flat = t.to(at::kDouble).flatten().contiguous();
+      ASSERT_EQ(flat.numel(), static_cast<int64_t>(values.size())) << key.str();
+      EXPECT_TRUE(torch::allclose(flat, torch::tensor(values, torch::kDouble), 1e-5, 1e-6))
+          << key.str();
+    }
+  }
 }

@@ -26,6 +26,29 @@
 
 namespace tensordict {
 
+/// Python's `tensordict.pad(td, pad_size, value)`: pads the leading batch
+/// dims, `pad_size` holding a (before, after) pair per padded dim, from the
+/// first batch dim on (unlike `torch.nn.functional.pad`, which starts from
+/// the last dim). Every leaf is padded with `value`; the batch size grows by
+/// the padding.
+[[nodiscard]] TensorDict pad(const TensorDict& td,
+                             c10::IntArrayRef pad_size, double value = 0.0);
+
+/// Python's `tensordict.pad_sequence` (0.4): dicts with the same keys whose
+/// leaves differ in length along `pad_dim` (a leaf dim, counted from the
+/// end when negative), each leaf padded with `padding_value` to the longest
+/// and stacked along a new first dim. The result's batch size is
+/// `[N] + tds[0]`'s, with batch dim `pad_dim` set to the longest length
+/// (unless `pad_dim` is past some input's batch dims). With `return_mask`,
+/// the sub-dict `masks_key` holds, for every leaf key, a bool mask of the
+/// input's batch shape (plus the padded dim when it is past the batch dims),
+/// padded the same way: true on the real entries.
+[[nodiscard]] TensorDict pad_sequence(const std::vector<TensorDict>& tds,
+                                      int64_t pad_dim = 0,
+                                      double padding_value = 0.0,
+                                      bool return_mask = false,
+                                      const NestedKey& masks_key = "masks");
+
 /// Stacks `tds` along a new batch dim `dim` (in `[0, batch_dims]`).
 ///
 /// Example:

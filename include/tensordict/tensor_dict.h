@@ -464,6 +464,62 @@ class TensorDict {
   [[nodiscard]] TensorDict min(int64_t dim, bool keepdim = false) const;
   [[nodiscard]] TensorDict max() const;
   [[nodiscard]] TensorDict max(int64_t dim, bool keepdim = false) const;
+  /// Standard deviation over every batch dim, with `correction` (1:
+  /// Bessel's). Integer and bool leaves throw a TypeError naming the key.
+  [[nodiscard]] TensorDict std() const;
+  /// Standard deviation over batch dim `dim`.
+  [[nodiscard]] TensorDict std(int64_t dim, bool keepdim = false,
+                               int64_t correction = 1) const;
+  /// Variance, as `std`.
+  [[nodiscard]] TensorDict var() const;
+  [[nodiscard]] TensorDict var(int64_t dim, bool keepdim = false,
+                               int64_t correction = 1) const;
+  /// Cumulative sum along batch dim `dim`; the batch size is kept.
+  [[nodiscard]] TensorDict cumsum(int64_t dim) const;
+  /// The `p`-norm of each leaf over all its elements: a dict of scalar
+  /// leaves, batch size [] (Python's `td.norm()`).
+  [[nodiscard]] TensorDict norm(const at::Scalar& p = 2) const;
+
+  // ---- Element-wise (Python's semantics, each leaf with LibTorch's op) ------
+
+  /// Every leaf clamped to `[min, max]` (either bound may be unset, not
+  /// both).
+  [[nodiscard]] TensorDict clamp(
+      const c10::optional<at::Scalar>& min,
+      const c10::optional<at::Scalar>& max = c10::nullopt) const;
+  [[nodiscard]] TensorDict clamp_min(const at::Scalar& min) const;
+  [[nodiscard]] TensorDict clamp_max(const at::Scalar& max) const;
+  /// The element-wise maximum (minimum) of each leaf and the leaf of
+  /// `other` with the same key (the keys must be the same).
+  [[nodiscard]] TensorDict maximum(const TensorDict& other) const;
+  [[nodiscard]] TensorDict minimum(const TensorDict& other) const;
+  /// Element-wise `at::isclose` of each leaf with `other`'s: a dict of bool
+  /// leaves.
+  [[nodiscard]] TensorDict isclose(const TensorDict& other, double rtol = 1e-5,
+                                   double atol = 1e-8,
+                                   bool equal_nan = false) const;
+  /// True when every leaf is `at::allclose` to `other`'s (same keys; the
+  /// leaf shapes must match).
+  [[nodiscard]] bool allclose(const TensorDict& other, double rtol = 1e-5,
+                              double atol = 1e-8, bool equal_nan = false) const;
+
+  // ---- Selection and repetition (new dicts) --------------------------------
+
+  /// The rows where `mask` (bool, exactly the batch shape) is true, as one
+  /// batch dim: batch size `[mask.sum()]` (Python's `masked_select`). A copy.
+  [[nodiscard]] TensorDict masked_select(const at::Tensor& mask) const;
+  /// Each batch dim `d` repeated `repeats[d]` times (`repeats` has one entry
+  /// per batch dim), as `at::Tensor::repeat` on every leaf.
+  [[nodiscard]] TensorDict repeat(c10::IntArrayRef repeats) const;
+  /// `torch.gather(td, dim, index)` as in Python: `index` (int64, one dim
+  /// per batch dim) picks along batch dim `dim`, and becomes the batch size;
+  /// each leaf is gathered with `index` expanded over its feature dims.
+  [[nodiscard]] TensorDict gather(int64_t dim, const at::Tensor& index) const;
+  /// The dict sorted along batch dim `dim` by the values of leaf `key`
+  /// (shaped like the batch, or the batch plus trailing dims of size 1);
+  /// stable, ascending unless `descending`.
+  [[nodiscard]] TensorDict sort(const NestedKey& key, int64_t dim = 0,
+                                bool descending = false) const;
 
   // ---- dtype and autograd --------------------------------------------------
 
