@@ -1314,19 +1314,27 @@ TensorDict TensorDict::expand(c10::IntArrayRef shape) const {
 // Selection, repetition and padding (Python's semantics)
 // ===========================================================================
 
+namespace {
+
+// "<dtype> <shape>" of an argument tensor, for errors.
+std::string tensor_desc(const at::Tensor& t) {
+  return t.defined() ? detail::dtype_name(t.scalar_type()) + " " +
+                           shape_str(t.sizes())
+                     : std::string("an undefined tensor");
+}
+
+}  // namespace
+
 TensorDict TensorDict::masked_select(const at::Tensor& mask) const {
   const auto& b = impl_->batch_size;
   TORCH_CHECK_VALUE(mask.defined() && mask.scalar_type() == at::kBool &&
                         mask.sizes() == c10::IntArrayRef(b),
                     "masked_select: the mask must be a bool tensor of the "
                     "batch shape ",
-                    shape_str(b), ", got ",
-                    mask.defined() ? detail::dtype_name(mask.scalar_type()) +
-                                         " " + shape_str(mask.sizes())
-                                   : std::string("an undefined tensor"));
+                    shape_str(b), ", got ", tensor_desc(mask));
   const std::vector<int64_t> nb = {mask.sum().item<int64_t>()};
   return TensorDictImpl::wrap(with_batch(*impl_, nb, [&](const at::Tensor& t) {
-    return t.index({mask.device() == t.device() ? mask : mask.to(t.device())});
+    return t.index({mask.to(t.device())});  // no copy on the same device
   }));
 }
 
@@ -1354,10 +1362,7 @@ TensorDict TensorDict::gather(int64_t dim, const at::Tensor& index) const {
                         index.dim() == bd,
                     "gather: index must be an int64 tensor with one dim per "
                     "batch dim of batch_size ",
-                    shape_str(b), ", got ",
-                    index.defined() ? detail::dtype_name(index.scalar_type()) +
-                                          " " + shape_str(index.sizes())
-                                    : std::string("an undefined tensor"));
+                    shape_str(b), ", got ", tensor_desc(index));
   bool fits = true;
   for (int64_t k = 0; k < bd; ++k) {
     fits = fits && (k == d || index.size(k) <= b[static_cast<size_t>(k)]);
@@ -1378,7 +1383,7 @@ TensorDict TensorDict::gather(int64_t dim, const at::Tensor& index) const {
     std::vector<int64_t> view = nb;
     view.resize(static_cast<size_t>(t.dim()), 1);
     const at::Tensor idx =
-        (index.device() == t.device() ? index : index.to(t.device()))
+        index.to(t.device())
             .view(view)
             .expand(with_trailing(nb, t, static_cast<size_t>(bd)));
     return t.gather(d, idx);

@@ -182,6 +182,13 @@ struct ReplayBuffer::Impl {
     return static_cast<double>(inserted) * limiter->samples_per_insert() -
            static_cast<double>(sampled);
   }
+  // The range `diff()` is kept in once min_size_to_sample rows are stored.
+  [[nodiscard]] double min_diff() const {
+    return offset() - limiter->error_buffer();
+  }
+  [[nodiscard]] double max_diff() const {
+    return offset() + limiter->error_buffer();
+  }
   [[nodiscard]] double offset() const {
     return limiter->samples_per_insert() *
            static_cast<double>(limiter->min_size_to_sample());
@@ -192,7 +199,7 @@ struct ReplayBuffer::Impl {
     if (!limiter) return;
     wait(lock, "ReplayBuffer::sample", n, [&] {
       return storage.size() >= limiter->min_size_to_sample() &&
-             diff() - static_cast<double>(n) >= offset() - limiter->error_buffer();
+             diff() - static_cast<double>(n) >= min_diff();
     });
   }
   void wait_to_insert(std::unique_lock<Impl>& lock, const char* op, int64_t n) {
@@ -200,7 +207,7 @@ struct ReplayBuffer::Impl {
     wait(lock, op, n, [&] {
       return storage.size() < limiter->min_size_to_sample() ||
              diff() + static_cast<double>(n) * limiter->samples_per_insert() <=
-                 offset() + limiter->error_buffer();
+                 max_diff();
     });
   }
   template <typename Ready>
@@ -393,8 +400,8 @@ RateLimiterInfo ReplayBuffer::rate_limiter_info() const {
   info.inserted = m.inserted;
   info.sampled = m.sampled;
   info.diff = m.diff();
-  info.min_diff = m.offset() - m.limiter->error_buffer();
-  info.max_diff = m.offset() + m.limiter->error_buffer();
+  info.min_diff = m.min_diff();
+  info.max_diff = m.max_diff();
   return info;
 }
 

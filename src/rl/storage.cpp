@@ -127,9 +127,7 @@ void ReplayStorage::sync() {
   }
   const int64_t rows = __atomic_load_n(rows_ptr_, __ATOMIC_ACQUIRE);
   if (rows == rows_written_) return;
-  rows_written_ = rows;
-  size_ = std::min(rows, capacity_);
-  cursor_ = rows % capacity_;
+  set_rows_written(rows);
   ++writes_;
 }
 
@@ -268,6 +266,12 @@ void ReplayStorage::count_rows(int64_t n) {
       *priorities_.valid != 0) {
     *priorities_.valid = 0;  // the rows written now get no priority
   }
+}
+
+void ReplayStorage::set_rows_written(int64_t rows) {
+  rows_written_ = rows;
+  size_ = std::min(rows, capacity_);
+  cursor_ = rows % capacity_;
 }
 
 void ReplayStorage::commit() const {
@@ -457,9 +461,7 @@ void ReplayStorage::reopen() {
     TORCH_CHECK(!leaves.empty(), "ReplayBuffer: cannot reopen the buffer in '",
                 dir_, "': storage/ has no leaves");
   }
-  size_ = std::min(rows, capacity_);
-  cursor_ = rows % capacity_;
-  rows_written_ = rows;
+  set_rows_written(rows);
   if (keeps_priorities() && *priorities_.valid == 0) {
     // Written without a PrioritizedSampler: every row starts over with the
     // initial priority.

@@ -159,6 +159,9 @@ class ReplayStorage {
 
   // After `n` rows were written (counting those a long batch skipped).
   void count_rows(int64_t n);
+  // The cursor and size of `rows` rows written in all (reopening, or
+  // another process's writes).
+  void set_rows_written(int64_t rows);
   void allocate(const char* op, const char* what, const TensorDictImpl& value,
                 int64_t value_bd);
   // Makes `st` (locked; `plan` its write plan) the storage.
