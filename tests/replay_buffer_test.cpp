@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <random>
 #include <set>
 #include <thread>
 #include <vector>
@@ -27,7 +28,9 @@ using tensordict::RandomSampler;
 using tensordict::ReplayBuffer;
 using tensordict::ReplayBufferOptions;
 using tensordict::SamplerWithoutReplacement;
+using tensordict::PrioritizedSliceSampler;
 using tensordict::SliceSampler;
+using tensordict::SliceSamplerWithoutReplacement;
 using tensordict::TensorDict;
 using tensordict_test::ExpectThrowsMsg;
 using tensordict_test::ExpectThrowsMsgPrefix;
@@ -472,6 +475,212 @@ TEST(ReplayBufferTest, SliceSamplerErrorsNameTheProblem) {
       "'obs')])");
 }
 
+TEST(ReplayBufferTest, SliceSamplerWithoutReplacementVisitsEachTrajectoryOnce) {
+  ReplayBuffer rb(ReplayBufferOptions(30)
+                      .sampler(SliceSamplerWithoutReplacement(3))
+                      .seed(4));
+  // Trajectories 0..4 of 5, 3, 7, 2, 6 rows: 3 is too short for a slice.
+  rb.extend(Trajectories({5, 3, 7, 2, 6}, 0, 0));
+  const std::set<int64_t> epoch({0, 1, 2, 4});
+  auto slice_trajs = [&](int64_t slices) {
+    auto [data, info] = rb.sample(3 * slices);
+    CheckSlices(data, info.index, 3, 30);
+    std::vector<int64_t> ids;
+    auto traj = Vec(data.get("traj"));
+    for (size_t s = 0; s < traj.size(); s += 3) ids.push_back(traj[s]);
+    return ids;
+  };
+  // 3 slices per call: the second call finishes the epoch and starts the
+  // next; every run of 4 consecutive slices is one epoch.
+  std::vector<int64_t> seen;
+  for (int k = 0; k < 4; ++k) {
+    for (int64_t id : slice_trajs(3)) seen.push_back(id);
+  }
+  for (size_t e = 0; e < seen.size(); e += 4) {
+    EXPECT_EQ(std::set<int64_t>(seen.begin() + e, seen.begin() + e + 4), epoch)
+        << "epoch at slice " << e;
+  }
+  // A write renews the epoch: its next 5 slices are the 5 trajectories.
+  (void)slice_trajs(1);
+  rb.extend(Trajectories({4}, 5, 23));
+  auto ids = slice_trajs(5);
+  EXPECT_EQ(std::set<int64_t>(ids.begin(), ids.end()),
+            std::set<int64_t>({0, 1, 2, 4, 5}));
+
+  ReplayBuffer drop(ReplayBufferOptions(30)
+                        .sampler(SliceSamplerWithoutReplacement(3)
+                                     .drop_last(true))
+                        .seed(4));
+  drop.extend(Trajectories({5, 3, 7, 2, 6}, 0, 0));
+  for (int k = 0; k < 3; ++k) {  // 1 left after 3: a new epoch each call
+    auto [data, info] = drop.sample(9);
+    auto traj = Vec(data.get("traj"));
+    EXPECT_EQ(std::set<int64_t>({traj[0], traj[3], traj[6]}).size(), 3u);
+  }
+  ExpectThrowsMsg(
+      [&] { (void)drop.sample(15); },
+      "ReplayBuffer::sample: 5 slices of 3 rows (batch_size 15) exceed the 4 "
+      "stored trajectories of at least 3 rows "
+      "(SliceSamplerWithoutReplacement with drop_last)");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { (void)drop.sample(4); },
+      "ReplayBuffer::sample: batch_size 4 is not a multiple of the "
+      "SliceSamplerWithoutReplacement's slice_len 3");
+}
+
+// The start rows of whole slices of `len` rows in `rb`'s storage (ends from
+// ("next", "done") and the newest row), found the slow way.
+std::set<int64_t> SliceStarts(const ReplayBuffer& rb, int64_t len) {
+  const int64_t size = rb.size();
+  const int64_t capacity = rb.capacity();
+  const int64_t origin = size == capacity ? rb.cursor() : 0;
+  auto done = Vec(rb.storage().get({"next", "done"}).to(torch::kLong));
+  std::set<int64_t> starts;
+  for (int64_t t = 0; t + len - 1 < size; ++t) {
+    bool ok = true;
+    for (int64_t u = t; u < t + len - 1; ++u) {
+      ok = ok && done[static_cast<size_t>((origin + u) % capacity)] == 0;
+    }
+    if (ok) starts.insert((origin + t) % capacity);
+  }
+  return starts;
+}
+
+TEST(ReplayBufferTest, PrioritizedSlicesStartWhereAWholeSliceFitsAfterAnyWrites) {
+  constexpr int64_t kCap = 23;
+  constexpr int64_t kLen = 3;
+  ReplayBuffer rb(ReplayBufferOptions(kCap)
+                      .sampler(PrioritizedSliceSampler(kLen))
+                      .seed(5));
+  std::mt19937 gen(7);
+  // A stream of trajectories of 1..7 rows, written in chunks of 1..5 rows
+  // (add for 1), so trajectories continue across writes and the wrap.
+  int64_t id = 0, left = 0, t = 0;
+  for (int step = 0; step < 60; ++step) {
+    const int64_t n = 1 + static_cast<int64_t>(gen() % 5);
+    std::vector<int64_t> lengths;
+    int64_t first_id = id;
+    bool first_is_open = left > 0;  // continues the last trajectory
+    if (!first_is_open) first_id = ++id;
+    std::vector<int64_t> ids, dones;
+    for (int64_t k = 0; k < n; ++k) {
+      if (left == 0) {
+        left = 1 + static_cast<int64_t>(gen() % 7);
+        if (k > 0 || first_is_open) ++id;
+      }
+      ids.push_back(id);
+      dones.push_back(--left == 0);
+    }
+    TensorDict chunk(
+        {{"traj", torch::tensor(ids)},
+         {"t", torch::arange(t, t + n)},
+         {{"next", "done"}, torch::tensor(dones).to(torch::kBool).unsqueeze(1)}},
+        {n});
+    t += n;
+    if (n == 1) {
+      rb.add(chunk[0]);
+    } else {
+      rb.extend(chunk);
+    }
+    const std::set<int64_t> expected = SliceStarts(rb, kLen);
+    if (expected.empty()) {
+      ExpectThrowsMsgPrefix(
+          [&] { (void)rb.sample(kLen); },
+          "ReplayBuffer::sample: no stored row starts a slice of slice_len 3 "
+          "rows within its trajectory with a positive priority");
+      continue;
+    }
+    auto [data, info] = rb.sample(400 * kLen);
+    auto idx = Vec(info.index);
+    std::set<int64_t> starts;
+    for (size_t s = 0; s < idx.size(); s += kLen) starts.insert(idx[s]);
+    EXPECT_EQ(starts, expected) << "after write " << step;
+    auto traj = Vec(data.get("traj"));
+    auto tt = Vec(data.get("t"));
+    for (size_t s = 0; s < idx.size(); s += kLen) {
+      for (size_t j = 1; j < static_cast<size_t>(kLen); ++j) {
+        ASSERT_EQ(traj[s + j], traj[s]) << "after write " << step;
+        ASSERT_EQ(tt[s + j], tt[s] + static_cast<int64_t>(j));
+      }
+    }
+  }
+}
+
+TEST(ReplayBufferTest, PrioritizedSliceSamplerDrawsStartsByPriority) {
+  // TorchRL's PrioritizedSliceSampler example: 3 episodes of 3 steps.
+  ReplayBuffer rb(ReplayBufferOptions(9)
+                      .sampler(PrioritizedSliceSampler(2).alpha(0.7).beta(0.9))
+                      .seed(3));
+  rb.extend(Trajectories({3, 3, 3}, 0, 0));
+  {
+    auto [data, info] = rb.sample(6);  // equal priorities: weights 1
+    EXPECT_EQ(info.weight.sizes().vec(), std::vector<int64_t>({6}));
+    EXPECT_TRUE(at::equal(info.weight, torch::ones({6})));
+  }
+  rb.update_priority(torch::arange(9),
+                     torch::tensor({0., 3., 3., 0., 0., 0., 1., 1., 1.}));
+  const double eps_mass = std::pow(1e-8, 0.7);
+  const double three = std::pow(3 + 1e-8, 0.7);
+  const double one = std::pow(1 + 1e-8, 0.7);
+  // Starts: rows 0, 1 (episode 0), 3, 4, 6, 7; row 2 (priority 3) ends
+  // episode 0 and never starts a slice.
+  std::map<int64_t, double> mass = {{0, eps_mass}, {1, three}, {3, eps_mass},
+                                    {4, eps_mass}, {6, one},   {7, one}};
+  double total = 0;
+  for (auto& [row, m] : mass) total += m;
+  constexpr int kSlices = 20000;
+  auto [data, info] = rb.sample(2 * kSlices);
+  auto idx = Vec(info.index);
+  std::map<int64_t, int> count;
+  for (size_t s = 0; s < idx.size(); s += 2) {
+    ++count[idx[s]];
+    EXPECT_EQ(idx[s + 1], idx[s] + 1);
+    const float w = info.weight[static_cast<int64_t>(s)].item<float>();
+    EXPECT_EQ(w, info.weight[static_cast<int64_t>(s) + 1].item<float>());
+    EXPECT_EQ(w, static_cast<float>(std::pow(mass.at(idx[s]) / eps_mass, -0.9)));
+  }
+  EXPECT_EQ(count.size(), 3u);  // rows 1, 6, 7 (the others: ~1e-6 each)
+  for (auto& [row, m] : mass) {
+    EXPECT_NEAR(count[row] / static_cast<double>(kSlices), m / total, 0.01)
+        << "row " << row;
+  }
+}
+
+TEST(ReplayBufferTest, PrioritizedSliceSamplerErrorsNameTheProblem) {
+  ReplayBuffer rb(
+      ReplayBufferOptions(10).sampler(PrioritizedSliceSampler(4)).seed(0));
+  rb.extend(Trajectories({3, 2}, 0, 0));
+  ExpectThrowsMsg(
+      [&] { (void)rb.sample(8); },
+      "ReplayBuffer::sample: no stored row starts a slice of slice_len 4 rows "
+      "within its trajectory with a positive priority (5 rows stored)");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { (void)rb.sample(6); },
+      "ReplayBuffer::sample: batch_size 6 is not a multiple of the "
+      "PrioritizedSliceSampler's slice_len 4");
+  ExpectThrowsMsg<c10::ValueError>(
+      [] {
+        ReplayBuffer bad(ReplayBufferOptions(4).sampler(
+            PrioritizedSliceSampler(2).alpha(-1)));
+      },
+      "PrioritizedSliceSampler: alpha, beta and eps must be >= 0, got "
+      "alpha=-1, beta=0.4, eps=1e-08");
+  ExpectThrowsMsg<c10::ValueError>(
+      [] {
+        ReplayBuffer bad(ReplayBufferOptions(4).sampler(
+            SliceSamplerWithoutReplacement(0)));
+      },
+      "SliceSamplerWithoutReplacement: slice_len must be positive, got 0");
+  ExpectThrowsMsg<c10::ValueError>(
+      [] {
+        ReplayBuffer bad(ReplayBufferOptions(4).shared(true).sampler(
+            PrioritizedSliceSampler(2)));
+      },
+      "ReplayBufferOptions: a shared buffer cannot use PrioritizedSliceSampler "
+      "(its trees live in one process's memory); use RandomSampler, "
+      "SamplerWithoutReplacement or SliceSampler");
+}
+
 // ---- Thread safety
 // ----------------------------------------------------------------
 
@@ -706,7 +915,7 @@ TEST(ReplayBufferTest, UpdatePriorityValidatesEverythingBeforeWriting) {
   ExpectThrowsMsg(
       [&] { uniform.update_priority(torch::tensor({0}), torch::tensor({1.})); },
       "ReplayBuffer::update_priority: the buffer's sampler is RandomSampler, "
-      "not PrioritizedSampler");
+      "not PrioritizedSampler or PrioritizedSliceSampler");
 }
 
 TEST(ReplayBufferTest, BadOptionsThrowFromTheConstructor) {

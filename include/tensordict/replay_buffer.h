@@ -123,9 +123,88 @@ struct SliceSampler {
   TORCH_ARG(c10::optional<NestedKey>, traj_key) = c10::nullopt;
 };
 
+/// `SliceSampler` without replacement (TorchRL's
+/// `SliceSamplerWithoutReplacement`): each epoch visits the stored
+/// trajectories of at least `slice_len` rows in a fresh random order, one
+/// slice (a uniform start within the trajectory) per visit, so a trajectory
+/// appears at most once per epoch. `sample(n)` takes the next
+/// `n / slice_len` trajectories. As with `SamplerWithoutReplacement`, the
+/// epoch renews when it is exhausted and after every write (the
+/// trajectories may have changed; TorchRL resets it on `extend` too), and a
+/// request that straddles the epoch end is completed from the next epoch
+/// unless `drop_last`, which starts a new epoch instead and throws when
+/// `n / slice_len` exceeds the number of such trajectories.
+///
+/// Differences from TorchRL 0.4: a request is always filled (TorchRL
+/// returns a short batch at the end of an epoch), and trajectories shorter
+/// than `slice_len` are skipped (TorchRL's `strict_length=True` drops them
+/// from the batch, which comes out short).
+struct SliceSamplerWithoutReplacement {
+  explicit SliceSamplerWithoutReplacement(int64_t slice_len)
+      : slice_len_(slice_len) {}
+  TORCH_ARG(int64_t, slice_len);
+  TORCH_ARG(NestedKey, end_key) = NestedKey({"next", "done"});
+  TORCH_ARG(c10::optional<NestedKey>, traj_key) = c10::nullopt;
+  TORCH_ARG(bool, drop_last) = false;
+};
+
+/// Prioritized slices (TorchRL's `PrioritizedSliceSampler`): every row has
+/// a priority, as with `PrioritizedSampler`, and a slice of `slice_len`
+/// rows starts at row `i` with probability proportional to
+/// `(priority_i + eps)^alpha`, among the rows that start a whole slice
+/// within their trajectory (at least `slice_len - 1` more rows of the same
+/// trajectory follow; trajectories as for `SliceSampler`, so slices never
+/// cross a boundary or the write cursor). The slice's importance weight is
+/// its start row's (`(p_i / p_min)^-beta`, with `p_min` the smallest positive
+/// mass of all stored rows), repeated over its rows in `SampleInfo::weight`.
+/// Give `update_priority` the sampled rows (`SampleInfo::index`) and a
+/// priority per row: only the start rows' priorities steer sampling. Which
+/// rows may start a slice is maintained on every write, for the rows the
+/// write touched (O(rows written + slice_len) plus O(log N) per row), so
+/// a draw is O(log N) per slice whatever the capacity.
+///
+/// Difference from TorchRL 0.4: trajectories shorter than `slice_len` are
+/// never sampled (TorchRL's `strict_length=True` raises when one is
+/// stored), and the rows that cannot start a slice keep their priorities
+/// (TorchRL zeroes them in its sum tree).
+struct PrioritizedSliceSampler {
+  explicit PrioritizedSliceSampler(int64_t slice_len)
+      : slice_len_(slice_len) {}
+  TORCH_ARG(int64_t, slice_len);
+  TORCH_ARG(NestedKey, end_key) = NestedKey({"next", "done"});
+  TORCH_ARG(c10::optional<NestedKey>, traj_key) = c10::nullopt;
+  TORCH_ARG(double, alpha) = 0.6;
+  TORCH_ARG(double, beta) = 0.4;
+  TORCH_ARG(double, eps) = 1e-8;
+};
+
 /// One of the samplers above.
-using SamplerConfig = std::variant<RandomSampler, SamplerWithoutReplacement,
-                                   PrioritizedSampler, SliceSampler>;
+using SamplerConfig =
+    std::variant<RandomSampler, SamplerWithoutReplacement, PrioritizedSampler,
+                 SliceSampler, SliceSamplerWithoutReplacement,
+                 PrioritizedSliceSampler>;
+
+/// The default writer (TorchRL's `RoundRobinWriter`): rows go to the write
+/// cursor, which wraps, so a full buffer overwrites its oldest rows.
+struct RoundRobinWriter {};
+
+/// Keeps the `capacity` rows of highest rank (TorchRL's
+/// `TensorDictMaxValueWriter`). A row's rank is its `rank_key` entry, or,
+/// when that has several elements, their `reduction`. Until the buffer is
+/// full, rows are written at the cursor as usual; then a row replaces the
+/// stored row of lowest rank (ties: the lowest storage index) if its rank
+/// is strictly higher, and is dropped otherwise. `add` returns -1 for a
+/// dropped row; `extend` returns an index per row of the batch, -1 for the
+/// rows not stored when it returns (dropped, or replaced by a later row of
+/// the same batch). The rank key must be a real (non-complex) tensor.
+struct MaxValueWriter {
+  enum class Reduction { kSum, kMean, kMax, kMin, kMedian };
+  TORCH_ARG(NestedKey, rank_key) = NestedKey({"next", "reward"});
+  TORCH_ARG(Reduction, reduction) = Reduction::kSum;
+};
+
+/// One of the writers above.
+using WriterConfig = std::variant<RoundRobinWriter, MaxValueWriter>;
 
 /// Reverb's `SampleToInsertRatio` rate limiter, for actor and learner
 /// threads sharing one buffer in a process: it keeps the number of rows
@@ -182,6 +261,8 @@ struct ReplayBufferOptions {
   /// Number of rows the storage holds (> 0).
   TORCH_ARG(int64_t, capacity);
   TORCH_ARG(SamplerConfig, sampler) = RandomSampler();
+  /// Where rows go (see `RoundRobinWriter`, `MaxValueWriter`).
+  TORCH_ARG(WriterConfig, writer) = RoundRobinWriter();
   /// Seed of the buffer's generator; unseeded buffers draw a random seed.
   TORCH_ARG(c10::optional<uint64_t>, seed) = c10::nullopt;
   /// Device of the storage (the first write's device when unset).

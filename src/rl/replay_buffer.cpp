@@ -23,6 +23,8 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <iterator>
+#include <variant>
 #include <cmath>
 #include <condition_variable>
 #include <memory>
@@ -43,44 +45,52 @@ using detail::TensorDictImpl;
 namespace {
 
 const char* sampler_name(const SamplerConfig& s) {
-  switch (s.index()) {
-    case 0:
-      return "RandomSampler";
-    case 1:
-      return "SamplerWithoutReplacement";
-    case 2:
-      return "PrioritizedSampler";
-    default:
-      return "SliceSampler";
-  }
+  static constexpr const char* kNames[] = {
+      "RandomSampler",  "SamplerWithoutReplacement",
+      "PrioritizedSampler", "SliceSampler",
+      "SliceSamplerWithoutReplacement", "PrioritizedSliceSampler"};
+  static_assert(std::size(kNames) == std::variant_size_v<SamplerConfig>);
+  return kNames[s.index()];
 }
 
 // The sampler `options` asks for, its parameters checked.
 std::unique_ptr<detail::Sampler> make_sampler(
     const ReplayBufferOptions& options) {
   const SamplerConfig& config = options.sampler();
+  if (const auto p = detail::priority_spec(config)) {
+    TORCH_CHECK_VALUE(!options.shared(), "ReplayBufferOptions: a shared buffer "
+                      "cannot use ", sampler_name(config),
+                      " (its trees live in one process's memory); use "
+                      "RandomSampler, SamplerWithoutReplacement or "
+                      "SliceSampler");
+    TORCH_CHECK_VALUE(p->alpha() >= 0 && p->beta() >= 0 && p->eps() >= 0,
+                      sampler_name(config),
+                      ": alpha, beta and eps must be >= 0, got alpha=",
+                      p->alpha(), ", beta=", p->beta(), ", eps=", p->eps());
+  }
+  if (const auto s = detail::slice_spec(config)) {
+    TORCH_CHECK_VALUE(s->slice_len > 0, s->name,
+                      ": slice_len must be positive, got ", s->slice_len);
+  }
   if (const auto* w = std::get_if<SamplerWithoutReplacement>(&config)) {
     return std::make_unique<detail::WithoutReplacementSamplerImpl>(
         w->drop_last());
   }
   if (const auto* p = std::get_if<PrioritizedSampler>(&config)) {
-    TORCH_CHECK_VALUE(!options.shared(),
-                      "ReplayBufferOptions: a shared buffer cannot use "
-                      "PrioritizedSampler (its trees live in one process's "
-                      "memory); use RandomSampler, SamplerWithoutReplacement "
-                      "or SliceSampler");
-    TORCH_CHECK_VALUE(p->alpha() >= 0 && p->beta() >= 0 && p->eps() >= 0,
-                      "PrioritizedSampler: alpha, beta and eps must be >= 0, "
-                      "got alpha=",
-                      p->alpha(), ", beta=", p->beta(), ", eps=", p->eps());
-    return std::make_unique<detail::PrioritizedSamplerImpl>(
-        options.capacity(), p->alpha(), p->beta(), p->eps());
+    return std::make_unique<detail::PrioritizedSamplerImpl>(options.capacity(),
+                                                            *p);
   }
   if (const auto* s = std::get_if<SliceSampler>(&config)) {
-    TORCH_CHECK_VALUE(s->slice_len() > 0,
-                      "SliceSampler: slice_len must be positive, got ",
-                      s->slice_len());
-    return std::make_unique<detail::SliceSamplerImpl>(*s);
+    return std::make_unique<detail::SliceSamplerImpl>(*detail::slice_spec(*s),
+                                                      c10::nullopt);
+  }
+  if (const auto* s = std::get_if<SliceSamplerWithoutReplacement>(&config)) {
+    return std::make_unique<detail::SliceSamplerImpl>(*detail::slice_spec(*s),
+                                                      s->drop_last());
+  }
+  if (const auto* s = std::get_if<PrioritizedSliceSampler>(&config)) {
+    return std::make_unique<detail::PrioritizedSliceSamplerImpl>(
+        options.capacity(), *s);
   }
   return std::make_unique<detail::RandomSamplerImpl>();
 }
@@ -324,7 +334,8 @@ void ReplayBuffer::update_priority(const at::Tensor& index,
   Impl& m = *impl_;
   TORCH_CHECK(m.prioritized != nullptr,
               "ReplayBuffer::update_priority: the buffer's sampler is ",
-              sampler_name(m.options.sampler()), ", not PrioritizedSampler");
+              sampler_name(m.options.sampler()),
+              ", not PrioritizedSampler or PrioritizedSliceSampler");
   TORCH_CHECK_VALUE(
       index.defined() && priority.defined() && index.dim() == 1 &&
           priority.dim() == 1,

@@ -2,6 +2,7 @@
 #include "rl/samplers.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
 #include <ATen/EmptyTensor.h>
 #include <c10/util/Exception.h>
 
@@ -49,19 +50,39 @@ at::Tensor RandomSamplerImpl::sample(const ReplayStorage& storage,
   return at::Tensor();
 }
 
-// ---- SamplerWithoutReplacement ----------------------------------------------
+// ---- Epoch ------------------------------------------------------------------
 
-void WithoutReplacementSamplerImpl::new_epoch(int64_t size,
-                                              std::mt19937_64& rng) {
+void Epoch::renew(int64_t size, uint64_t version, std::mt19937_64& rng) {
   perm_.resize(static_cast<size_t>(size));
   for (int64_t i = 0; i < size; ++i) perm_[static_cast<size_t>(i)] = i;
   for (int64_t i = size - 1; i > 0; --i) {
     const int64_t j = uniform_int(rng, static_cast<uint64_t>(i + 1));
     std::swap(perm_[static_cast<size_t>(i)], perm_[static_cast<size_t>(j)]);
   }
-  perm_pos_ = 0;
-  perm_size_ = size;
+  pos_ = 0;
+  size_ = size;
+  version_ = version;
 }
+
+void Epoch::draw(int64_t size, uint64_t version, std::mt19937_64& rng,
+                 int64_t n, int64_t* out) {
+  if (size_ != size || version_ != version || pos_ >= perm_.size() ||
+      (drop_last_ && perm_.size() - pos_ < static_cast<size_t>(n))) {
+    renew(size, version, rng);
+  }
+  for (int64_t q = 0; q < n; ++q) {
+    if (pos_ == perm_.size()) renew(size, version, rng);
+    out[q] = perm_[pos_++];
+  }
+}
+
+void Epoch::clear() {
+  perm_.clear();
+  pos_ = 0;
+  size_ = -1;
+}
+
+// ---- SamplerWithoutReplacement ----------------------------------------------
 
 at::Tensor WithoutReplacementSamplerImpl::sample(const ReplayStorage& storage,
                                                  std::mt19937_64& rng,
@@ -72,30 +93,92 @@ at::Tensor WithoutReplacementSamplerImpl::sample(const ReplayStorage& storage,
                 " exceeds the buffer's size ", size,
                 " (SamplerWithoutReplacement with drop_last)");
   }
-  if (perm_size_ != size || perm_pos_ >= perm_.size() ||
-      (drop_last_ && perm_.size() - perm_pos_ < static_cast<size_t>(n))) {
-    new_epoch(size, rng);
-  }
-  for (int64_t q = 0; q < n; ++q) {
-    if (perm_pos_ == perm_.size()) new_epoch(size, rng);
-    out[q] = perm_[perm_pos_++];
-  }
+  epoch_.draw(size, 0, rng, n, out);
   return at::Tensor();
 }
 
 void WithoutReplacementSamplerImpl::clear(ReplayStorage& /*storage*/) {
-  perm_.clear();
-  perm_pos_ = 0;
-  perm_size_ = -1;
+  epoch_.clear();
+}
+
+// ---- Sampler configurations -------------------------------------------------
+
+c10::optional<SliceSpec> slice_spec(const SamplerConfig& config) {
+  if (const auto* s = std::get_if<SliceSampler>(&config)) {
+    return SliceSpec{s->slice_len(), s->end_key(), s->traj_key(),
+                     "SliceSampler"};
+  }
+  if (const auto* s = std::get_if<SliceSamplerWithoutReplacement>(&config)) {
+    return SliceSpec{s->slice_len(), s->end_key(), s->traj_key(),
+                     "SliceSamplerWithoutReplacement"};
+  }
+  if (const auto* s = std::get_if<PrioritizedSliceSampler>(&config)) {
+    return SliceSpec{s->slice_len(), s->end_key(), s->traj_key(),
+                     "PrioritizedSliceSampler"};
+  }
+  return c10::nullopt;
+}
+
+c10::optional<PrioritizedSampler> priority_spec(const SamplerConfig& config) {
+  if (const auto* p = std::get_if<PrioritizedSampler>(&config)) return *p;
+  if (const auto* s = std::get_if<PrioritizedSliceSampler>(&config)) {
+    return PrioritizedSampler().alpha(s->alpha()).beta(s->beta()).eps(
+        s->eps());
+  }
+  return c10::nullopt;
+}
+
+// ---- Timeline ---------------------------------------------------------------
+
+Timeline::Timeline(const ReplayStorage& storage, const SliceSpec& spec)
+    : capacity_(storage.capacity()),
+      size_(storage.size()),
+      origin_(storage.size() == storage.capacity() ? storage.cursor() : 0),
+      by_id_(spec.traj_key.has_value()) {
+  const TensorDictImpl& st = TensorDictImpl::of(storage.dict());
+  const NestedKey& key = by_id_ ? *spec.traj_key : spec.end_key;
+  const Node* node = lookup(st, key);
+  TORCH_CHECK(node != nullptr && !node->is_dict(), "ReplayBuffer::sample: the ",
+              spec.name, "'s ", by_id_ ? "traj_key " : "end_key ", key.str(),
+              " is not a tensor of the storage (keys: ", key_list_str(st), ")");
+  TORCH_CHECK(!at::isComplexType(node->tensor.scalar_type()),
+              "ReplayBuffer::sample: the ", spec.name, "'s ",
+              by_id_ ? "traj_key " : "end_key ", key.str(),
+              " has the complex dtype ",
+              dtype_name(node->tensor.scalar_type()));
+  leaf_ = node->tensor.reshape({capacity_, -1});
+  if (!leaf_.is_cpu()) leaf_ = leaf_.to(at::kCPU);
+  leaf_ = leaf_.contiguous();
+}
+
+void Timeline::ends(int64_t from, int64_t to, uint8_t* out) const {
+  const int64_t m = leaf_.size(1);
+  AT_DISPATCH_ALL_TYPES_AND3(
+      at::kBool, at::kHalf, at::kBFloat16, leaf_.scalar_type(),
+      "Timeline::ends", [&] {
+        const scalar_t* d = leaf_.data_ptr<scalar_t>();
+        const auto zero = static_cast<scalar_t>(0);
+        for (int64_t t = from; t < to; ++t) {
+          bool end = t == size_ - 1;
+          const scalar_t* a = d + row(t) * m;
+          if (by_id_ && !end) {
+            const scalar_t* b = d + row(t + 1) * m;
+            for (int64_t k = 0; k < m && !end; ++k) end = a[k] != b[k];
+          } else {
+            for (int64_t k = 0; k < m && !end; ++k) end = a[k] != zero;
+          }
+          out[t - from] = end ? 1 : 0;
+        }
+      });
 }
 
 // ---- PrioritizedSampler -----------------------------------------------------
 
-PrioritizedSamplerImpl::PrioritizedSamplerImpl(int64_t capacity, double alpha,
-                                               double beta, double eps)
-    : alpha_(alpha),
-      beta_(beta),
-      eps_(eps),
+PrioritizedSamplerImpl::PrioritizedSamplerImpl(int64_t capacity,
+                                               const PrioritizedSampler& spec)
+    : alpha_(spec.alpha()),
+      beta_(spec.beta()),
+      eps_(spec.eps()),
       sum_tree_(capacity),
       min_tree_(capacity) {}
 
@@ -104,14 +187,20 @@ PrioritizedSamplerImpl::PrioritizedSamplerImpl(int64_t capacity, double alpha,
 // the importance weights (p_i / p_min)^-beta of the rows that are sampled
 // stay in (0, 1] (a p_min of 0 would make them all 0).
 void PrioritizedSamplerImpl::set_priority(int64_t i, double p) {
-  sum_tree_.set(i, p);
+  const bool drawable =
+      drawable_.empty() || drawable_[static_cast<size_t>(i)] != 0;
+  sum_tree_.set(i, drawable ? p : 0.0);
   min_tree_.set(i, p > 0 ? p : std::numeric_limits<double>::infinity());
 }
 
-at::Tensor PrioritizedSamplerImpl::sample(const ReplayStorage& storage,
-                                          std::mt19937_64& rng, int64_t n,
-                                          int64_t* out) {
-  const int64_t size = storage.size();
+void PrioritizedSamplerImpl::set_drawable(int64_t i, bool drawable) {
+  drawable_[static_cast<size_t>(i)] = drawable ? 1 : 0;
+  const double m = min_tree_.get(i);
+  sum_tree_.set(i, drawable && std::isfinite(m) ? m : 0.0);
+}
+
+void PrioritizedSamplerImpl::draw(int64_t size, std::mt19937_64& rng,
+                                  int64_t n, int64_t* out, float* w) {
   const double total = sum_tree_.root();
   TORCH_CHECK(total > 0 && std::isfinite(total),
               "ReplayBuffer::sample: the priorities sum to ", total,
@@ -121,8 +210,6 @@ at::Tensor PrioritizedSamplerImpl::sample(const ReplayStorage& storage,
     mass_[static_cast<size_t>(q)] = uniform01(rng) * total;
   }
   sum_tree_.find_prefix(mass_.data(), n, out);
-  at::Tensor weight = at::detail::empty_cpu({n}, at::kFloat);
-  float* w = weight.data_ptr<float>();
   const double p_min = min_tree_.root();
   for (int64_t q = 0; q < n; ++q) {
     if (out[q] >= size) {
@@ -134,6 +221,13 @@ at::Tensor PrioritizedSamplerImpl::sample(const ReplayStorage& storage,
     // (N P(i))^-beta / max_j (N P(j))^-beta == (p_i / p_min)^-beta
     w[q] = static_cast<float>(std::pow(p / p_min, -beta_));
   }
+}
+
+at::Tensor PrioritizedSamplerImpl::sample(const ReplayStorage& storage,
+                                          std::mt19937_64& rng, int64_t n,
+                                          int64_t* out) {
+  at::Tensor weight = at::detail::empty_cpu({n}, at::kFloat);
+  draw(storage.size(), rng, n, out, weight.data_ptr<float>());
   return weight;
 }
 
@@ -167,6 +261,7 @@ void PrioritizedSamplerImpl::update_priority(ReplayStorage& storage,
 void PrioritizedSamplerImpl::clear(ReplayStorage& storage) {
   sum_tree_.reset();
   min_tree_.reset();
+  std::fill(drawable_.begin(), drawable_.end(), uint8_t{0});
   max_priority_ = kInitialMaxPriority;
   storage.priorities().set_max(kInitialMaxPriority);
 }
@@ -184,69 +279,155 @@ void PrioritizedSamplerImpl::restore(ReplayStorage& storage) {
   }
 }
 
-// ---- SliceSampler -----------------------------------------------------------
+// ---- SliceSampler, SliceSamplerWithoutReplacement ---------------------------
 
-// Rebuilds the trajectory list (in timeline order, oldest row first).
+namespace {
+
+void check_slice_batch(const SliceSpec& spec, int64_t n) {
+  TORCH_CHECK_VALUE(n % spec.slice_len == 0, "ReplayBuffer::sample: batch_size ",
+                    n, " is not a multiple of the ", spec.name,
+                    "'s slice_len ", spec.slice_len);
+}
+
+// Slice `j` of `len` rows from row `start` into out[j * len, (j + 1) * len).
+inline void lay_slice(int64_t* out, int64_t j, int64_t len, int64_t start,
+                      int64_t capacity) {
+  for (int64_t t = 0; t < len; ++t) out[j * len + t] = (start + t) % capacity;
+}
+
+}  // namespace
+
+// Rebuilds the list of trajectories long enough for a slice.
 void SliceSamplerImpl::find_trajectories(const ReplayStorage& storage) {
   if (trajs_writes_ == storage.writes()) return;
-  const SliceSampler& s = config_;
-  const int64_t capacity = storage.capacity();
-  const int64_t size = storage.size();
-  const TensorDictImpl& st = TensorDictImpl::of(storage.dict());
-  const NestedKey& key = s.traj_key() ? *s.traj_key() : s.end_key();
-  const Node* node = lookup(st, key);
-  TORCH_CHECK(node != nullptr && !node->is_dict(),
-              "ReplayBuffer::sample: the SliceSampler's ",
-              s.traj_key() ? "traj_key " : "end_key ", key.str(),
-              " is not a tensor of the storage (keys: ", key_list_str(st), ")");
-  at::Tensor t = node->tensor.reshape({capacity, -1});
-  // ends[r]: row r is the last row of its trajectory.
-  at::Tensor ends =
-      s.traj_key() ? at::ne(t, t.roll(-1, 0)).any(1) : t.ne(0).any(1);
-  ends = ends.to(at::kCPU).contiguous();
-  const bool* e = ends.data_ptr<bool>();
-  const int64_t start = size == capacity ? storage.cursor() : 0;
-  trajs_.clear();
-  int64_t traj_start = 0;
-  for (int64_t i = 0; i < size; ++i) {
-    const int64_t r = (start + i) % capacity;
-    if (e[r] || i == size - 1) {
-      trajs_.emplace_back(traj_start, i - traj_start + 1);
-      traj_start = i + 1;
+  const Timeline timeline(storage, spec_);
+  const int64_t size = timeline.size();
+  std::vector<uint8_t> ends(static_cast<size_t>(size));
+  timeline.ends(0, size, ends.data());
+  long_.clear();
+  trajectories_ = 0;
+  int64_t start = 0;
+  for (int64_t t = 0; t < size; ++t) {
+    if (ends[static_cast<size_t>(t)] == 0) continue;
+    ++trajectories_;
+    if (t - start + 1 >= spec_.slice_len) {
+      long_.emplace_back(start, t - start + 1);
     }
+    start = t + 1;
   }
   trajs_writes_ = storage.writes();
 }
 
+// As in TorchRL: a trajectory uniformly among the long enough ones (or the
+// epoch's next one), then a start uniformly within it.
 at::Tensor SliceSamplerImpl::sample(const ReplayStorage& storage,
                                     std::mt19937_64& rng, int64_t n,
                                     int64_t* out) {
-  const int64_t len = config_.slice_len();
-  TORCH_CHECK_VALUE(n % len == 0, "ReplayBuffer::sample: batch_size ", n,
-                    " is not a multiple of the SliceSampler's slice_len ", len);
+  const int64_t len = spec_.slice_len;
+  check_slice_batch(spec_, n);
   find_trajectories(storage);
-  std::vector<const std::pair<int64_t, int64_t>*> eligible;
-  for (const auto& tr : trajs_) {
-    if (tr.second >= len) eligible.push_back(&tr);
-  }
-  const int64_t capacity = storage.capacity();
-  const int64_t size = storage.size();
-  TORCH_CHECK(!eligible.empty(),
+  TORCH_CHECK(!long_.empty(),
               "ReplayBuffer::sample: no stored "
               "trajectory has slice_len ",
-              len, " rows (", trajs_.size(), " trajectories in ", size,
-              " rows)");
-  const int64_t origin = size == capacity ? storage.cursor() : 0;
-  for (int64_t k = 0; k < n / len; ++k) {
-    const auto& tr =
-        *eligible[static_cast<size_t>(uniform_int(rng, eligible.size()))];
-    const int64_t offset =
-        uniform_int(rng, static_cast<uint64_t>(tr.second - len + 1));
-    for (int64_t j = 0; j < len; ++j) {
-      out[k * len + j] = (origin + tr.first + offset + j) % capacity;
+              len, " rows (", trajectories_, " trajectories in ",
+              storage.size(), " rows)");
+  const int64_t slices = n / len;
+  const auto count = static_cast<int64_t>(long_.size());
+  if (without_replacement_) {
+    TORCH_CHECK(!drop_last_ || slices <= count, "ReplayBuffer::sample: ",
+                slices, " slices of ", len, " rows (batch_size ", n,
+                ") exceed the ", count, " stored trajectories of at least ",
+                len, " rows (", spec_.name, " with drop_last)");
+    epoch_.draw(count, trajs_writes_, rng, slices, out);
+  } else {
+    for (int64_t j = 0; j < slices; ++j) {
+      out[j] = uniform_int(rng, static_cast<uint64_t>(count));
     }
   }
+  // out[0, slices) holds trajectories; slice j overwrites out[j * len, ...)
+  // only after slice j read its own, so go from the last slice down.
+  const Timeline timeline(storage, spec_);
+  for (int64_t j = slices - 1; j >= 0; --j) {
+    const auto& tr = long_[static_cast<size_t>(out[j])];
+    const int64_t offset =
+        uniform_int(rng, static_cast<uint64_t>(tr.second - len + 1));
+    lay_slice(out, j, len, timeline.row(tr.first + offset), storage.capacity());
+  }
   return at::Tensor();
+}
+
+void SliceSamplerImpl::clear(ReplayStorage& /*storage*/) {
+  epoch_.clear();
+  trajs_writes_ = ~uint64_t{0};
+}
+
+// ---- PrioritizedSliceSampler ------------------------------------------------
+
+PrioritizedSliceSamplerImpl::PrioritizedSliceSamplerImpl(
+    int64_t capacity, const PrioritizedSliceSampler& config)
+    : PrioritizedSamplerImpl(capacity, *priority_spec(config)),
+      spec_(*slice_spec(config)) {
+  drawable_.assign(static_cast<size_t>(capacity), 0);
+}
+
+// Position t starts a slice when the first trajectory end at or after it
+// is at least slice_len - 1 positions further (the newest row is an end).
+void PrioritizedSliceSamplerImpl::refresh(const ReplayStorage& storage,
+                                          int64_t from, int64_t to) {
+  const Timeline timeline(storage, spec_);
+  const int64_t len = spec_.slice_len;
+  from = std::max<int64_t>(from, 0);
+  to = std::min(to, timeline.size());
+  if (from >= to) return;
+  // Ends past `stop` cannot decide positions before `to`.
+  const int64_t stop = std::min(timeline.size(), to + len - 1);
+  ends_.resize(static_cast<size_t>(stop - from));
+  timeline.ends(from, stop, ends_.data());
+  int64_t next_end = std::numeric_limits<int64_t>::max();
+  for (int64_t t = stop - 1; t >= from; --t) {
+    if (ends_[static_cast<size_t>(t - from)] != 0) next_end = t;
+    if (t < to) set_drawable(timeline.row(t), next_end >= t + len - 1);
+  }
+}
+
+// A write of `count` rows from row `first` changes which rows start a
+// slice among them and the slice_len - 1 positions before them.
+void PrioritizedSliceSamplerImpl::on_write(ReplayStorage& storage,
+                                           int64_t first, int64_t count) {
+  PrioritizedSamplerImpl::on_write(storage, first, count);
+  const int64_t capacity = storage.capacity();
+  const int64_t origin =
+      storage.size() == capacity ? storage.cursor() : 0;
+  const int64_t t0 = (first - origin + capacity) % capacity;
+  refresh(storage, t0 - (spec_.slice_len - 1), t0 + count);
+}
+
+void PrioritizedSliceSamplerImpl::restore(ReplayStorage& storage) {
+  PrioritizedSamplerImpl::restore(storage);
+  if (storage.allocated()) refresh(storage, 0, storage.size());
+}
+
+at::Tensor PrioritizedSliceSamplerImpl::sample(const ReplayStorage& storage,
+                                               std::mt19937_64& rng, int64_t n,
+                                               int64_t* out) {
+  const int64_t len = spec_.slice_len;
+  check_slice_batch(spec_, n);
+  TORCH_CHECK(total_mass() > 0,
+              "ReplayBuffer::sample: no stored row starts a slice of "
+              "slice_len ",
+              len,
+              " rows within its trajectory with a positive priority (",
+              storage.size(), " rows stored)");
+  at::Tensor weight = at::detail::empty_cpu({n}, at::kFloat);
+  float* w = weight.data_ptr<float>();
+  const int64_t slices = n / len;
+  draw(storage.size(), rng, slices, out, w);
+  for (int64_t j = slices - 1; j >= 0; --j) {  // as in SliceSamplerImpl
+    const float wj = w[j];
+    lay_slice(out, j, len, out[j], storage.capacity());
+    std::fill(w + j * len, w + (j + 1) * len, wj);
+  }
+  return weight;
 }
 
 }  // namespace detail

@@ -12,8 +12,10 @@
 #include <utility>
 #include <vector>
 
+#include "rl/sampler_config.h"
 #include "rl/segment_tree.h"
 #include "rl/storage.h"
+#include "tensordict/nested_key.h"
 #include "tensordict/replay_buffer.h"
 
 namespace tensordict {
@@ -46,33 +48,73 @@ class RandomSamplerImpl final : public Sampler {
                     int64_t n, int64_t* out) override;
 };
 
+// A random permutation of [0, size) handed out in order, one epoch after
+// another: SamplerWithoutReplacement's rows, SliceSamplerWithoutReplacement's
+// trajectories.
+class Epoch {
+ public:
+  explicit Epoch(bool drop_last) : drop_last_(drop_last) {}
+  // Draws `n` of the `size` (> 0) items into `out`. The epoch renews when
+  // it is exhausted, when `size` or `version` differ from its own, and with
+  // drop_last when fewer than `n` items are left (the caller checks n <=
+  // size); otherwise a request that straddles its end is completed from the
+  // next epoch.
+  void draw(int64_t size, uint64_t version, std::mt19937_64& rng, int64_t n,
+            int64_t* out);
+  void clear();
+
+ private:
+  void renew(int64_t size, uint64_t version, std::mt19937_64& rng);
+
+  bool drop_last_;
+  std::vector<int64_t> perm_;
+  size_t pos_ = 0;
+  int64_t size_ = -1;
+  uint64_t version_ = 0;
+};
+
 // A random permutation per epoch, renewed when exhausted or when the
 // buffer's size changes.
 class WithoutReplacementSamplerImpl final : public Sampler {
  public:
   explicit WithoutReplacementSamplerImpl(bool drop_last)
-      : drop_last_(drop_last) {}
+      : drop_last_(drop_last), epoch_(drop_last) {}
   at::Tensor sample(const ReplayStorage& storage, std::mt19937_64& rng,
                     int64_t n, int64_t* out) override;
   void clear(ReplayStorage& storage) override;
 
  private:
-  void new_epoch(int64_t size, std::mt19937_64& rng);
-
   bool drop_last_;
-  std::vector<int64_t> perm_;
-  size_t perm_pos_ = 0;
-  int64_t perm_size_ = -1;
+  Epoch epoch_;
+};
+
+// The trajectory boundaries of a storage, in timeline order (position t is
+// row (origin + t) % capacity, origin the oldest row).
+class Timeline {
+ public:
+  // Checks that `spec`'s key is a tensor of the allocated `storage`.
+  Timeline(const ReplayStorage& storage, const SliceSpec& spec);
+  [[nodiscard]] int64_t size() const { return size_; }
+  [[nodiscard]] int64_t row(int64_t t) const {
+    return (origin_ + t) % capacity_;
+  }
+  // ends[t - from] for t in [from, to): 1 when position t is the last row
+  // of its trajectory (the newest row always is), else 0.
+  void ends(int64_t from, int64_t to, uint8_t* ends) const;
+
+ private:
+  int64_t capacity_, size_, origin_;
+  bool by_id_;          // traj_key: ends where the id changes
+  at::Tensor leaf_;     // [capacity, elements] (CPU)
 };
 
 // Proportional prioritized replay on sum/min segment trees. Row `i`'s
 // probability mass is (priority + eps)^alpha; the raw priorities (before eps
 // and alpha) also go to a disk-backed storage's priority/.
-class PrioritizedSamplerImpl final : public Sampler {
+class PrioritizedSamplerImpl : public Sampler {
  public:
   // alpha, beta and eps are >= 0 (checked by ReplayBuffer).
-  PrioritizedSamplerImpl(int64_t capacity, double alpha, double beta,
-                         double eps);
+  PrioritizedSamplerImpl(int64_t capacity, const PrioritizedSampler& spec);
   at::Tensor sample(const ReplayStorage& storage, std::mt19937_64& rng,
                     int64_t n, int64_t* out) override;
   void on_write(ReplayStorage& storage, int64_t first, int64_t count) override;
@@ -82,6 +124,20 @@ class PrioritizedSamplerImpl final : public Sampler {
   // ReplayBuffer: rows stored, priorities finite and >= 0).
   void update_priority(ReplayStorage& storage, const int64_t* index,
                        const double* priority, int64_t n);
+
+ protected:
+  // Draws `n` of the `size` stored rows by mass into `out`, and their
+  // importance weights into `w`.
+  void draw(int64_t size, std::mt19937_64& rng, int64_t n, int64_t* out,
+            float* w);
+  // Whether row `i` may be drawn (its sum-tree leaf is its mass, else 0);
+  // the min tree always holds the mass.
+  void set_drawable(int64_t i, bool drawable);
+  // The mass of the drawable rows.
+  [[nodiscard]] double total_mass() const { return sum_tree_.root(); }
+
+  // Empty: every row is drawable; else drawable_[i].
+  std::vector<uint8_t> drawable_;
 
  private:
   void set_priority(int64_t i, double p);
@@ -94,19 +150,51 @@ class PrioritizedSamplerImpl final : public Sampler {
   std::vector<double> mass_;
 };
 
-// Contiguous segments of `slice_len` rows from single trajectories.
+// Contiguous segments of `slice_len` rows from single trajectories, with
+// replacement (SliceSampler) or one per trajectory per epoch
+// (SliceSamplerWithoutReplacement).
 class SliceSamplerImpl final : public Sampler {
  public:
-  explicit SliceSamplerImpl(SliceSampler config) : config_(std::move(config)) {}
+  SliceSamplerImpl(SliceSpec spec, c10::optional<bool> without_replacement)
+      : spec_(std::move(spec)),
+        epoch_(without_replacement.value_or(false)),
+        without_replacement_(without_replacement.has_value()),
+        drop_last_(without_replacement.value_or(false)) {}
   at::Tensor sample(const ReplayStorage& storage, std::mt19937_64& rng,
                     int64_t n, int64_t* out) override;
+  void clear(ReplayStorage& storage) override;
 
  private:
   void find_trajectories(const ReplayStorage& storage);
 
-  SliceSampler config_;
-  std::vector<std::pair<int64_t, int64_t>> trajs_;  // (timeline start, length)
-  uint64_t trajs_writes_ = ~uint64_t{0};  // storage.writes() when built
+  SliceSpec spec_;
+  Epoch epoch_;
+  bool without_replacement_, drop_last_;
+  // The trajectories of at least slice_len rows: (timeline start, length).
+  std::vector<std::pair<int64_t, int64_t>> long_;
+  int64_t trajectories_ = 0;              // all of them
+  uint64_t trajs_writes_ = ~uint64_t{0};  // storage.writes() when found
+};
+
+// PrioritizedSliceSampler: a PrioritizedSampler whose draws are the start
+// rows of slices; a row is drawable when it starts a whole slice within
+// its trajectory, which every write updates for the rows it touched.
+class PrioritizedSliceSamplerImpl final : public PrioritizedSamplerImpl {
+ public:
+  PrioritizedSliceSamplerImpl(int64_t capacity,
+                              const PrioritizedSliceSampler& config);
+  at::Tensor sample(const ReplayStorage& storage, std::mt19937_64& rng,
+                    int64_t n, int64_t* out) override;
+  void on_write(ReplayStorage& storage, int64_t first, int64_t count) override;
+  void restore(ReplayStorage& storage) override;
+
+ private:
+  // Recomputes which of timeline positions [from, to) start a slice.
+  void refresh(const ReplayStorage& storage, int64_t from, int64_t to);
+
+  SliceSpec spec_;
+  std::vector<uint8_t> ends_;  // scratch
+  std::vector<int64_t> starts_;
 };
 
 }  // namespace detail

@@ -24,6 +24,7 @@
 #include "core/non_tensor.h"
 #include "core/tree.h"
 #include "core/write_plan.h"
+#include "rl/sampler_config.h"
 
 namespace tensordict {
 namespace detail {
@@ -268,6 +269,10 @@ void ReplayStorage::count_rows(int64_t n) {
   }
 }
 
+bool ReplayStorage::keeps_priorities() const {
+  return priority_spec(sampler_).has_value();
+}
+
 void ReplayStorage::set_rows_written(int64_t rows) {
   rows_written_ = rows;
   size_ = std::min(rows, capacity_);
@@ -463,7 +468,7 @@ void ReplayStorage::reopen() {
   }
   set_rows_written(rows);
   if (keeps_priorities() && *priorities_.valid == 0) {
-    // Written without a PrioritizedSampler: every row starts over with the
+    // Written without a prioritized sampler: every row starts over with the
     // initial priority.
     std::fill(priorities_.raw, priorities_.raw + size_, kInitialMaxPriority);
     *priorities_.max = kInitialMaxPriority;

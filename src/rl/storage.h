@@ -192,9 +192,7 @@ class ReplayStorage {
   void write_torchrl_files();
   // A PrioritizedSampler maintains the persisted priorities; other samplers
   // mark them stale on every write.
-  [[nodiscard]] bool keeps_priorities() const {
-    return std::holds_alternative<PrioritizedSampler>(sampler_);
-  }
+  [[nodiscard]] bool keeps_priorities() const;
   // `value` plus the "index" entry TorchRL's writer would give it, when the
   // storage fills one (see fills_index_) and `value` lacks it.
   [[nodiscard]] c10::optional<TensorDict> with_index(const TensorDict& value,

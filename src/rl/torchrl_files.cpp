@@ -19,6 +19,7 @@
 
 #include "core/non_tensor.h"
 #include "io/files.h"
+#include "rl/sampler_config.h"
 
 namespace tensordict {
 namespace detail {
@@ -139,7 +140,8 @@ void TorchRLFiles::write(const std::string& dir, const SamplerConfig& sampler,
   write_json(dir, "buffer_metadata.json", "{\"batch_size\": null}");
 
   const std::string sdir = dir + "/sampler";
-  const auto* p = std::get_if<PrioritizedSampler>(&sampler);
+  const c10::optional<PrioritizedSampler> prioritized = priority_spec(sampler);
+  const PrioritizedSampler* p = prioritized ? &*prioritized : nullptr;
   const auto* w = std::get_if<SamplerWithoutReplacement>(&sampler);
   if (p == nullptr) {
     ::unlink((sdir + "/sumtree.memmap").c_str());

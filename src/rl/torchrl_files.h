@@ -10,8 +10,8 @@
 //                                   "len": <size>}
 //   writer/metadata.json           {"cursor": <cursor>}
 //   sampler/                       what the sampler's `dumps` writes:
-//     PrioritizedSampler:          sampler_metadata.json {"_alpha", "_beta",
-//                                  "_eps", "_max_priority", "_max_capacity"},
+//     PrioritizedSampler and       sampler_metadata.json {"_alpha", "_beta",
+//     PrioritizedSliceSampler:     "_eps", "_max_priority", "_max_capacity"},
 //                                  sumtree.memmap and mintree.memmap (raw
 //                                  float64 [capacity]: each stored row's mass
 //                                  (priority + eps)^alpha; the other rows
@@ -19,7 +19,7 @@
 //                                  TorchRL's float32 trees, as do rows of
 //                                  mass 0 in the min tree)
 //     SamplerWithoutReplacement:   sampler_metadata.json, a fresh epoch
-//     RandomSampler, SliceSampler: nothing (TorchRL's dumps writes nothing)
+//     the other samplers:          nothing (TorchRL's dumps writes nothing)
 //
 // The files are written whole when the storage is created or opened. After
 // that the numbers that change (len, cursor, _max_priority, the trees) are
