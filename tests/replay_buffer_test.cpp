@@ -1246,3 +1246,122 @@ TEST(ReplayBufferDiskTest, AFirstWriteCutOffBeforeItsStateIsReplaced) {
 }
 
 }  // namespace
+
+// ---- MaxValueWriter
+// ---------------------------------------------------------------
+
+namespace {
+
+TensorDict Ranked(const std::vector<float>& key) {
+  const auto n = static_cast<int64_t>(key.size());
+  return TensorDict({{"key", torch::tensor(key)},
+                     {"obs", torch::arange(n, torch::kLong) + 100}},
+                    {n});
+}
+
+std::multiset<float> StoredKeys(const ReplayBuffer& rb) {
+  auto k = rb.storage().get("key").narrow(0, 0, rb.size()).contiguous();
+  return std::multiset<float>(k.data_ptr<float>(),
+                              k.data_ptr<float>() + k.numel());
+}
+
+}  // namespace
+
+TEST(ReplayBufferTest, MaxValueWriterKeepsTheTopRowsAsTorchRLsExample) {
+  // TorchRL's TensorDictMaxValueWriter example: capacity 1, rank "key".
+  using tensordict::MaxValueWriter;
+  ReplayBuffer rb(ReplayBufferOptions(1)
+                      .writer(MaxValueWriter().rank_key(
+                          tensordict::NestedKey("key")))
+                      .seed(0));
+  std::vector<float> low(10), high(10);
+  std::iota(low.begin(), low.end(), 0.f);
+  std::iota(high.begin(), high.end(), 10.f);
+  // Each row beats the one before: each replaces it, so only the last is
+  // stored when extend returns.
+  std::vector<int64_t> only_last(10, -1);
+  only_last[9] = 0;
+  EXPECT_EQ(Vec(rb.extend(Ranked(low))), only_last);
+  EXPECT_EQ(rb.sample(1).first.get("key").item<float>(), 9.f);
+  EXPECT_EQ(Vec(rb.extend(Ranked(high))), only_last);
+  EXPECT_EQ(rb.sample(1).first.get("key").item<float>(), 19.f);
+  EXPECT_EQ(Vec(rb.extend(Ranked(low))), std::vector<int64_t>(10, -1));
+  EXPECT_EQ(rb.sample(1).first.get("key").item<float>(), 19.f);
+}
+
+TEST(ReplayBufferTest, MaxValueWriterReplacesTheLowestRankOnceFull) {
+  using tensordict::MaxValueWriter;
+  ReplayBuffer rb(ReplayBufferOptions(4).writer(
+      MaxValueWriter().rank_key(tensordict::NestedKey("key"))));
+  // Filling: rows go to the cursor.
+  EXPECT_EQ(Vec(rb.extend(Ranked({5, 1, 7}))), std::vector<int64_t>({0, 1, 2}));
+  EXPECT_EQ(rb.add(Ranked({3})[0]), 3);
+  EXPECT_EQ(rb.size(), 4);
+  EXPECT_EQ(rb.cursor(), 0);
+  // Full: 1 (row 1) is the lowest; 2 beats it, 0 beats nothing.
+  EXPECT_EQ(rb.add(Ranked({2})[0]), 1);
+  EXPECT_EQ(rb.add(Ranked({0})[0]), -1);
+  EXPECT_EQ(rb.add(Ranked({2})[0]), -1);  // not strictly higher than 2
+  EXPECT_EQ(StoredKeys(rb), std::multiset<float>({5, 2, 7, 3}));
+  // 9 replaces 2 (row 1), 8 replaces 3 (row 3), 6 replaces 5 (row 0); 4
+  // beats nothing (6, 7, 8, 9 are left).
+  EXPECT_EQ(Vec(rb.extend(Ranked({9, 4, 8, 6}))),
+            std::vector<int64_t>({1, -1, 3, 0}));
+  EXPECT_EQ(StoredKeys(rb), std::multiset<float>({6, 9, 7, 8}));
+  EXPECT_EQ(rb.cursor(), 0);
+  EXPECT_EQ(rb.storage().get("obs")[1].item<int64_t>(), 100);  // the 9's row
+  rb.clear();
+  EXPECT_EQ(rb.add(Ranked({-1})[0]), 0);  // fills again from row 0
+}
+
+TEST(ReplayBufferTest, MaxValueWriterReducesMultiElementRanks) {
+  using tensordict::MaxValueWriter;
+  using R = MaxValueWriter::Reduction;
+  // Rows of 3 rewards each: sums 6, 0, 3; maxima 3, 0, 3.
+  at::Tensor reward = torch::tensor({1.f, 2.f, 3.f, 0.f, 0.f, 0.f, 3.f, 0.f,
+                                     0.f}).reshape({3, 3, 1});
+  TensorDict batch({{{"next", "reward"}, reward}}, {3});
+  auto kept = [&](R reduction) {
+    ReplayBuffer rb(ReplayBufferOptions(2).writer(
+        MaxValueWriter().reduction(reduction)));
+    return Vec(rb.extend(batch));
+  };
+  EXPECT_EQ(kept(R::kSum), std::vector<int64_t>({0, -1, 1}));
+  EXPECT_EQ(kept(R::kMean), std::vector<int64_t>({0, -1, 1}));
+  EXPECT_EQ(kept(R::kMax), std::vector<int64_t>({0, -1, 1}));
+  // Minima 1, 0, 0 and medians 2, 0, 0: the third row does not beat the
+  // second's 0.
+  EXPECT_EQ(kept(R::kMin), std::vector<int64_t>({0, 1, -1}));
+  EXPECT_EQ(kept(R::kMedian), std::vector<int64_t>({0, 1, -1}));
+}
+
+TEST(ReplayBufferTest, MaxValueWriterErrorsChangeNothing) {
+  using tensordict::MaxValueWriter;
+  ReplayBuffer rb(ReplayBufferOptions(3).writer(
+      MaxValueWriter().rank_key(tensordict::NestedKey("key"))));
+  rb.extend(Ranked({1, 2}));
+  const State before = Capture(rb);
+  ExpectThrowsMsg(
+      [&] { rb.add(Rows(1, 0)[0]); },
+      "ReplayBuffer::add: the MaxValueWriter's rank_key key is not a tensor "
+      "of the row (keys: [obs, done, next, ('next', 'obs')])");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { rb.extend(Ranked({3, std::nanf("")})); },
+      "ReplayBuffer::extend: the MaxValueWriter's rank (key) of row 1 of the "
+      "batch is NaN");
+  TensorDict wrong = Ranked({3, 4});
+  wrong.set("obs", torch::zeros({2}, torch::kFloat));
+  ExpectThrowsMsgPrefix([&] { rb.extend(wrong); },
+                        "ReplayBuffer::extend: key obs:");
+  ExpectSame(rb, before);
+  // 0 fills row 2, then 5 replaces it (the lowest): only 5 is stored.
+  EXPECT_EQ(Vec(rb.extend(Ranked({0, 5}))), std::vector<int64_t>({-1, 2}));
+  EXPECT_EQ(StoredKeys(rb), std::multiset<float>({1, 2, 5}));
+  ExpectThrowsMsg<c10::ValueError>(
+      [] {
+        ReplayBuffer bad(
+            ReplayBufferOptions(4).shared(true).writer(MaxValueWriter()));
+      },
+      "ReplayBufferOptions: a shared buffer cannot use MaxValueWriter (its "
+      "ranking lives in one process's memory)");
+}

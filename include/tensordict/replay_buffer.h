@@ -31,7 +31,13 @@
 //     on sum/min segment trees, O(log N) updates and searches;
 //   - `SliceSampler`: contiguous trajectory segments of a fixed length that
 //     never cross a trajectory boundary (found from a `done` key or a
-//     trajectory-id key), including across the circular wrap.
+//     trajectory-id key), including across the circular wrap;
+//   - `SliceSamplerWithoutReplacement`: the same, one slice per trajectory
+//     per epoch;
+//   - `PrioritizedSliceSampler`: slices whose start rows are drawn by
+//     priority.
+// The writer (`ReplayBufferOptions::writer`) is round-robin, or a
+// `MaxValueWriter` that keeps the rows of highest rank.
 // Sampling is reproducible: the buffer owns its random generator (a
 // `std::mt19937_64`, independent of LibTorch's global one), seeded from
 // `ReplayBufferOptions::seed` or `manual_seed()`. The gather allocates each
@@ -414,7 +420,8 @@ class ReplayBuffer {
   ReplayBuffer(const ReplayBuffer&) = delete;
   ReplayBuffer& operator=(const ReplayBuffer&) = delete;
 
-  /// Writes one row (batch size []) at the cursor; returns its index. The
+  /// Writes one row (batch size []) at the cursor; returns its index (with
+  /// a `MaxValueWriter`: where that writer puts it, -1 when dropped). The
   /// first write allocates the storage from the row's structure; later rows
   /// must have exactly the same keys, row shapes and dtypes (no casting), or
   /// the call throws and the buffer is unchanged.
@@ -422,7 +429,8 @@ class ReplayBuffer {
   /// Writes every row of `batch` (batch size `[n]`) from the cursor on,
   /// wrapping around; returns the indices written, int64 `[min(n, capacity)]`
   /// (for n > capacity, the last capacity rows, each where a row-by-row write
-  /// would put it). Same checks as `add`.
+  /// would put it; with a `MaxValueWriter`: one per row of `batch`, see
+  /// there). Same checks as `add`.
   at::Tensor extend(const TensorDict& batch);
 
   /// Samples `batch_size` (> 0) rows with the configured sampler. Throws on
@@ -431,7 +439,8 @@ class ReplayBuffer {
   /// with batch size `[batch_size]`.
   [[nodiscard]] std::pair<TensorDict, SampleInfo> sample(int64_t batch_size);
 
-  /// Sets the priorities of storage rows `index` (prioritized sampler only):
+  /// Sets the priorities of storage rows `index` (`PrioritizedSampler` and
+  /// `PrioritizedSliceSampler` only):
   /// `index` and `priority` are 1-D of the same length, indices in
   /// `[0, size())`, priorities finite and >= 0 (`eps` is added, then the
   /// power `alpha`). A row whose `(priority + eps)^alpha` is 0 is never

@@ -30,7 +30,9 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "core/internal.h"
 #include "rl/process_mutex.h"
@@ -95,6 +97,17 @@ std::unique_ptr<detail::Sampler> make_sampler(
   return std::make_unique<detail::RandomSamplerImpl>();
 }
 
+c10::optional<MaxValueWriter> checked_writer(
+    const ReplayBufferOptions& options) {
+  const auto* w = std::get_if<MaxValueWriter>(&options.writer());
+  if (w == nullptr) return c10::nullopt;
+  TORCH_CHECK_VALUE(!options.shared(),
+                    "ReplayBufferOptions: a shared buffer cannot use "
+                    "MaxValueWriter (its ranking lives in one process's "
+                    "memory)");
+  return *w;
+}
+
 int64_t checked_capacity(const ReplayBufferOptions& options) {
   TORCH_CHECK_VALUE(options.capacity() > 0,
                     "ReplayBufferOptions: capacity must be positive, got ",
@@ -139,6 +152,7 @@ struct ReplayBuffer::Impl {
       : options(std::move(opts)),
         capacity(checked_capacity(options)),
         limiter(checked_limiter(options)),
+        max_writer(checked_writer(options)),
         shared(options.shared() ? std::make_unique<detail::ProcessMutex>()
                                 : nullptr),
         sampler(make_sampler(options)),
@@ -146,6 +160,7 @@ struct ReplayBuffer::Impl {
             dynamic_cast<detail::PrioritizedSamplerImpl*>(sampler.get())),
         storage(options) {
     sampler->restore(storage);
+    rank_stored_rows();
     if (options.seed()) {
       rng.seed(*options.seed());
     } else {
@@ -239,9 +254,105 @@ struct ReplayBuffer::Impl {
     cv.notify_all();
   }
 
+  // ---- MaxValueWriter -------------------------------------------------------
+  // The rank of each row of `value` (batch dims `value_bd`: 0 for a row, 1
+  // for rows); throws naming the key before anything changes.
+  [[nodiscard]] std::vector<double> ranks(const char* op, const char* what,
+                                          const TensorDict& value,
+                                          int64_t value_bd) const {
+    const MaxValueWriter& w = *max_writer;
+    const detail::TensorDictImpl& v = TensorDictImpl::of(value);
+    const std::string key = w.rank_key().str();
+    const detail::Node* node = detail::lookup(v, w.rank_key());
+    TORCH_CHECK(node != nullptr && !node->is_dict(), op,
+                ": the MaxValueWriter's rank_key ", key,
+                " is not a tensor of the ", what, " (keys: ",
+                detail::key_list_str(v), ")");
+    at::Tensor t = node->tensor.detach();
+    TORCH_CHECK_TYPE(!at::isComplexType(t.scalar_type()), op,
+                     ": the MaxValueWriter's rank_key ", key,
+                     " has the complex dtype ",
+                     detail::dtype_name(t.scalar_type()));
+    const int64_t n = value_bd == 0 ? 1 : value.batch_size()[0];
+    TORCH_CHECK_VALUE(t.numel() > 0, op, ": the MaxValueWriter's rank_key ",
+                      key, " has no elements (shape ",
+                      detail::shape_str(t.sizes()), ")");
+    t = t.reshape({n, -1});
+    if (t.size(1) > 1) {
+      using R = MaxValueWriter::Reduction;
+      switch (w.reduction()) {
+        case R::kSum: t = t.sum(1); break;
+        case R::kMean: t = t.to(at::kDouble).mean(1); break;
+        case R::kMax: t = std::get<0>(t.max(1)); break;
+        case R::kMin: t = std::get<0>(t.min(1)); break;
+        case R::kMedian: t = std::get<0>(t.median(1)); break;
+      }
+    }
+    t = t.reshape({n}).to(at::kCPU, at::kDouble).contiguous();
+    const double* r = t.data_ptr<double>();
+    for (int64_t k = 0; k < n; ++k) {
+      TORCH_CHECK_VALUE(!std::isnan(r[k]), op, ": the MaxValueWriter's rank (",
+                        key, ") of row ", k, " of the ", what, " is NaN");
+    }
+    return std::vector<double>(r, r + n);
+  }
+  // Writes the rows of `sources` (batch dims `value_bd`) whose `rank` earns
+  // them a place, in order (TorchRL's TensorDictMaxValueWriter): while the
+  // buffer fills, at the cursor; then over the row of lowest rank (ties:
+  // the lowest row), when the new rank is higher. Returns each row's
+  // destination, -1 where it was dropped or a later row of the same call
+  // took its place.
+  std::vector<int64_t> write_ranked(const Sources& sources, int64_t value_bd,
+                                    const std::vector<double>& rank) {
+    const auto n = static_cast<int64_t>(rank.size());
+    std::vector<int64_t> dest(rank.size(), -1);
+    const auto lowest_first = std::greater<std::pair<double, int64_t>>();
+    for (int64_t k = 0; k < n; ++k) {
+      const double r = rank[static_cast<size_t>(k)];
+      int64_t row = -1;
+      const bool append = static_cast<int64_t>(top.size()) < capacity;
+      if (append) {
+        row = static_cast<int64_t>(top.size());
+      } else if (r > top.front().first) {
+        std::pop_heap(top.begin(), top.end(), lowest_first);
+        row = top.back().second;
+        top.pop_back();
+      } else {
+        continue;
+      }
+      top.emplace_back(r, row);
+      std::push_heap(top.begin(), top.end(), lowest_first);
+      storage.write_row_at(sources, value_bd, k, row, append);
+      on_write(row, 1);
+      dest[static_cast<size_t>(k)] = row;
+    }
+    // A row that a later row of this call replaced is not stored.
+    std::unordered_set<int64_t> stored;
+    for (auto it = dest.rbegin(); it != dest.rend(); ++it) {
+      if (*it >= 0 && !stored.insert(*it).second) *it = -1;
+    }
+    counted(inserted, static_cast<int64_t>(stored.size()));
+    return dest;
+  }
+  // The heap of the rows a reopened storage holds.
+  void rank_stored_rows() {
+    top.clear();
+    if (!max_writer || storage.size() == 0) return;
+    const TensorDict rows =
+        storage.dict()[at::indexing::Slice(0, storage.size())];
+    const std::vector<double> rank =
+        ranks("ReplayBuffer", "storage", rows, 1);
+    for (size_t i = 0; i < rank.size(); ++i) {
+      top.emplace_back(rank[i], static_cast<int64_t>(i));
+    }
+    std::make_heap(top.begin(), top.end(),
+                   std::greater<std::pair<double, int64_t>>());
+  }
+
   ReplayBufferOptions options;
   int64_t capacity;
   c10::optional<RateLimiter> limiter;
+  c10::optional<MaxValueWriter> max_writer;  // options.writer()'s, if one
   std::condition_variable_any cv;
   int64_t inserted = 0;  // rows, since construction or clear()
   int64_t sampled = 0;
@@ -251,6 +362,9 @@ struct ReplayBuffer::Impl {
   detail::ReplayStorage storage;
   std::mt19937_64 rng;
   mutable std::mutex mu;
+  // MaxValueWriter: a min-heap (std::greater) of (rank, row), one entry per
+  // stored row.
+  std::vector<std::pair<double, int64_t>> top;
 };
 
 // ===========================================================================
@@ -270,6 +384,10 @@ int64_t ReplayBuffer::add(const TensorDict& row) {
               detail::shape_str(row.batch_size()),
               " (use extend() for batches)");
   Impl& m = *impl_;
+  // MaxValueWriter's rank of the row, checked before anything changes.
+  const std::vector<double> rank =
+      m.max_writer ? m.ranks("ReplayBuffer::add", "row", row, 0)
+                   : std::vector<double>();
   std::unique_lock<Impl> lock(m);
   Sources sources;
   // `staged`: a copy of `row` that `sources` point into when `row` views
@@ -277,6 +395,7 @@ int64_t ReplayBuffer::add(const TensorDict& row) {
   const c10::optional<TensorDict> staged =
       m.storage.prepare("ReplayBuffer::add", "row", row, 0, sources);
   m.wait_to_insert(lock, "ReplayBuffer::add", 1);
+  if (m.max_writer) return m.write_ranked(sources, 0, rank)[0];
   const int64_t i = m.storage.write_row(sources);
   m.on_write(i, 1);
   m.counted(m.inserted, 1);
@@ -290,6 +409,9 @@ at::Tensor ReplayBuffer::extend(const TensorDict& batch) {
               detail::shape_str(batch.batch_size()));
   const int64_t n = batch.batch_size()[0];
   Impl& m = *impl_;
+  const std::vector<double> rank =  // as in add()
+      m.max_writer && n > 0 ? m.ranks("ReplayBuffer::extend", "batch", batch, 1)
+                            : std::vector<double>();
   std::unique_lock<Impl> lock(m);
   Sources sources;
   if (n == 0) {
@@ -301,6 +423,12 @@ at::Tensor ReplayBuffer::extend(const TensorDict& batch) {
   const c10::optional<TensorDict> staged =  // as in add()
       m.storage.prepare("ReplayBuffer::extend", "batch", batch, 1, sources);
   m.wait_to_insert(lock, "ReplayBuffer::extend", n);
+  if (m.max_writer) {
+    const std::vector<int64_t> rows = m.write_ranked(sources, 1, rank);
+    at::Tensor index = at::detail::empty_cpu({n}, at::kLong);
+    std::copy(rows.begin(), rows.end(), index.data_ptr<int64_t>());
+    return index;
+  }
   const int64_t kept = std::min(n, m.capacity);
   at::Tensor index = at::detail::empty_cpu({kept}, at::kLong);
   const int64_t start =
@@ -388,6 +516,7 @@ void ReplayBuffer::clear() {
   std::lock_guard<Impl> lock(m);
   m.storage.clear();
   m.sampler->clear(m.storage);
+  m.top.clear();
   m.inserted = 0;
   m.sampled = 0;
   m.cv.notify_all();

@@ -238,11 +238,18 @@ c10::optional<TensorDict> ReplayStorage::prepare(const char* op,
 
 int64_t ReplayStorage::write_row(const Sources& sources) {
   const int64_t i = cursor_;
-  plan_.write_rows(sources, 0, i, 0, 1);
-  cursor_ = (i + 1) % capacity_;
-  size_ = std::min(size_ + 1, capacity_);
-  count_rows(1);
+  write_row_at(sources, 0, 0, i, /*append=*/true);
   return i;
+}
+
+void ReplayStorage::write_row_at(const Sources& sources, int64_t value_bd,
+                                 int64_t src_row, int64_t row, bool append) {
+  plan_.write_rows(sources, value_bd, row, src_row, 1);
+  if (append) {
+    cursor_ = (row + 1) % capacity_;
+    size_ = std::min(size_ + 1, capacity_);
+  }
+  count_rows(append ? 1 : 0);
 }
 
 int64_t ReplayStorage::write_rows(const Sources& sources, int64_t n,

@@ -138,6 +138,12 @@ class ReplayStorage {
   // Writes the row `sources` (batch size []) at the cursor and advances it;
   // returns the row written. `commit()` persists the new row count.
   int64_t write_row(const Sources& sources);
+  // Writes row `src_row` of `sources` (batch dims `value_bd`) to row `row`:
+  // with `append`, the cursor's row, which the cursor then passes (as
+  // write_row does); else a stored row (< size()), the cursor and size
+  // staying (MaxValueWriter's replacements). `commit()` persists.
+  void write_row_at(const Sources& sources, int64_t value_bd, int64_t src_row,
+                    int64_t row, bool append);
   // Writes the `n` rows of `sources` (batch size [n]) from the cursor on,
   // wrapping (only the last `capacity` when n > capacity, each where a
   // row-by-row write would put it), and advances the cursor; fills
