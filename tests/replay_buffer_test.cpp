@@ -1365,3 +1365,135 @@ TEST(ReplayBufferTest, MaxValueWriterErrorsChangeNothing) {
       "ReplayBufferOptions: a shared buffer cannot use MaxValueWriter (its "
       "ranking lives in one process's memory)");
 }
+
+// ---- Checkpoints (dumps / loads)
+// ---------------------------------------------------------
+
+namespace {
+
+std::string FreshDir(const std::string& name) {
+  std::string dir = ::testing::TempDir() + "rb_checkpoint_" + name + "_" +
+                    std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+// Samples `calls` batches of `n` and writes a few rows in between, keeping
+// what came out.
+std::vector<std::vector<int64_t>> Continue(ReplayBuffer& rb, int64_t n,
+                                           int calls, bool prioritized) {
+  std::vector<std::vector<int64_t>> out;
+  for (int k = 0; k < calls; ++k) {
+    auto [data, info] = rb.sample(n);
+    out.push_back(Vec(info.index));
+    out.push_back(Vec(data.get("t")));
+    if (prioritized) {
+      rb.update_priority(info.index, torch::arange(n, torch::kDouble) + k);
+      out.push_back(Vec((info.weight * 1e6).to(torch::kLong)));
+    }
+    if (k % 3 == 2) rb.extend(Trajectories({2, 3}, 100 + k, 1000 + 10 * k));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(ReplayBufferTest, ACheckpointResumesEverySamplerExactly) {
+  const std::vector<tensordict::SamplerConfig> samplers = {
+      RandomSampler(), SamplerWithoutReplacement(),
+      PrioritizedSampler().alpha(0.7).beta(0.5), SliceSampler(2),
+      SliceSamplerWithoutReplacement(2), PrioritizedSliceSampler(2)};
+  for (const auto& sampler : samplers) {
+    SCOPED_TRACE(sampler.index());
+    const bool prioritized = sampler.index() == 2 || sampler.index() == 5;
+    auto options = ReplayBufferOptions(24).sampler(sampler).seed(11);
+    ReplayBuffer a(options);
+    a.extend(Trajectories({5, 3, 7, 2, 6, 4}, 0, 0));  // wraps: 27 rows
+    (void)Continue(a, 4, 4, prioritized);  // mid-epoch, priorities set
+    const std::string dir = FreshDir(std::to_string(sampler.index()));
+    a.dumps(dir);
+    const auto expected = Continue(a, 4, 9, prioritized);
+
+    ReplayBuffer b(ReplayBufferOptions(24).sampler(sampler).seed(99));
+    b.extend(Trajectories({3}, 50, 500));  // replaced by the checkpoint
+    b.loads(dir);
+    EXPECT_EQ(b.size(), 24);
+    EXPECT_EQ(Continue(b, 4, 9, prioritized), expected);
+    // The directory is a storage_dir too.
+    ReplayBuffer reopened(ReplayBufferOptions(24).sampler(sampler).storage_dir(dir));
+    EXPECT_EQ(reopened.size(), 24);
+    std::filesystem::remove_all(dir);
+  }
+}
+
+TEST(ReplayBufferTest, ACheckpointKeepsTheRateLimiterAndTheMaxValueWriter) {
+  using tensordict::MaxValueWriter;
+  auto options = ReplayBufferOptions(3)
+                     .writer(MaxValueWriter().rank_key(
+                         tensordict::NestedKey("key")))
+                     .rate_limiter(tensordict::RateLimiter(1.0).error_buffer(10))
+                     .seed(1);
+  ReplayBuffer a(options);
+  a.extend(Ranked({4, 1, 6}));
+  (void)a.sample(2);
+  const std::string dir = FreshDir("max_value");
+  a.dumps(dir);
+  ReplayBuffer b(options);
+  b.loads(dir);
+  EXPECT_EQ(b.rate_limiter_info().inserted, 3);
+  EXPECT_EQ(b.rate_limiter_info().sampled, 2);
+  // The ranking came back: 5 replaces the 1 (row 1), 0 is dropped.
+  EXPECT_EQ(Vec(b.extend(Ranked({5, 0}))), std::vector<int64_t>({1, -1}));
+  EXPECT_EQ(StoredKeys(b), std::multiset<float>({4, 5, 6}));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ReplayBufferTest, ACheckpointThatDoesNotFitChangesNothing) {
+  auto options = ReplayBufferOptions(10).sampler(SamplerWithoutReplacement());
+  ReplayBuffer a(options.seed(3));
+  a.extend(Rows(6, 0));
+  (void)a.sample(2);
+  const std::string dir = FreshDir("mismatch");
+  a.dumps(dir);
+  ExpectThrowsMsg(
+      [&] { a.dumps(dir); },
+      "ReplayBuffer::dumps: '" + dir +
+          "' is not empty; dumps writes a checkpoint into a new or empty "
+          "directory only");
+
+  ReplayBuffer b(options);
+  b.extend(Rows(2, 50));
+  const State before = Capture(b);
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        ReplayBuffer(ReplayBufferOptions(12).sampler(SamplerWithoutReplacement()))
+            .loads(dir);
+      },
+      "ReplayBuffer::loads: '" + dir +
+          "' holds a buffer of capacity 10, this buffer has capacity 12");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { ReplayBuffer(ReplayBufferOptions(10)).loads(dir); },
+      "ReplayBuffer::loads: '" + dir +
+          "' holds a buffer with sampler SamplerWithoutReplacement, this "
+          "buffer's is RandomSampler");
+  ExpectThrowsMsg(
+      [&] { b.loads(dir + "/storage"); },
+      "ReplayBuffer::loads: '" + dir +
+          "/storage' holds no checkpoint (no checkpoint/meta.json; "
+          "ReplayBuffer::dumps writes one)");
+  // Rows of another structure.
+  ReplayBuffer other(options);
+  other.extend(Trajectories({2}, 0, 0));
+  const State other_before = Capture(other);
+  ExpectThrowsMsgPrefix([&] { other.loads(dir); }, "ReplayBuffer::loads: ");
+  ExpectSame(other, other_before);
+  // A damaged epoch: not a permutation.
+  auto perm = TensorDict::load_memmap(dir + "/checkpoint").get("epoch_perm");
+  perm[0] = perm[1].item<int64_t>();
+  ExpectThrowsMsgPrefix(
+      [&] { b.loads(dir); },
+      "ReplayBuffer::loads: the checkpoint's epoch is not a permutation of "
+      "its size");
+  ExpectSame(b, before);
+  std::filesystem::remove_all(dir);
+}

@@ -449,6 +449,32 @@ class ReplayBuffer {
   /// priority changes. With duplicate indices, the last one wins.
   void update_priority(const at::Tensor& index, const at::Tensor& priority);
 
+  /// Writes a checkpoint of the whole buffer into `dir`, which must not
+  /// exist or be empty (a checkpoint is never written over another, so a
+  /// crash during `dumps` cannot destroy the previous one). `loads` of it
+  /// resumes the buffer exactly: the same rows, cursor and size, and the
+  /// same samples afterwards as from the uninterrupted buffer (the random
+  /// generator, `SamplerWithoutReplacement`'s and the slice samplers'
+  /// epochs, the priorities and the trees, the rate limiter's counts; a
+  /// `MaxValueWriter` ranks the stored rows again).
+  ///
+  /// Layout: what `storage_dir` holds (a buffer that `ReplayBufferOptions::
+  /// storage_dir(dir)` reopens, and TorchRL's files, so TorchRL's
+  /// `ReplayBuffer.loads(dir)` loads its rows and priorities), plus
+  /// `checkpoint/`, a memmap directory (Python tensordict's format) of the
+  /// rest: `format_version`, `capacity`, `sampler` (the `SamplerConfig`
+  /// index), `rng` (the generator's state as text, uint8), `inserted`,
+  /// `sampled`, and the sampler's entries (`epoch_perm`, `epoch_pos`,
+  /// `epoch_size`; `mass`, `max_priority`). The storage is copied to the CPU.
+  void dumps(const std::string& dir) const;
+  /// Replaces this buffer's state with the checkpoint `dumps` wrote in
+  /// `dir`. The buffer must have the capacity and sampler the checkpoint
+  /// was written with (else a `c10::ValueError` naming both), and, once it
+  /// has rows, their structure. Everything is checked before anything
+  /// changes: a damaged checkpoint or a mismatch throws a `c10::Error`
+  /// naming the problem and leaves the buffer as it was.
+  void loads(const std::string& dir);
+
   /// Rows currently stored (≤ capacity).
   [[nodiscard]] int64_t size() const;
   [[nodiscard]] int64_t capacity() const;

@@ -26,6 +26,13 @@ namespace detail {
 /// directory.
 void make_dir(const std::string& dir);
 
+/// Whether something exists at `path` (stat succeeds).
+bool path_exists(const std::string& path);
+
+/// Whether the directory `dir` has no entries; throws naming it when it
+/// cannot be listed. Messages start with `fn`.
+bool dir_is_empty(const std::string& dir, const char* fn);
+
 /// Replaces the file `dir`/`name` by one holding the `size` bytes at `data`.
 /// When `map`, returns the new file mapped shared and writable (uint8
 /// `[size]`; stores into it reach the file), else an undefined tensor. On

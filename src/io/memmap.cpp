@@ -1541,6 +1541,28 @@ ImplPtr dict_from_consolidated_meta(const nlohmann::ordered_json& meta,
 
 namespace detail {
 
+bool path_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+bool dir_is_empty(const std::string& dir, const char* fn) {
+  DIR* d = ::opendir(dir.c_str());
+  const int err = errno;
+  TORCH_CHECK(d != nullptr, fn, ": cannot list '", dir, "': ",
+              std::strerror(err));
+  bool empty = true;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") {
+      empty = false;
+      break;
+    }
+  }
+  ::closedir(d);
+  return empty;
+}
+
 void make_dir(const std::string& dir) {
   // mkdir -p, one component at a time.
   size_t pos = 0;

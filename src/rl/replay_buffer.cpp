@@ -30,11 +30,13 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "core/internal.h"
+#include "io/files.h"
 #include "rl/process_mutex.h"
 #include "rl/samplers.h"
 #include "rl/storage.h"
@@ -46,13 +48,18 @@ using detail::TensorDictImpl;
 
 namespace {
 
-const char* sampler_name(const SamplerConfig& s) {
+// The name of SamplerConfig alternative `index`.
+const char* sampler_name_at(size_t index) {
   static constexpr const char* kNames[] = {
       "RandomSampler",  "SamplerWithoutReplacement",
       "PrioritizedSampler", "SliceSampler",
       "SliceSamplerWithoutReplacement", "PrioritizedSliceSampler"};
   static_assert(std::size(kNames) == std::variant_size_v<SamplerConfig>);
-  return kNames[s.index()];
+  return kNames[index];
+}
+
+const char* sampler_name(const SamplerConfig& s) {
+  return sampler_name_at(s.index());
 }
 
 // The sampler `options` asks for, its parameters checked.
@@ -497,6 +504,131 @@ void ReplayBuffer::update_priority(const at::Tensor& index,
                       pp[k], " for index ", ip[k]);
   }
   m.prioritized->update_priority(m.storage, ip, pp, n);
+}
+
+// ---- Checkpoints --------------------------------------------------------------
+
+namespace {
+
+constexpr int64_t kCheckpointVersion = 1;
+
+// `options` for a ReplayStorage of the checkpoint in `dir` (on the CPU,
+// neither shared nor sparse).
+ReplayBufferOptions checkpoint_options(const ReplayBufferOptions& options,
+                                       const std::string& dir) {
+  ReplayBufferOptions o = options;
+  o.storage_dir(dir).device(c10::nullopt).shared(false).sparse_storage(false)
+      .rate_limiter(c10::nullopt);
+  return o;
+}
+
+}  // namespace
+
+void ReplayBuffer::dumps(const std::string& dir) const {
+  Impl& m = *impl_;
+  std::lock_guard<Impl> lock(m);
+  detail::make_dir(dir);
+  TORCH_CHECK(detail::dir_is_empty(dir, "ReplayBuffer::dumps"), "ReplayBuffer::dumps: '", dir,
+              "' is not empty; dumps writes a checkpoint into a new or empty "
+              "directory only");
+  detail::ReplayStorage out(checkpoint_options(m.options, dir));
+  if (m.storage.allocated()) {
+    Sources sources;
+    (void)out.prepare("ReplayBuffer::dumps", "storage", m.storage.dict(), 1,
+                      sources);
+    std::vector<int64_t> rows(static_cast<size_t>(m.capacity));
+    out.write_rows(sources, m.capacity, rows.data());
+    out.restore_rows_written(m.storage.rows_written());
+  }
+  std::ostringstream rng;
+  rng << m.rng;
+  const std::string text = rng.str();
+  at::Tensor rng_bytes = at::empty({static_cast<int64_t>(text.size())},
+                                   at::kByte);
+  std::copy(text.begin(), text.end(), rng_bytes.data_ptr<uint8_t>());
+  std::vector<Item> state;
+  auto scalar = [&](const char* key, int64_t v) {
+    state.emplace_back(key, at::scalar_tensor(v, at::kLong));
+  };
+  scalar("format_version", kCheckpointVersion);
+  scalar("capacity", m.capacity);
+  scalar("sampler", static_cast<int64_t>(m.options.sampler().index()));
+  state.emplace_back("rng", rng_bytes);
+  scalar("inserted", m.inserted);
+  scalar("sampled", m.sampled);
+  m.sampler->save_state(m.storage, out, state);
+  (void)TensorDict(std::move(state), {}).memmap(dir + "/checkpoint");
+}
+
+void ReplayBuffer::loads(const std::string& dir) {
+  Impl& m = *impl_;
+  std::lock_guard<Impl> lock(m);
+  const std::string cp = dir + "/checkpoint";
+  TORCH_CHECK(detail::path_exists(cp + "/meta.json"),
+              "ReplayBuffer::loads: '", dir,
+              "' holds no checkpoint (no checkpoint/meta.json; "
+              "ReplayBuffer::dumps writes one)");
+  const TensorDict state = TensorDict::load_memmap(cp, /*read_only=*/true);
+  auto scalar = [&](const char* key) {
+    return detail::checkpoint_entry(state, key, at::kLong, 0).item<int64_t>();
+  };
+  const int64_t version = scalar("format_version");
+  TORCH_CHECK(version == kCheckpointVersion, "ReplayBuffer::loads: '", dir,
+              "': checkpoint format_version ", version,
+              ", this library reads version ", kCheckpointVersion);
+  const int64_t capacity = scalar("capacity");
+  TORCH_CHECK_VALUE(capacity == m.capacity, "ReplayBuffer::loads: '", dir,
+                    "' holds a buffer of capacity ", capacity,
+                    ", this buffer has capacity ", m.capacity);
+  const int64_t sampler = scalar("sampler");
+  const auto ours = static_cast<int64_t>(m.options.sampler().index());
+  TORCH_CHECK_VALUE(sampler == ours, "ReplayBuffer::loads: '", dir,
+                    "' holds a buffer with sampler ",
+                    sampler >= 0 && sampler < static_cast<int64_t>(
+                                                  std::variant_size_v<
+                                                      SamplerConfig>)
+                        ? sampler_name_at(static_cast<size_t>(sampler))
+                        : "(unknown)",
+                    ", this buffer's is ", sampler_name(m.options.sampler()));
+  const at::Tensor rng_bytes =
+      detail::checkpoint_entry(state, "rng", at::kByte, -1);
+  std::mt19937_64 rng;
+  {
+    std::istringstream in(std::string(
+        reinterpret_cast<const char*>(rng_bytes.data_ptr<uint8_t>()),
+        static_cast<size_t>(rng_bytes.numel())));
+    in >> rng;
+    TORCH_CHECK(!in.fail(), "ReplayBuffer::loads: '", dir,
+                "': the checkpoint's rng is not a generator state");
+  }
+  const int64_t inserted = scalar("inserted");
+  const int64_t sampled = scalar("sampled");
+  TORCH_CHECK(inserted >= 0 && sampled >= 0, "ReplayBuffer::loads: '", dir,
+              "': the checkpoint's inserted and sampled counts must be >= 0, "
+              "got ", inserted, " and ", sampled);
+  detail::ReplayStorage source(checkpoint_options(m.options, dir));
+  detail::Sampler::Restore restore =
+      m.sampler->load_state(state, source.size());
+  Sources sources;
+  if (source.allocated()) {
+    (void)m.storage.prepare("ReplayBuffer::loads", "checkpoint's storage",
+                            source.dict(), 1, sources);
+  }
+  // Everything was checked: from here on nothing throws. The rows are
+  // copied from row 0 on (the cursor after clear()), as they lie.
+  m.storage.clear();
+  if (source.allocated()) {
+    std::vector<int64_t> rows(static_cast<size_t>(m.capacity));
+    m.storage.write_rows(sources, m.capacity, rows.data());
+    m.storage.restore_rows_written(source.rows_written());
+  }
+  m.sampler->clear(m.storage);
+  restore(m.storage);
+  m.rng = rng;
+  m.inserted = inserted;
+  m.sampled = sampled;
+  m.rank_stored_rows();
+  m.cv.notify_all();
 }
 
 int64_t ReplayBuffer::size() const {

@@ -82,6 +82,66 @@ void Epoch::clear() {
   size_ = -1;
 }
 
+void Epoch::save(bool current, std::vector<Item>& state) const {
+  const bool keep = current && size_ >= 0;
+  at::Tensor perm = at::empty({keep ? static_cast<int64_t>(perm_.size()) : 0},
+                              at::kLong);
+  if (keep) std::copy(perm_.begin(), perm_.end(), perm.data_ptr<int64_t>());
+  state.emplace_back("epoch_perm", perm);
+  state.emplace_back("epoch_pos",
+                     at::scalar_tensor(keep ? static_cast<int64_t>(pos_) : 0,
+                                       at::kLong));
+  state.emplace_back("epoch_size",
+                     at::scalar_tensor(keep ? size_ : -1, at::kLong));
+}
+
+Epoch Epoch::load(const TensorDict& state, uint64_t version) const {
+  const at::Tensor perm = checkpoint_entry(state, "epoch_perm", at::kLong, -1);
+  const auto pos = checkpoint_entry(state, "epoch_pos", at::kLong, 0)
+                       .item<int64_t>();
+  const auto size = checkpoint_entry(state, "epoch_size", at::kLong, 0)
+                        .item<int64_t>();
+  const int64_t n = perm.numel();
+  const int64_t* p = perm.data_ptr<int64_t>();
+  bool valid = size == -1 ? n == 0 && pos == 0
+                          : size == n && pos >= 0 && pos <= n;
+  // A permutation of [0, size).
+  std::vector<uint8_t> seen(static_cast<size_t>(valid ? n : 0), 0);
+  for (int64_t k = 0; valid && k < n; ++k) {
+    valid = p[k] >= 0 && p[k] < n && seen[static_cast<size_t>(p[k])]++ == 0;
+  }
+  TORCH_CHECK(valid,
+              "ReplayBuffer::loads: the checkpoint's epoch is not a "
+              "permutation of its size (epoch_size ",
+              size, ", epoch_pos ", pos, ", ", n, " entries in epoch_perm)");
+  Epoch e(drop_last_);
+  e.perm_.assign(p, p + n);
+  e.pos_ = static_cast<size_t>(pos);
+  e.size_ = size;
+  e.version_ = version;
+  return e;
+}
+
+at::Tensor checkpoint_entry(const TensorDict& state, const char* key,
+                            at::ScalarType dtype, int64_t numel) {
+  const Node* node = lookup(TensorDictImpl::of(state), NestedKey(key));
+  const bool ok = node != nullptr && !node->is_dict() &&
+                  node->tensor.scalar_type() == dtype &&
+                  node->tensor.dim() == (numel == 0 ? 0 : 1) &&
+                  (numel <= 0 || node->tensor.numel() == numel);
+  TORCH_CHECK(ok, "ReplayBuffer::loads: the checkpoint's entry ", key,
+              " must be a ", dtype_name(dtype), " ",
+              numel == 0    ? std::string("scalar")
+              : numel == -1 ? std::string("1-D tensor")
+                            : "tensor of shape [" + std::to_string(numel) + "]",
+              ", got ",
+              node == nullptr    ? std::string("nothing")
+              : node->is_dict()  ? std::string("a dict")
+                                 : dtype_name(node->tensor.scalar_type()) +
+                                       " " + shape_str(node->tensor.sizes()));
+  return node->tensor.to(at::kCPU).contiguous();
+}
+
 // ---- SamplerWithoutReplacement ----------------------------------------------
 
 at::Tensor WithoutReplacementSamplerImpl::sample(const ReplayStorage& storage,
@@ -99,6 +159,20 @@ at::Tensor WithoutReplacementSamplerImpl::sample(const ReplayStorage& storage,
 
 void WithoutReplacementSamplerImpl::clear(ReplayStorage& /*storage*/) {
   epoch_.clear();
+}
+
+void WithoutReplacementSamplerImpl::save_state(const ReplayStorage& /*storage*/,
+                                               ReplayStorage& /*out*/,
+                                               std::vector<Item>& state) const {
+  epoch_.save(/*current=*/true, state);  // renewed by size, as it would be
+}
+
+Sampler::Restore WithoutReplacementSamplerImpl::load_state(
+    const TensorDict& state, int64_t /*size*/) {
+  Epoch epoch = epoch_.load(state, 0);
+  return [this, epoch = std::move(epoch)](ReplayStorage& /*storage*/) {
+    epoch_ = epoch;
+  };
 }
 
 // ---- Sampler configurations -------------------------------------------------
@@ -266,6 +340,52 @@ void PrioritizedSamplerImpl::clear(ReplayStorage& storage) {
   storage.priorities().set_max(kInitialMaxPriority);
 }
 
+void PrioritizedSamplerImpl::save_state(const ReplayStorage& storage,
+                                        ReplayStorage& out,
+                                        std::vector<Item>& state) const {
+  const int64_t size = storage.size();
+  at::Tensor mass = at::empty({size}, at::kDouble);
+  double* m = mass.data_ptr<double>();
+  const PersistedPriorities& persisted = out.priorities();
+  for (int64_t i = 0; i < size; ++i) {
+    const double v = min_tree_.get(i);
+    m[i] = std::isfinite(v) ? v : 0.0;
+    // The raw priority the mass comes from, for reopening the directory.
+    persisted.set(i, std::max(std::pow(m[i], 1.0 / alpha_) - eps_, 0.0),
+                  m[i]);
+  }
+  persisted.set_max(max_priority_);
+  state.emplace_back("mass", mass);
+  state.emplace_back("max_priority",
+                     at::scalar_tensor(max_priority_, at::kDouble));
+}
+
+Sampler::Restore PrioritizedSamplerImpl::load_state(const TensorDict& state,
+                                                    int64_t size) {
+  at::Tensor mass = checkpoint_entry(state, "mass", at::kDouble, size);
+  const double max_p =
+      checkpoint_entry(state, "max_priority", at::kDouble, 0).item<double>();
+  const double* m = mass.data_ptr<double>();
+  bool valid = std::isfinite(max_p) && max_p >= 0;
+  for (int64_t i = 0; valid && i < size; ++i) {
+    valid = std::isfinite(m[i]) && m[i] >= 0;
+  }
+  TORCH_CHECK(valid,
+              "ReplayBuffer::loads: the checkpoint's mass and max_priority "
+              "must be finite and >= 0");
+  return [this, mass, max_p](ReplayStorage& storage) {
+    const double* m = mass.data_ptr<double>();
+    const PersistedPriorities& persisted = storage.priorities();
+    for (int64_t i = 0; i < mass.numel(); ++i) {
+      set_priority(i, m[i]);
+      persisted.set(i, std::max(std::pow(m[i], 1.0 / alpha_) - eps_, 0.0),
+                    m[i]);
+    }
+    max_priority_ = max_p;
+    persisted.set_max(max_p);
+  };
+}
+
 // The priorities of a reopened storage's rows (the storage gave rows last
 // written without a PrioritizedSampler the initial priority again).
 void PrioritizedSamplerImpl::restore(ReplayStorage& storage) {
@@ -361,6 +481,22 @@ void SliceSamplerImpl::clear(ReplayStorage& /*storage*/) {
   trajs_writes_ = ~uint64_t{0};
 }
 
+// The epoch is current when no write came after it.
+void SliceSamplerImpl::save_state(const ReplayStorage& storage,
+                                  ReplayStorage& /*out*/,
+                                  std::vector<Item>& state) const {
+  epoch_.save(epoch_.version() == storage.writes(), state);
+}
+
+Sampler::Restore SliceSamplerImpl::load_state(const TensorDict& state,
+                                              int64_t /*size*/) {
+  (void)epoch_.load(state, 0);  // checks it
+  // Current: it belongs to the storage as loaded.
+  return [this, state](ReplayStorage& storage) {
+    epoch_ = epoch_.load(state, storage.writes());
+  };
+}
+
 // ---- PrioritizedSliceSampler ------------------------------------------------
 
 PrioritizedSliceSamplerImpl::PrioritizedSliceSamplerImpl(
@@ -405,6 +541,15 @@ void PrioritizedSliceSamplerImpl::on_write(ReplayStorage& storage,
 void PrioritizedSliceSamplerImpl::restore(ReplayStorage& storage) {
   PrioritizedSamplerImpl::restore(storage);
   if (storage.allocated()) refresh(storage, 0, storage.size());
+}
+
+Sampler::Restore PrioritizedSliceSamplerImpl::load_state(
+    const TensorDict& state, int64_t size) {
+  Restore masses = PrioritizedSamplerImpl::load_state(state, size);
+  return [this, masses = std::move(masses)](ReplayStorage& storage) {
+    masses(storage);
+    if (storage.allocated()) refresh(storage, 0, storage.size());
+  };
 }
 
 at::Tensor PrioritizedSliceSamplerImpl::sample(const ReplayStorage& storage,

@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <utility>
@@ -39,7 +40,28 @@ class Sampler {
   // After the constructor reopened a disk-backed `storage`: restores the
   // state the storage persists for the sampler.
   virtual void restore(ReplayStorage& /*storage*/) {}
+
+  // ---- Checkpoints (ReplayBuffer::dumps and loads) -------------------------
+  // Adds the sampler's state to `state` (entries of a dict of batch size
+  // []), and the persisted priorities to `out`, the checkpoint's storage.
+  virtual void save_state(const ReplayStorage& /*storage*/,
+                          ReplayStorage& /*out*/,
+                          std::vector<Item>& /*state*/) const {}
+  // Checks `state` (what save_state wrote, for a storage of `size` rows)
+  // without changing anything, and returns what sets the sampler to it once
+  // the buffer holds the checkpoint's rows. Throws naming the entry.
+  using Restore = std::function<void(ReplayStorage&)>;
+  virtual Restore load_state(const TensorDict& /*state*/,
+                             int64_t /*size*/) {
+    return [](ReplayStorage& /*storage*/) {};
+  }
 };
+
+// Entry `key` of a checkpoint's state: a contiguous CPU tensor of `dtype`
+// with `numel` elements (any number when -1), 1-D, or 0-D when `numel` is 0
+// (a scalar). Throws a c10::Error naming the entry otherwise.
+at::Tensor checkpoint_entry(const TensorDict& state, const char* key,
+                            at::ScalarType dtype, int64_t numel);
 
 // Uniform with replacement.
 class RandomSamplerImpl final : public Sampler {
@@ -62,6 +84,14 @@ class Epoch {
   void draw(int64_t size, uint64_t version, std::mt19937_64& rng, int64_t n,
             int64_t* out);
   void clear();
+  // Checkpoints: the epoch as entries "epoch_perm" (int64 [n]),
+  // "epoch_pos" and "epoch_size" (int64 scalars). Unless `current` (the
+  // epoch belongs to the storage as it is now), it is saved as renewed at
+  // the next draw.
+  void save(bool current, std::vector<Item>& state) const;
+  // Checks the entries `save` wrote; the epoch has version `version`.
+  [[nodiscard]] Epoch load(const TensorDict& state, uint64_t version) const;
+  [[nodiscard]] uint64_t version() const { return version_; }
 
  private:
   void renew(int64_t size, uint64_t version, std::mt19937_64& rng);
@@ -82,6 +112,9 @@ class WithoutReplacementSamplerImpl final : public Sampler {
   at::Tensor sample(const ReplayStorage& storage, std::mt19937_64& rng,
                     int64_t n, int64_t* out) override;
   void clear(ReplayStorage& storage) override;
+  void save_state(const ReplayStorage& storage, ReplayStorage& out,
+                  std::vector<Item>& state) const override;
+  Restore load_state(const TensorDict& state, int64_t size) override;
 
  private:
   bool drop_last_;
@@ -124,6 +157,11 @@ class PrioritizedSamplerImpl : public Sampler {
   // ReplayBuffer: rows stored, priorities finite and >= 0).
   void update_priority(ReplayStorage& storage, const int64_t* index,
                        const double* priority, int64_t n);
+  // The masses (priority + eps)^alpha ("mass", float64 [size]) and the
+  // largest raw priority ("max_priority"), which restore the trees exactly.
+  void save_state(const ReplayStorage& storage, ReplayStorage& out,
+                  std::vector<Item>& state) const override;
+  Restore load_state(const TensorDict& state, int64_t size) override;
 
  protected:
   // Draws `n` of the `size` stored rows by mass into `out`, and their
@@ -163,6 +201,9 @@ class SliceSamplerImpl final : public Sampler {
   at::Tensor sample(const ReplayStorage& storage, std::mt19937_64& rng,
                     int64_t n, int64_t* out) override;
   void clear(ReplayStorage& storage) override;
+  void save_state(const ReplayStorage& storage, ReplayStorage& out,
+                  std::vector<Item>& state) const override;
+  Restore load_state(const TensorDict& state, int64_t size) override;
 
  private:
   void find_trajectories(const ReplayStorage& storage);
@@ -187,6 +228,7 @@ class PrioritizedSliceSamplerImpl final : public PrioritizedSamplerImpl {
                     int64_t n, int64_t* out) override;
   void on_write(ReplayStorage& storage, int64_t first, int64_t count) override;
   void restore(ReplayStorage& storage) override;
+  Restore load_state(const TensorDict& state, int64_t size) override;
 
  private:
   // Recomputes which of timeline positions [from, to) start a slice.

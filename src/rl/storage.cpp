@@ -24,6 +24,7 @@
 #include "core/non_tensor.h"
 #include "core/tree.h"
 #include "core/write_plan.h"
+#include "io/files.h"
 #include "rl/sampler_config.h"
 
 namespace tensordict {
@@ -48,11 +49,6 @@ void advise_huge_pages(const at::Tensor& t) {
 #else
   (void)t;
 #endif
-}
-
-bool file_exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
 }
 
 // TorchRL's TensorDictReplayBuffer stores each row's index in "index".
@@ -120,7 +116,7 @@ ReplayStorage::~ReplayStorage() {
 void ReplayStorage::sync() {
   if (!shared_) return;
   if (rows_ptr_ == nullptr) {
-    if (!file_exists(sub("state/meta.json"))) return;  // nothing written yet
+    if (!path_exists(sub("state/meta.json"))) return;  // nothing written yet
     reopen();  // another process allocated the storage
     write_torchrl_files();
     ++writes_;
@@ -286,6 +282,12 @@ void ReplayStorage::set_rows_written(int64_t rows) {
   cursor_ = rows % capacity_;
 }
 
+void ReplayStorage::restore_rows_written(int64_t rows) {
+  set_rows_written(rows);
+  ++writes_;
+  commit();
+}
+
 void ReplayStorage::commit() const {
   if (rows_ptr_ != nullptr) {
     __atomic_store_n(rows_ptr_, rows_written_, __ATOMIC_RELEASE);
@@ -340,7 +342,7 @@ void ReplayStorage::open_dir(const std::string& storage_dir) {
   }
   TORCH_CHECK(S_ISDIR(st.st_mode), "ReplayBuffer: storage_dir '", dir_,
               "' exists and is not a directory");
-  if (file_exists(sub("state/meta.json"))) {
+  if (path_exists(sub("state/meta.json"))) {
     reopen();
   } else if (is_torchrl_dump(dir_)) {
     import_torchrl();
@@ -455,7 +457,7 @@ void ReplayStorage::reopen() {
   // Checks every leaf before anything changes.
   bind_state(state, priority);
   TensorDict st;
-  const bool has_storage = file_exists(sub("storage/meta.json"));
+  const bool has_storage = path_exists(sub("storage/meta.json"));
   TORCH_CHECK(has_storage || rows == 0,
               "ReplayBuffer: cannot reopen the "
               "buffer in '",

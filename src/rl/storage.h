@@ -150,6 +150,12 @@ class ReplayStorage {
   // `index[0, min(n, capacity))` with the rows written and returns the
   // first. `commit()` persists the new row count.
   int64_t write_rows(const Sources& sources, int64_t n, int64_t* index);
+  // Rows written since creation or clear() (cursor = rows % capacity, size
+  // = min(rows, capacity)).
+  [[nodiscard]] int64_t rows_written() const { return rows_written_; }
+  // After rows were copied in from a checkpoint (ReplayBuffer::loads): the
+  // counter, cursor and size that `rows` gives, persisted.
+  void restore_rows_written(int64_t rows);
   // Persists the counter after a write or clear(): one aligned 8-byte store.
   void commit() const;
   // Forgets every row (cursor, size and the persisted row count); keeps the

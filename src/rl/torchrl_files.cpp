@@ -54,11 +54,6 @@ void write_json(const std::string& dir, const std::string& name,
   (void)write_file(dir, name, text.data(), text.size(), /*map=*/false, kWhat);
 }
 
-bool exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
-}
-
 // The JSON object in `path`; `what` says which TorchRL file it is.
 ordered_json read_object(const std::string& path) {
   c10::optional<ordered_json> j = read_json_file(path, kWhat);
@@ -198,7 +193,7 @@ void TorchRLFiles::set_mass(int64_t i, double mass) const {
 // ---- Reading ----------------------------------------------------------------
 
 bool is_torchrl_dump(const std::string& dir) {
-  return exists(dir + "/storage/storage_metadata.json");
+  return path_exists(dir + "/storage/storage_metadata.json");
 }
 
 TorchRLDump read_torchrl_dump(const std::string& dir, int64_t capacity,
