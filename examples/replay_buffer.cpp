@@ -10,13 +10,16 @@
 #include <thread>
 #include <vector>
 
+using tensordict::MaxValueWriter;
 using tensordict::PrioritizedSampler;
+using tensordict::PrioritizedSliceSampler;
 using tensordict::RateLimiter;
 using tensordict::RateLimiterInfo;
 using tensordict::ReplayBuffer;
 using tensordict::ReplayBufferOptions;
 using tensordict::SamplerWithoutReplacement;
 using tensordict::SliceSampler;
+using tensordict::SliceSamplerWithoutReplacement;
 using tensordict::TensorDict;
 
 // One environment step of `n` parallel environments.
@@ -122,6 +125,37 @@ int main() {
     TORCH_CHECK(at::equal(t - t[0], torch::arange(4)));  // consecutive steps
   }
 
+  // ---- Slices without replacement, prioritized slices -----------------------
+  ReplayBuffer visits(ReplayBufferOptions(100)
+                          .sampler(SliceSamplerWithoutReplacement(4))
+                          .seed(0));
+  visits.extend(traj.storage()[at::indexing::Slice(0, 16)]);
+  // 2 episodes long enough: each epoch gives one slice of each.
+  auto [epoch, einfo] = visits.sample(8);
+  TORCH_CHECK(epoch.get("episode")[0].item<float>() !=
+              epoch.get("episode")[4].item<float>());
+
+  ReplayBuffer pslices(ReplayBufferOptions(100)
+                           .sampler(PrioritizedSliceSampler(4).alpha(1.0))
+                           .seed(0));
+  pslices.extend(traj.storage()[at::indexing::Slice(0, 16)]);
+  // Slices starting at row 8 get a large priority: they dominate.
+  pslices.update_priority(torch::tensor({8}), torch::tensor({1000.0}));
+  auto [ps, psinfo] = pslices.sample(400);  // 100 slices
+  const double from_8 =
+      psinfo.index.view({100, 4}).select(1, 0).eq(8).sum().item<double>() / 100;
+  std::cout << "slices from row 8: " << (from_8 > 0.9 ? "most" : "few") << "\n";
+  TORCH_CHECK(at::equal(psinfo.weight.view({100, 4}).select(1, 0),
+                        psinfo.weight.view({100, 4}).select(1, 3)));
+
+  // ---- Keeping the best rows ------------------------------------------------
+  ReplayBuffer best(ReplayBufferOptions(3).writer(
+      MaxValueWriter().rank_key(tensordict::NestedKey("return"))));
+  at::Tensor returns = torch::tensor({5.0, 1.0, 7.0, 3.0, 9.0});
+  at::Tensor kept =
+      best.extend(TensorDict({{"return", returns}}, {5}));  // 1 and 3 lose
+  std::cout << str(kept) << "\n";
+
   // ---- Threads: producers extend while a learner samples --------------------
   ReplayBuffer shared(ReplayBufferOptions(10000).seed(0));
   std::vector<std::thread> producers;
@@ -202,6 +236,16 @@ int main() {
   } catch (const c10::Error& e) {
     std::cout << e.msg() << "\n";
   }
+
+  // ---- Checkpoints ------------------------------------------------------------
+  ReplayBuffer live(ReplayBufferOptions(64).sampler(SamplerWithoutReplacement()).seed(7));
+  live.extend(make_step(50));
+  (void)live.sample(16);            // mid-epoch
+  live.dumps(tmpl + "/checkpoint");  // a new (or empty) directory
+  at::Tensor next = live.sample(16).second.index;
+  ReplayBuffer resumed(ReplayBufferOptions(64).sampler(SamplerWithoutReplacement()));
+  resumed.loads(tmpl + "/checkpoint");
+  TORCH_CHECK(at::equal(resumed.sample(16).second.index, next));
   std::filesystem::remove_all(tmpl);
   std::cout << "disk-backed buffer reopened intact\n";
   return 0;
