@@ -144,6 +144,10 @@ int Run(const std::string& scenario, const Group& pg) {
       }
     }
   } else if (scenario == "silent") {
+    // Outlive the test's receive timeout, so that the test sees it time
+    // out rather than this process close the connection (under ASan both
+    // sides' equal timeouts raced).
+    std::this_thread::sleep_for(std::chrono::seconds(3));
     WaitDone(pg);
   } else {
     std::cerr << "unknown scenario " << scenario << "\n";
