@@ -95,7 +95,7 @@ void Epoch::save(bool current, std::vector<Item>& state) const {
                      at::scalar_tensor(keep ? size_ : -1, at::kLong));
 }
 
-Epoch Epoch::load(const TensorDict& state, uint64_t version) const {
+Epoch Epoch::load(const TensorDict& state) const {
   const at::Tensor perm = checkpoint_entry(state, "epoch_perm", at::kLong, -1);
   const auto pos = checkpoint_entry(state, "epoch_pos", at::kLong, 0)
                        .item<int64_t>();
@@ -118,7 +118,6 @@ Epoch Epoch::load(const TensorDict& state, uint64_t version) const {
   e.perm_.assign(p, p + n);
   e.pos_ = static_cast<size_t>(pos);
   e.size_ = size;
-  e.version_ = version;
   return e;
 }
 
@@ -148,7 +147,7 @@ at::Tensor WithoutReplacementSamplerImpl::sample(const ReplayStorage& storage,
                                                  std::mt19937_64& rng,
                                                  int64_t n, int64_t* out) {
   const int64_t size = storage.size();
-  if (drop_last_) {
+  if (epoch_.drop_last()) {
     TORCH_CHECK(n <= size, "ReplayBuffer::sample: batch_size ", n,
                 " exceeds the buffer's size ", size,
                 " (SamplerWithoutReplacement with drop_last)");
@@ -169,7 +168,7 @@ void WithoutReplacementSamplerImpl::save_state(const ReplayStorage& /*storage*/,
 
 Sampler::Restore WithoutReplacementSamplerImpl::load_state(
     const TensorDict& state, int64_t /*size*/) {
-  Epoch epoch = epoch_.load(state, 0);
+  Epoch epoch = epoch_.load(state);  // version 0, as draw() gets
   return [this, epoch = std::move(epoch)](ReplayStorage& /*storage*/) {
     epoch_ = epoch;
   };
@@ -221,22 +220,34 @@ Timeline::Timeline(const ReplayStorage& storage, const SliceSpec& spec)
               " has the complex dtype ",
               dtype_name(node->tensor.scalar_type()));
   leaf_ = node->tensor.reshape({capacity_, -1});
-  if (!leaf_.is_cpu()) leaf_ = leaf_.to(at::kCPU);
-  leaf_ = leaf_.contiguous();
 }
 
 void Timeline::ends(int64_t from, int64_t to, uint8_t* out) const {
-  const int64_t m = leaf_.size(1);
+  // The rows read: positions [from, to], or the whole leaf in place when it
+  // is a contiguous CPU tensor (no copy).
+  at::Tensor rows = leaf_;
+  int64_t first = 0;  // rows' row 0 is position `first`, else storage row 0
+  const bool window = !leaf_.is_cpu() || !leaf_.is_contiguous();
+  if (window) {
+    const int64_t last = std::min(to + 1, size_);
+    at::Tensor index = (at::arange(from, last, at::kLong) + origin_)
+                           .remainder_(capacity_)
+                           .to(leaf_.device());
+    rows = leaf_.index_select(0, index).to(at::kCPU).contiguous();
+    first = from;
+  }
+  auto at_position = [&](int64_t t) { return window ? t - first : row(t); };
+  const int64_t m = rows.size(1);
   AT_DISPATCH_ALL_TYPES_AND3(
-      at::kBool, at::kHalf, at::kBFloat16, leaf_.scalar_type(),
+      at::kBool, at::kHalf, at::kBFloat16, rows.scalar_type(),
       "Timeline::ends", [&] {
-        const scalar_t* d = leaf_.data_ptr<scalar_t>();
+        const scalar_t* d = rows.data_ptr<scalar_t>();
         const auto zero = static_cast<scalar_t>(0);
         for (int64_t t = from; t < to; ++t) {
           bool end = t == size_ - 1;
-          const scalar_t* a = d + row(t) * m;
+          const scalar_t* a = d + at_position(t) * m;
           if (by_id_ && !end) {
-            const scalar_t* b = d + row(t + 1) * m;
+            const scalar_t* b = d + at_position(t + 1) * m;
             for (int64_t k = 0; k < m && !end; ++k) end = a[k] != b[k];
           } else {
             for (int64_t k = 0; k < m && !end; ++k) end = a[k] != zero;
@@ -351,8 +362,7 @@ void PrioritizedSamplerImpl::save_state(const ReplayStorage& storage,
     const double v = min_tree_.get(i);
     m[i] = std::isfinite(v) ? v : 0.0;
     // The raw priority the mass comes from, for reopening the directory.
-    persisted.set(i, std::max(std::pow(m[i], 1.0 / alpha_) - eps_, 0.0),
-                  m[i]);
+    persisted.set(i, raw_priority(m[i], alpha_, eps_), m[i]);
   }
   persisted.set_max(max_priority_);
   state.emplace_back("mass", mass);
@@ -378,8 +388,7 @@ Sampler::Restore PrioritizedSamplerImpl::load_state(const TensorDict& state,
     const PersistedPriorities& persisted = storage.priorities();
     for (int64_t i = 0; i < mass.numel(); ++i) {
       set_priority(i, m[i]);
-      persisted.set(i, std::max(std::pow(m[i], 1.0 / alpha_) - eps_, 0.0),
-                    m[i]);
+      persisted.set(i, raw_priority(m[i], alpha_, eps_), m[i]);
     }
     max_priority_ = max_p;
     persisted.set_max(max_p);
@@ -422,6 +431,7 @@ void SliceSamplerImpl::find_trajectories(const ReplayStorage& storage) {
   if (trajs_writes_ == storage.writes()) return;
   const Timeline timeline(storage, spec_);
   const int64_t size = timeline.size();
+  origin_ = timeline.row(0);
   std::vector<uint8_t> ends(static_cast<size_t>(size));
   timeline.ends(0, size, ends.data());
   long_.clear();
@@ -454,7 +464,7 @@ at::Tensor SliceSamplerImpl::sample(const ReplayStorage& storage,
   const int64_t slices = n / len;
   const auto count = static_cast<int64_t>(long_.size());
   if (without_replacement_) {
-    TORCH_CHECK(!drop_last_ || slices <= count, "ReplayBuffer::sample: ",
+    TORCH_CHECK(!epoch_.drop_last() || slices <= count, "ReplayBuffer::sample: ",
                 slices, " slices of ", len, " rows (batch_size ", n,
                 ") exceed the ", count, " stored trajectories of at least ",
                 len, " rows (", spec_.name, " with drop_last)");
@@ -466,12 +476,12 @@ at::Tensor SliceSamplerImpl::sample(const ReplayStorage& storage,
   }
   // out[0, slices) holds trajectories; slice j overwrites out[j * len, ...)
   // only after slice j read its own, so go from the last slice down.
-  const Timeline timeline(storage, spec_);
+  const int64_t capacity = storage.capacity();
   for (int64_t j = slices - 1; j >= 0; --j) {
     const auto& tr = long_[static_cast<size_t>(out[j])];
     const int64_t offset =
         uniform_int(rng, static_cast<uint64_t>(tr.second - len + 1));
-    lay_slice(out, j, len, timeline.row(tr.first + offset), storage.capacity());
+    lay_slice(out, j, len, (origin_ + tr.first + offset) % capacity, capacity);
   }
   return at::Tensor();
 }
@@ -490,10 +500,11 @@ void SliceSamplerImpl::save_state(const ReplayStorage& storage,
 
 Sampler::Restore SliceSamplerImpl::load_state(const TensorDict& state,
                                               int64_t /*size*/) {
-  (void)epoch_.load(state, 0);  // checks it
+  Epoch epoch = epoch_.load(state);
   // Current: it belongs to the storage as loaded.
-  return [this, state](ReplayStorage& storage) {
-    epoch_ = epoch_.load(state, storage.writes());
+  return [this, epoch = std::move(epoch)](ReplayStorage& storage) {
+    epoch_ = epoch;
+    epoch_.set_version(storage.writes());
   };
 }
 

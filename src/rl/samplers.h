@@ -89,9 +89,11 @@ class Epoch {
   // epoch belongs to the storage as it is now), it is saved as renewed at
   // the next draw.
   void save(bool current, std::vector<Item>& state) const;
-  // Checks the entries `save` wrote; the epoch has version `version`.
-  [[nodiscard]] Epoch load(const TensorDict& state, uint64_t version) const;
+  // Checks the entries `save` wrote.
+  [[nodiscard]] Epoch load(const TensorDict& state) const;
   [[nodiscard]] uint64_t version() const { return version_; }
+  void set_version(uint64_t version) { version_ = version; }
+  [[nodiscard]] bool drop_last() const { return drop_last_; }
 
  private:
   void renew(int64_t size, uint64_t version, std::mt19937_64& rng);
@@ -108,7 +110,7 @@ class Epoch {
 class WithoutReplacementSamplerImpl final : public Sampler {
  public:
   explicit WithoutReplacementSamplerImpl(bool drop_last)
-      : drop_last_(drop_last), epoch_(drop_last) {}
+      : epoch_(drop_last) {}
   at::Tensor sample(const ReplayStorage& storage, std::mt19937_64& rng,
                     int64_t n, int64_t* out) override;
   void clear(ReplayStorage& storage) override;
@@ -117,7 +119,6 @@ class WithoutReplacementSamplerImpl final : public Sampler {
   Restore load_state(const TensorDict& state, int64_t size) override;
 
  private:
-  bool drop_last_;
   Epoch epoch_;
 };
 
@@ -138,7 +139,7 @@ class Timeline {
  private:
   int64_t capacity_, size_, origin_;
   bool by_id_;          // traj_key: ends where the id changes
-  at::Tensor leaf_;     // [capacity, elements] (CPU)
+  at::Tensor leaf_;     // [capacity, elements], a view of the storage's
 };
 
 // Proportional prioritized replay on sum/min segment trees. Row `i`'s
@@ -196,8 +197,7 @@ class SliceSamplerImpl final : public Sampler {
   SliceSamplerImpl(SliceSpec spec, c10::optional<bool> without_replacement)
       : spec_(std::move(spec)),
         epoch_(without_replacement.value_or(false)),
-        without_replacement_(without_replacement.has_value()),
-        drop_last_(without_replacement.value_or(false)) {}
+        without_replacement_(without_replacement.has_value()) {}
   at::Tensor sample(const ReplayStorage& storage, std::mt19937_64& rng,
                     int64_t n, int64_t* out) override;
   void clear(ReplayStorage& storage) override;
@@ -210,10 +210,11 @@ class SliceSamplerImpl final : public Sampler {
 
   SliceSpec spec_;
   Epoch epoch_;
-  bool without_replacement_, drop_last_;
+  bool without_replacement_;
   // The trajectories of at least slice_len rows: (timeline start, length).
   std::vector<std::pair<int64_t, int64_t>> long_;
   int64_t trajectories_ = 0;              // all of them
+  int64_t origin_ = 0;                    // the timeline's row 0
   uint64_t trajs_writes_ = ~uint64_t{0};  // storage.writes() when found
 };
 

@@ -262,10 +262,9 @@ TorchRLDump read_torchrl_dump(const std::string& dir, int64_t capacity,
   out.priorities.resize(static_cast<size_t>(std::min(len, capacity)));
   for (size_t i = 0; i < out.priorities.size(); ++i) {
     const double m = mass[i];
-    const double raw = std::isfinite(m) && m >= 0
-                           ? std::pow(m, 1.0 / alpha) - eps
-                           : max_p;
-    out.priorities[i] = std::max(raw, 0.0);
+    out.priorities[i] = std::isfinite(m) && m >= 0
+                            ? raw_priority(m, alpha, eps)
+                            : max_p;
   }
   out.has_priorities = true;
   out.max_priority = max_p;

@@ -32,6 +32,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -40,6 +42,12 @@
 
 namespace tensordict {
 namespace detail {
+
+// The raw priority whose mass (priority + eps)^alpha is `mass` (finite, >=
+// 0), clamped at 0 (rounding).
+inline double raw_priority(double mass, double alpha, double eps) {
+  return std::max(std::pow(mass, 1.0 / alpha) - eps, 0.0);
+}
 
 // A number in a mapped JSON file, rewritten in place (see above).
 class JsonNumberField {
