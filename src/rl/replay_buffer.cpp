@@ -313,7 +313,6 @@ struct ReplayBuffer::Impl {
                                     const std::vector<double>& rank) {
     const auto n = static_cast<int64_t>(rank.size());
     std::vector<int64_t> dest(rank.size(), -1);
-    const auto lowest_first = std::greater<std::pair<double, int64_t>>();
     for (int64_t k = 0; k < n; ++k) {
       const double r = rank[static_cast<size_t>(k)];
       int64_t row = -1;
@@ -321,14 +320,14 @@ struct ReplayBuffer::Impl {
       if (append) {
         row = static_cast<int64_t>(top.size());
       } else if (r > top.front().first) {
-        std::pop_heap(top.begin(), top.end(), lowest_first);
+        std::pop_heap(top.begin(), top.end(), LowestFirst());
         row = top.back().second;
         top.pop_back();
       } else {
         continue;
       }
       top.emplace_back(r, row);
-      std::push_heap(top.begin(), top.end(), lowest_first);
+      std::push_heap(top.begin(), top.end(), LowestFirst());
       storage.write_row_at(sources, value_bd, k, row, append);
       on_write(row, 1);
       dest[static_cast<size_t>(k)] = row;
@@ -352,8 +351,7 @@ struct ReplayBuffer::Impl {
     for (size_t i = 0; i < rank.size(); ++i) {
       top.emplace_back(rank[i], static_cast<int64_t>(i));
     }
-    std::make_heap(top.begin(), top.end(),
-                   std::greater<std::pair<double, int64_t>>());
+    std::make_heap(top.begin(), top.end(), LowestFirst());
   }
 
   ReplayBufferOptions options;
@@ -369,8 +367,9 @@ struct ReplayBuffer::Impl {
   detail::ReplayStorage storage;
   std::mt19937_64 rng;
   mutable std::mutex mu;
-  // MaxValueWriter: a min-heap (std::greater) of (rank, row), one entry per
-  // stored row.
+  // MaxValueWriter: a min-heap of (rank, row), one entry per stored row
+  // (ties: the lowest row on top, as TorchRL's heapq of tuples).
+  using LowestFirst = std::greater<std::pair<double, int64_t>>;
   std::vector<std::pair<double, int64_t>> top;
 };
 
@@ -528,7 +527,8 @@ void ReplayBuffer::dumps(const std::string& dir) const {
   Impl& m = *impl_;
   std::lock_guard<Impl> lock(m);
   detail::make_dir(dir);
-  TORCH_CHECK(detail::dir_is_empty(dir, "ReplayBuffer::dumps"), "ReplayBuffer::dumps: '", dir,
+  TORCH_CHECK(detail::dir_is_empty(dir, "ReplayBuffer::dumps"),
+              "ReplayBuffer::dumps: '", dir,
               "' is not empty; dumps writes a checkpoint into a new or empty "
               "directory only");
   detail::ReplayStorage out(checkpoint_options(m.options, dir));

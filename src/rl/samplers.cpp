@@ -278,8 +278,12 @@ void PrioritizedSamplerImpl::set_priority(int64_t i, double p) {
   min_tree_.set(i, p > 0 ? p : std::numeric_limits<double>::infinity());
 }
 
+// The sum-tree leaf is always `drawable_[i] ? mass : 0` (set_priority keeps
+// it so), so an unchanged flag needs no tree update.
 void PrioritizedSamplerImpl::set_drawable(int64_t i, bool drawable) {
-  drawable_[static_cast<size_t>(i)] = drawable ? 1 : 0;
+  uint8_t& flag = drawable_[static_cast<size_t>(i)];
+  if (flag == (drawable ? 1 : 0)) return;
+  flag = drawable ? 1 : 0;
   const double m = min_tree_.get(i);
   sum_tree_.set(i, drawable && std::isfinite(m) ? m : 0.0);
 }
