@@ -95,6 +95,36 @@ TEST(IndexRead, InPlaceGradWriteIntoABracketRowReachesTheBuffersGraph) {
   }
 }
 
+// A row of a leaf that requires grad (a parameter, or a model's output) is
+// part of the graph, as `select`'s row is: gradients reach the leaf, and an
+// in-place write into a row of a non-leaf is recorded.
+TEST(IndexRead, RowOfALeafThatRequiresGradCarriesGradientsBack) {
+  for (bool use_bracket : {false, true}) {
+    SCOPED_TRACE(use_bracket ? "td[1]" : "td.index({1})");
+    const at::Tensor w = torch::ones({4, 3}, torch::requires_grad());
+    TensorDict params({{"w", w}}, {4});
+    TensorDict outputs({{"y", w * 2}}, {4});
+    TensorDict prow = use_bracket ? TensorDict(params[1]) : params.index({1});
+    TensorDict orow = use_bracket ? TensorDict(outputs[1]) : outputs.index({1});
+    EXPECT_FALSE(prow.get("w").is_leaf());
+    EXPECT_FALSE(orow.get("y").is_leaf());
+    (prow.get("w").sum() + orow.get("y").sum()).backward();
+    at::Tensor want = torch::zeros({4, 3});
+    want[1] = 3;  // 1 from w's row, 2 from y = 2w
+    ASSERT_TRUE(w.grad().defined());
+    EXPECT_TRUE(at::equal(w.grad(), want));
+    // In place into a row of the non-leaf: recorded on `y`'s graph.
+    TensorDict out2({{"y", w * 2}}, {4});
+    TensorDict row2 = use_bracket ? TensorDict(out2[2]) : out2.index({2});
+    row2.get("y").mul_(5);
+    w.grad().zero_();
+    out2.get("y").sum().backward();
+    want.fill_(2);
+    want[2] = 10;
+    EXPECT_TRUE(at::equal(w.grad(), want));
+  }
+}
+
 TEST(IndexRead, NegativeIntegerCountsFromTheEnd) {
   TensorDict td = MakeDict();
   EXPECT_TRUE(at::equal(td[-1].get("a"), td.get("a")[3]));

@@ -6,11 +6,11 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/TensorIndexing.h>
 #include <c10/core/InferenceMode.h>
-#include <torch/csrc/autograd/VariableTypeUtils.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "core/compat.h"
 #include "core/internal.h"
 #include "core/tree.h"
 #include "core/write_plan.h"
@@ -167,35 +167,20 @@ std::vector<int64_t> indexed_shape(const TensorDictImpl& impl,
   }
 }
 
-// `torch::autograd::as_view` lost its `view_func` std::function parameter
-// in favour of a ViewFunc object plus a reverse function in LibTorch 2.x; call
-// whichever form this LibTorch has.
-template <typename Base>
-auto as_view_compat(const Base& base, const at::Tensor& view,
-                    torch::autograd::CreationMeta meta, int)
-    -> decltype(torch::autograd::as_view(base, view, true, true, nullptr,
-                                         meta)) {
-  return torch::autograd::as_view(base, view, true, true, nullptr, meta);
-}
-template <typename Base>
-auto as_view_compat(const Base& base, const at::Tensor& view,
-                    torch::autograd::CreationMeta meta, long)
-    -> decltype(torch::autograd::as_view(base, view, true, true, nullptr,
-                                         nullptr, meta)) {
-  return torch::autograd::as_view(base, view, true, true, nullptr, nullptr,
-                                  meta);
-}
-
 // Row `i` of `t` along dim 0: what `t.select(0, i)` returns, built without
-// the dispatcher for plain dense CPU/CUDA tensors (the dispatched op costs
-// several times more than the view itself). The view is registered with
-// autograd exactly as LibTorch's view ops register theirs (`as_view`), so it
-// shares the version counter and in-place ops on it are tracked.
+// the dispatcher for plain dense CPU/CUDA tensors that do not require grad
+// (the dispatched op costs several times more than the view itself). The
+// view is registered with autograd exactly as LibTorch's view ops register
+// theirs (`as_view`), so it shares the version counter and in-place ops on it
+// are tracked. A tensor that requires grad takes `select`, whose autograd
+// kernel also gives the view its backward node (SelectBackward): without it,
+// the row would be a leaf of its own and gradients would not reach `t`.
 at::Tensor row_view(const at::Tensor& t, int64_t i) {
   c10::TensorImpl* bi = t.unsafeGetTensorImpl();
   if (t.dim() == 0 || t.layout() != at::kStrided ||
       !(t.is_cpu() || t.is_cuda()) || t.is_quantized() || t.has_names() ||
-      !bi->has_storage()) {
+      !bi->has_storage() ||
+      (bi->autograd_meta() != nullptr && bi->requires_grad())) {
     return t.select(0, i);
   }
   auto impl = c10::make_intrusive<c10::TensorImpl>(
@@ -205,13 +190,7 @@ at::Tensor row_view(const at::Tensor& t, int64_t i) {
   impl->set_storage_offset(bi->storage_offset() + i * bi->strides()[0]);
   at::Tensor view(std::move(impl));
   if (t.is_inference()) return view;  // no version counter, no autograd
-  using torch::autograd::CreationMeta;
-  const CreationMeta meta = c10::InferenceMode::is_enabled()
-                                ? CreationMeta::INFERENCE_MODE
-                                : (c10::GradMode::is_enabled()
-                                       ? CreationMeta::DEFAULT
-                                       : CreationMeta::NO_GRAD_MODE);
-  return as_view_compat(t, view, meta, 0);
+  return detail::as_view(t, view);
 }
 
 ImplPtr index_impl(const TensorDictImpl& impl, const NormalizedIndex& norm,

@@ -83,14 +83,6 @@ inline bool Node::is_non_tensor() const noexcept {
 
 // ---- Helpers shared by the library's translation units (tensor_dict.cpp) --
 
-/// TensorIndex::integer() is int64_t in LibTorch 1.x and c10::SymInt in 2.x.
-inline int64_t as_int(int64_t v) { return v; }
-template <typename T,
-          typename = std::enable_if_t<!std::is_integral<T>::value>>
-inline int64_t as_int(const T& v) {
-  return v.expect_int();
-}
-
 /// A new, empty dict implementation.
 ImplPtr make_impl(std::vector<int64_t> batch_size,
                   c10::optional<at::Device> device);

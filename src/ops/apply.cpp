@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/compat.h"
 #include "core/internal.h"
 #include "core/non_tensor.h"
 #include "core/tree.h"
@@ -735,11 +736,14 @@ const TensorDict& TensorDict::apply_(const LeafFn& fn) const {
                 ": cannot copy a result of shape ", shape_str(r.sizes()),
                 " into the leaf of shape ", shape_str(leaves[i].sizes()));
   }
+  TensorVec dst, src;
   for (size_t i = 0; i < leaves.size(); ++i) {
     const at::Tensor& r = results[i];
     if (!r.defined() || r.is_same(leaves[i])) continue;
-    leaves[i].copy_(r);
+    dst.push_back(leaves[i]);
+    src.push_back(r);
   }
+  detail::foreach_copy_(dst, src, /*non_blocking=*/false);
   return *this;
 }
 

@@ -1,0 +1,85 @@
+// The differences between LibTorch 1.13 and 2.x that this library meets,
+// each behind one small guard, so that the rest of the code is written once.
+// Each guard is tested in tests/compat_test.cpp.
+//
+//  - `as_int`: integers that LibTorch 2.x hands out as `c10::SymInt`
+//    (`TensorIndex::integer()`, `Slice::start()/stop()/step()`) and 1.13 as
+//    `int64_t`;
+//  - `as_view`: `torch::autograd::as_view`, whose `view_func` parameter
+//    became a `ViewFunc` plus a reverse function in 2.x (compat.cpp);
+//  - `foreach_copy_`: `at::_foreach_copy_` (one kernel launch for a list of
+//    copies) where this LibTorch has it (2.x), else one `copy_` per pair;
+//  - `Optional`: `c10::optional`, which 2.x made an alias of
+//    `std::optional`;
+//  - the language standard: LibTorch 2.13's headers need C++20
+//    (CMakeLists.txt raises the standard; `kCxx20Required` states it).
+#pragma once
+
+#include <ATen/Tensor.h>
+#include <c10/util/Optional.h>
+#include <torch/version.h>
+
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#if __has_include(<ATen/ops/_foreach_copy.h>)
+#include <ATen/ops/_foreach_copy.h>
+#define TENSORDICT_HAS_FOREACH_COPY 1
+#else
+#define TENSORDICT_HAS_FOREACH_COPY 0
+#endif
+
+namespace tensordict {
+namespace detail {
+
+/// LibTorch's version as one number: 1.13 gives 113, 2.11 gives 211.
+constexpr int kTorchVersion = TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR;
+
+/// Whether this LibTorch's headers need C++20 (2.13 and later).
+constexpr bool kCxx20Required = kTorchVersion >= 213;
+static_assert(!kCxx20Required || __cplusplus >= 202002L,
+              "LibTorch 2.13 and later need C++20: configure with "
+              "-DCMAKE_CXX_STANDARD=20 (CMakeLists.txt does this itself)");
+
+/// An integer that LibTorch hands out as `int64_t` (1.13) or `c10::SymInt`
+/// (2.x). A symbolic SymInt throws LibTorch's error.
+inline int64_t as_int(int64_t v) { return v; }
+template <typename T,
+          typename = std::enable_if_t<!std::is_integral<T>::value>>
+inline int64_t as_int(const T& v) {
+  return v.expect_int();
+}
+
+/// `c10::optional` in 1.13, where it is its own class; `std::optional` where
+/// LibTorch made `c10::optional` an alias of it (the same type either way).
+template <typename T>
+using Optional = c10::optional<T>;
+
+/// Registers `view` (sharing `base`'s storage) with autograd as a
+/// differentiable view of `base`, as LibTorch's own view kernels do, with the
+/// creation mode of the current grad / no-grad / inference mode; returns the
+/// registered view (compat.cpp: the only user of LibTorch's autograd
+/// internals).
+at::Tensor as_view(const at::Tensor& base, const at::Tensor& view);
+
+/// `dst[j].copy_(src[j], non_blocking)` for every j: `at::_foreach_copy_`
+/// where this LibTorch has it, else a loop. Same-length lists; each pair
+/// must be a valid `copy_`.
+inline void foreach_copy_(at::TensorList dst, at::TensorList src,
+                          bool non_blocking) {
+  TORCH_CHECK(dst.size() == src.size(), "foreach_copy_: ", dst.size(),
+              " destinations but ", src.size(), " sources");
+#if TENSORDICT_HAS_FOREACH_COPY
+  at::_foreach_copy_(dst, src, non_blocking);
+#else
+  for (size_t j = 0; j < dst.size(); ++j) {
+    // A TensorList holds const tensors; copy_ writes through the handle.
+    at::Tensor d = dst[j];
+    d.copy_(src[j], non_blocking);
+  }
+#endif
+}
+
+}  // namespace detail
+}  // namespace tensordict
