@@ -1,0 +1,149 @@
+// The library on CUDA tensors: moves, row writes and reads, stacking, the
+// replay and rollout buffers with device storage. Each test skips, with a
+// message, where LibTorch has no CUDA device (.ci/run counts the skips).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <tensordict/tensordict.h>
+
+#include <vector>
+
+namespace {
+
+using tensordict::ReplayBuffer;
+using tensordict::ReplayBufferOptions;
+using tensordict::RolloutBuffer;
+using tensordict::TensorDict;
+
+#define SKIP_WITHOUT_CUDA()                                              \
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device: the CUDA tests run " \
+                                      "on a GPU machine"
+
+const at::Device kCuda(at::kCUDA, 0);
+
+TensorDict Row(float v) {
+  return TensorDict({{"obs", at::full({4}, v)},
+                     {"done", at::zeros({1}, at::kBool)},
+                     {{"next", "obs"}, at::full({4}, v + 1)}},
+                    {});
+}
+
+TEST(Cuda, ToDeviceAndBackKeepsEveryLeaf) {
+  SKIP_WITHOUT_CUDA();
+  const TensorDict cpu = Row(3);
+  for (bool non_blocking : {false, true}) {
+    const TensorDict gpu = cpu.to(kCuda, non_blocking);
+    ASSERT_TRUE(gpu.device().has_value());
+    EXPECT_EQ(*gpu.device(), kCuda);
+    EXPECT_TRUE(gpu.get("obs").is_cuda());
+    EXPECT_TRUE(gpu.get({"next", "obs"}).is_cuda());
+    const TensorDict back = gpu.cpu();
+    EXPECT_TRUE(at::equal(back.get("obs"), cpu.get("obs")));
+    EXPECT_TRUE(at::equal(back.get({"next", "obs"}), cpu.get({"next", "obs"})));
+    EXPECT_TRUE(at::equal(back.get("done"), cpu.get("done")));
+  }
+}
+
+TEST(Cuda, RowWritesFromCpuRowsIntoACudaBufferAndReadsBack) {
+  SKIP_WITHOUT_CUDA();
+  TensorDict buf({}, {6}, kCuda);
+  for (int64_t t = 0; t < 6; ++t) buf[t] = Row(static_cast<float>(t));
+  const at::Tensor obs = buf.get("obs");
+  EXPECT_TRUE(obs.is_cuda());
+  EXPECT_EQ(obs.sizes().vec(), std::vector<int64_t>({6, 4}));
+  buf[2] = Row(20);  // in place: the buffer keeps its identity
+  EXPECT_TRUE(buf.get("obs").is_same(obs));
+  const TensorDict row = buf[2];
+  EXPECT_TRUE(row.get("obs").is_cuda());
+  EXPECT_TRUE(at::equal(row.get("obs").cpu(), at::full({4}, 20.0f)));
+  EXPECT_TRUE(at::equal(row.get({"next", "obs"}).cpu(), at::full({4}, 21.0f)));
+  EXPECT_TRUE(at::equal(buf[5].get("obs").cpu(), at::full({4}, 5.0f)));
+}
+
+TEST(Cuda, DeviceToDeviceRowWritesAndSliceWrites) {
+  SKIP_WITHOUT_CUDA();
+  TensorDict buf({}, {4}, kCuda);
+  buf[0] = Row(1).to(kCuda);
+  const TensorDict rows = tensordict::stack({Row(7), Row(8)}, 0).to(kCuda);
+  buf[at::indexing::Slice(1, 3)] = rows;
+  const at::Tensor obs = buf.get("obs").cpu();
+  EXPECT_TRUE(at::equal(obs.select(1, 0),
+                        at::tensor({1.0f, 7.0f, 8.0f, 0.0f})));
+}
+
+TEST(Cuda, StackAndCatOfCudaRows) {
+  SKIP_WITHOUT_CUDA();
+  std::vector<TensorDict> rows;
+  for (int i = 0; i < 5; ++i) rows.push_back(Row(static_cast<float>(i)).to(kCuda));
+  const TensorDict s = tensordict::stack(rows, 0);
+  EXPECT_TRUE(s.get("obs").is_cuda());
+  EXPECT_EQ(s.get("obs").sizes().vec(), std::vector<int64_t>({5, 4}));
+  EXPECT_TRUE(at::equal(s.get("obs").cpu().select(1, 0),
+                        at::arange(5, at::kFloat)));
+  TensorDict out = s.clone();
+  tensordict::stack_out(out, rows, 0);
+  EXPECT_TRUE(at::equal(out.get("obs").cpu(), s.get("obs").cpu()));
+  const TensorDict c = tensordict::cat({s, s}, 0);
+  EXPECT_EQ(c.batch_size().vec(), std::vector<int64_t>({10}));
+}
+
+TEST(Cuda, PinMemoryPinsEveryLeaf) {
+  SKIP_WITHOUT_CUDA();
+  const TensorDict pinned = Row(1).pin_memory();
+  EXPECT_TRUE(pinned.get("obs").is_pinned());
+  EXPECT_TRUE(pinned.get({"next", "obs"}).is_pinned());
+}
+
+TEST(Cuda, ConsolidatedDictMovesToTheDeviceAndBack) {
+  SKIP_WITHOUT_CUDA();
+  const TensorDict c = Row(2).consolidate();
+  const TensorDict gpu = c.to(kCuda, /*non_blocking=*/true);
+  EXPECT_TRUE(gpu.get("obs").is_cuda());
+  EXPECT_TRUE(at::equal(gpu.cpu().get({"next", "obs"}), at::full({4}, 3.0f)));
+}
+
+TEST(Cuda, ReplayBufferWithCudaStorageSamplesOnTheDevice) {
+  SKIP_WITHOUT_CUDA();
+  for (bool prioritized : {false, true}) {
+    ReplayBufferOptions opts = ReplayBufferOptions(8).device(kCuda).seed(0);
+    if (prioritized) opts.sampler(tensordict::PrioritizedSampler());
+    ReplayBuffer rb(opts);
+    for (int i = 0; i < 10; ++i) rb.add(Row(static_cast<float>(i)));
+    EXPECT_TRUE(rb.storage().get("obs").is_cuda());
+    auto [batch, info] = rb.sample(16);
+    EXPECT_TRUE(batch.get("obs").is_cuda());
+    EXPECT_EQ(batch.batch_size().vec(), std::vector<int64_t>({16}));
+    // Each sampled row is the stored row its index names.
+    const at::Tensor idx = info.index.cpu();
+    const at::Tensor stored = rb.storage().get("obs").cpu();
+    EXPECT_TRUE(at::equal(batch.get("obs").cpu(), stored.index_select(0, idx)));
+    if (prioritized) {
+      rb.update_priority(info.index, at::ones({16}));
+    }
+    // The oldest rows (0 and 1) were overwritten by rows 8 and 9.
+    EXPECT_TRUE(at::equal(stored.select(1, 0),
+                          at::tensor({8.0f, 9.0f, 2.0f, 3.0f, 4.0f, 5.0f,
+                                      6.0f, 7.0f})));
+  }
+}
+
+TEST(Cuda, RolloutBufferOnTheDeviceComputesGae) {
+  SKIP_WITHOUT_CUDA();
+  RolloutBuffer buf(3, 2, kCuda);
+  for (int64_t t = 0; t < 3; ++t) {
+    buf.step(t, TensorDict({{"state_value", at::zeros({2, 1})},
+                            {{"next", "reward"}, at::ones({2, 1})},
+                            {{"next", "done"}, at::zeros({2, 1}, at::kBool)},
+                            {{"next", "terminated"}, at::zeros({2, 1}, at::kBool)},
+                            {{"next", "state_value"}, at::zeros({2, 1})}},
+                           {2}));
+  }
+  EXPECT_TRUE(buf.data().get({"next", "reward"}).is_cuda());
+  buf.compute_gae(1.0, 1.0);
+  // With no discounting and zero values, the advantage at step t is the
+  // rewards still to come: 3, 2, 1.
+  const at::Tensor adv = buf.data().get("advantage").cpu();
+  EXPECT_TRUE(at::equal(adv.select(1, 0).flatten(),
+                        at::tensor({3.0f, 2.0f, 1.0f})));
+}
+
+}  // namespace
