@@ -70,6 +70,54 @@ TEST(Cuda, DeviceToDeviceRowWritesAndSliceWrites) {
                         at::tensor({1.0f, 7.0f, 8.0f, 0.0f})));
 }
 
+// The fused device copy (CUDA builds): 70 leaves (two kernel launches), rows
+// of odd byte sizes and dtypes, an empty leaf; CPU rows are staged, so the
+// source may change as soon as the write returns.
+TEST(Cuda, ManyLeavesOfOddSizesWrittenAndGatheredExactly) {
+  SKIP_WITHOUT_CUDA();
+  auto make_row = [](int64_t v) {
+    std::vector<tensordict::Item> items;
+    for (int64_t k = 0; k < 70; ++k) {
+      const int64_t width = 1 + k % 7;  // 1..7 elements
+      const at::ScalarType dtype =
+          k % 3 == 0 ? at::kByte : (k % 3 == 1 ? at::kShort : at::kFloat);
+      items.emplace_back("leaf" + std::to_string(k),
+                         at::full({width}, v * 100 + k).to(dtype));
+    }
+    items.emplace_back("empty", at::zeros({0}));
+    items.emplace_back("flag", at::full({1}, v % 2 == 1, at::kBool));
+    return TensorDict(std::move(items), {});
+  };
+  TensorDict buf({}, {9}, kCuda);
+  for (int64_t t = 0; t < 9; ++t) {
+    TensorDict row = make_row(t);
+    buf[t] = row;
+    row.get("leaf0").fill_(255);  // the write staged its bytes already
+  }
+  const auto version = buf.get("leaf5")._version();
+  buf[4] = make_row(4);
+  EXPECT_EQ(buf.get("leaf5")._version(), version + 1);
+  for (int64_t t = 0; t < 9; ++t) {
+    const TensorDict want = make_row(t);
+    for (const auto& key : want.keys()) {
+      EXPECT_TRUE(at::equal(buf[t].get(key).cpu(), want.get(key)))
+          << "row " << t << " key " << key.str();
+    }
+  }
+  // Device-to-device rows.
+  TensorDict buf2({}, {9}, kCuda);
+  for (int64_t t = 0; t < 9; ++t) buf2[t] = buf[8 - t];
+  ReplayBuffer rb(ReplayBufferOptions(9).device(kCuda).seed(1));
+  (void)rb.extend(buf2);
+  auto [batch, info] = rb.sample(32);
+  const at::Tensor idx = info.index.cpu();
+  for (const auto& key : buf2.keys()) {
+    EXPECT_TRUE(at::equal(batch.get(key).cpu(),
+                          buf2.get(key).cpu().index_select(0, idx)))
+        << key.str();
+  }
+}
+
 TEST(Cuda, StackAndCatOfCudaRows) {
   SKIP_WITHOUT_CUDA();
   std::vector<TensorDict> rows;

@@ -14,6 +14,7 @@
 #include "core/internal.h"
 #include "core/tree.h"
 #include "core/write_plan.h"
+#include "cuda/device_copy.h"
 #include "tensordict/tensor_dict.h"
 
 namespace tensordict {
@@ -308,9 +309,19 @@ ImplPtr gather_rows(const TensorDictImpl& src, const at::Tensor& index) {
   const bool grad_mode = c10::GradMode::is_enabled();
   std::vector<int64_t> batch = src.batch_size;
   batch[0] = n;
+  // CUDA builds: leaves on one CUDA device are gathered by one kernel
+  // launch (cuda/device_copy.h); `fused[k]` is leaf k's rows.
+  std::vector<const at::Tensor*> leaves;
+  std::vector<at::Tensor> fused;
+  if (cuda::kEnabled) {
+    leaf_ptrs(src, leaves);
+    fused = cuda::gather_leaves(leaves, index);
+  }
+  size_t k = 0;
   return rebuild(
       src, std::move(batch),
       [&](const KeyPath&, const at::Tensor& t) {
+        if (k < fused.size() && t.is_same(*leaves[k])) return fused[k++];
         return gather_leaf(t, idx, n, index, grad_mode);
       },
       nullptr, NoLevelHook(), NonTensors::kIndex);

@@ -20,6 +20,7 @@
 #include "core/internal.h"
 #include "core/non_tensor.h"
 #include "core/tree.h"
+#include "cuda/device_copy.h"
 
 namespace tensordict {
 namespace detail {
@@ -391,12 +392,16 @@ Block block_of(const TensorDictImpl& dst, const NormalizedIndex& norm) {
   return b;
 }
 
-// The byte copy of one leaf, when eligible (dst null otherwise).
+// The byte copy of one leaf, when eligible (dst null otherwise): a memmove
+// on the CPU, or a region of the fused device copy into a CUDA leaf (CUDA
+// builds, cuda/device_copy.h).
 struct ByteCopy {
   c10::TensorImpl* dst_impl = nullptr;
   char* dst = nullptr;
   const char* src = nullptr;
   size_t nbytes = 0;
+  bool on_device = false;
+  bool src_on_host = false;
 };
 
 // `dst[norm] = value`: pairs the two trees once (WriteTargets), decides per
@@ -434,7 +439,7 @@ class WritePlan {
 
   void run() {
     if (all_bytes_) {
-      for (const auto& b : bytes_) copy_leaf(b);
+      copy_planned_bytes();
       return;
     }
     validate();
@@ -446,17 +451,31 @@ class WritePlan {
     return targets_.leaves()[i].value->tensor;
   }
 
-  // The byte copy of an eligible leaf, with the version bump `copy_` does.
-  static void copy_leaf(const ByteCopy& b) {
-    copy_bytes(b.dst, b.src, b.nbytes);
-    b.dst_impl->bump_version();
+  // The byte copies of the eligible leaves, with the version bump `copy_`
+  // does: CPU leaves one by one, CUDA leaves in one fused device copy.
+  void copy_planned_bytes() const {
+    c10::SmallVector<cuda::DeviceCopy, 16> device;
+    for (const auto& b : bytes_) {
+      if (b.dst == nullptr) continue;
+      if (b.on_device) {
+        device.push_back(cuda::DeviceCopy{b.dst_impl, b.dst, b.src, b.nbytes,
+                                          b.dst_impl->device().index(),
+                                          b.src_on_host});
+        continue;
+      }
+      copy_bytes(b.dst, b.src, b.nbytes);
+      b.dst_impl->bump_version();
+    }
+    if (!device.empty()) cuda::run_copies(device);
   }
 
   // Fills in the byte copy of `src` into `dest` when both allow one.
   bool plan_bytes(const at::Tensor& dest, const at::Tensor& src,
                   ByteCopy& b) const {
     if (!block_.ok) return false;
-    if (!dest.device().is_cpu() || !src.device().is_cpu() ||
+    // A CUDA leaf takes the fused device copy (CUDA builds only).
+    const bool on_device = cuda::device_copyable(dest, src);
+    if ((!on_device && (!dest.device().is_cpu() || !src.device().is_cpu())) ||
         dest.scalar_type() != src.scalar_type() ||
         dest.layout() != at::kStrided || src.layout() != at::kStrided ||
         !dest.is_contiguous() || !src.is_contiguous() || dest.requires_grad() ||
@@ -487,9 +506,14 @@ class WritePlan {
     const char* from = static_cast<const char*>(src.data_ptr());
     const size_t nbytes = static_cast<size_t>(src.numel()) * itemsize;
     // A source that partly overlaps the region is rejected, as LibTorch's
-    // copy_ does (validation names the key).
-    if (from != to && from < to + nbytes && to < from + nbytes) return false;
-    b = ByteCopy{dest.unsafeGetTensorImpl(), to, from, nbytes};
+    // copy_ does (validation names the key). Host and device addresses
+    // never overlap.
+    const bool src_on_host = on_device && src.device().is_cpu();
+    if (!src_on_host && from != to && from < to + nbytes && to < from + nbytes) {
+      return false;
+    }
+    b = ByteCopy{dest.unsafeGetTensorImpl(), to, from, nbytes, on_device,
+                 src_on_host};
     return true;
   }
 
@@ -554,13 +578,10 @@ class WritePlan {
       });
       const auto& leaves = targets_.leaves();
       for (size_t i = 0; i < leaves.size(); ++i) {
-        if (!leaves[i].exists) continue;
-        if (bytes_[i].dst != nullptr) {
-          copy_leaf(bytes_[i]);
-        } else {
-          write_leaf(targets_.dest(i), value_leaf(i));
-        }
+        if (!leaves[i].exists || bytes_[i].dst != nullptr) continue;
+        write_leaf(targets_.dest(i), value_leaf(i));
       }
+      copy_planned_bytes();
     } catch (...) {
       targets_.undo();
       throw;
@@ -626,9 +647,17 @@ const c10::StorageImpl* storage_of(const at::Tensor& t) {
                              : nullptr;
 }
 
+bool dense_bytes(const at::Tensor& t) {
+  return t.layout() == at::kStrided && t.is_contiguous() && !t.is_conj() &&
+         !t.is_neg();
+}
 bool byte_copyable(const at::Tensor& t) {
-  return t.device().is_cpu() && t.layout() == at::kStrided &&
-         t.is_contiguous() && !t.is_conj() && !t.is_neg();
+  return t.device().is_cpu() && dense_bytes(t);
+}
+// Whether the rows of a destination leaf take byte copies: on the CPU, or
+// in the fused device copy (CUDA builds).
+bool rows_byte_copyable(const at::Tensor& t) {
+  return byte_copyable(t) || (cuda::kEnabled && t.is_cuda() && dense_bytes(t));
 }
 
 }  // namespace
@@ -647,7 +676,8 @@ RowWritePlan::RowWritePlan(const TensorDict& dst, const char* dst_name)
                  rows == 0
                      ? 0
                      : static_cast<size_t>(t.numel() / rows) * t.element_size(),
-                 byte_copyable(t) ? static_cast<char*>(t.data_ptr()) : nullptr,
+                 rows_byte_copyable(t) ? static_cast<char*>(t.data_ptr())
+                                       : nullptr,
                  storage_of(t)});
       },
       Ignore());
@@ -722,18 +752,30 @@ bool RowWritePlan::reads_destination(const Sources& sources) const {
 void RowWritePlan::write_rows(const Sources& sources, int64_t value_bd,
                               int64_t row, int64_t src_row,
                               int64_t count) const {
+  c10::SmallVector<cuda::DeviceCopy, 16> device;
   for (size_t i = 0; i < leaves_.size(); ++i) {
     const Leaf& l = leaves_[i];
     const at::Tensor& src = *sources[i];
     if (l.row_bytes == 0) continue;  // empty rows: nothing to copy
-    if (l.base != nullptr && byte_copyable(src)) {
-      copy_bytes(l.base + static_cast<size_t>(row) * l.row_bytes,
-                 static_cast<const char*>(src.data_ptr()) +
-                     static_cast<size_t>(src_row) * l.row_bytes,
-                 static_cast<size_t>(count) * l.row_bytes);
-      if (!l.tensor.is_inference()) {
-        l.tensor.unsafeGetTensorImpl()->bump_version();
-      }
+    // Where a byte copy goes and comes from (only for byte copies).
+    const auto to = [&] { return l.base + static_cast<size_t>(row) * l.row_bytes; };
+    const auto from = [&] {
+      return static_cast<const char*>(src.data_ptr()) +
+             static_cast<size_t>(src_row) * l.row_bytes;
+    };
+    const size_t nbytes = static_cast<size_t>(count) * l.row_bytes;
+    c10::TensorImpl* bump =
+        l.tensor.is_inference() ? nullptr : l.tensor.unsafeGetTensorImpl();
+    if (l.base != nullptr && l.tensor.is_cuda() &&
+        cuda::device_copyable(l.tensor, src)) {
+      device.push_back(cuda::DeviceCopy{bump, to(), from(), nbytes,
+                                        l.tensor.device().index(),
+                                        src.device().is_cpu()});
+      continue;
+    }
+    if (l.base != nullptr && l.tensor.is_cpu() && byte_copyable(src)) {
+      copy_bytes(to(), from(), nbytes);
+      if (bump != nullptr) bump->bump_version();
       continue;
     }
     at::NoGradGuard no_grad;
@@ -743,6 +785,7 @@ void RowWritePlan::write_rows(const Sources& sources, int64_t value_bd,
       l.tensor.narrow(0, row, count).copy_(src.narrow(0, src_row, count));
     }
   }
+  if (!device.empty()) cuda::run_copies(device);
 }
 
 }  // namespace detail
