@@ -68,10 +68,12 @@ struct Agent {
   tensordict::TensorDictSequential policy;
   tensordict::TensorDictModule value;
 
-  // `gen` draws the actions.
-  Agent(int64_t obs_dim, int64_t num_actions, double lr, at::Generator gen)
-      : actor(mlp(obs_dim, num_actions, 0.01)),
-        critic(mlp(obs_dim, 1, 1.0)),
+  // `gen` (a CPU generator) draws the actions; the networks live on
+  // `device`.
+  Agent(int64_t obs_dim, int64_t num_actions, double lr, at::Generator gen,
+        at::Device device = at::kCPU)
+      : actor(on(device, mlp(obs_dim, num_actions, 0.01))),
+        critic(on(device, mlp(obs_dim, 1, 1.0))),
         params(all_params(actor, critic)),
         opt(params, torch::optim::AdamOptions(lr).eps(1e-5)),
         logits(actor, {"observation"}, {"logits"}),
@@ -129,12 +131,21 @@ struct Agent {
         [gen](const std::vector<at::Tensor>& in) mutable
         -> std::vector<at::Tensor> {
           const at::Tensor log_probs = torch::log_softmax(in[0], -1);
+          // Drawn on the CPU with `gen` (the same draws on every device),
+          // then moved to the logits' device.
           const at::Tensor action =
-              torch::multinomial(log_probs.exp(), 1, false, gen).squeeze(-1);
+              torch::multinomial(log_probs.exp().cpu(), 1, false, gen)
+                  .squeeze(-1)
+                  .to(log_probs.device());
           return {action,
                   log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1)};
         },
         {"logits"}, {"action", "sample_log_prob"});
+  }
+
+  static torch::nn::Sequential on(at::Device device, torch::nn::Sequential m) {
+    m->to(device);
+    return m;
   }
 
   static std::vector<torch::Tensor> all_params(torch::nn::Sequential& a,

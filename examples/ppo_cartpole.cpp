@@ -6,7 +6,11 @@
 // "advantage" and "value_target", and the PPO epochs iterate over shuffled
 // minibatch dicts.
 //
-// Usage: ppo_cartpole [--seed N] [--max-steps N]
+// Usage: ppo_cartpole [--seed N] [--max-steps N] [--device cpu|cuda]
+//
+// With --device cuda the policy, the critic and the rollout buffer live on
+// the GPU; the environments stay on the CPU, and each step's dict crosses
+// over (observations to the GPU, actions back).
 //
 // It stops as soon as the mean return of the last 20 finished episodes
 // reaches 475 (CartPole-v1's "solved" threshold; episodes are truncated at
@@ -37,6 +41,7 @@ namespace {
 
 struct Config {
   uint64_t seed = 1;
+  at::Device device = at::kCPU;
   int64_t max_steps = 500000;
   int64_t num_envs = 8;
   int64_t num_steps = 128;  // per env and rollout: 1024 transitions
@@ -55,8 +60,21 @@ bool parse_args(int argc, char** argv, Config& cfg) {
       } else {
         cfg.max_steps = v;
       }
+    } else if (arg == "--device" && i + 1 < argc) {
+      const std::string d = argv[++i];
+      if (d != "cpu" && d != "cuda") {
+        std::fprintf(stderr, "--device: expected cpu or cuda, got %s\n", d.c_str());
+        return false;
+      }
+      if (d == "cuda" && !torch::cuda::is_available()) {
+        std::fprintf(stderr, "--device cuda: no CUDA device is available\n");
+        return false;
+      }
+      cfg.device = d == "cuda" ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
     } else {
-      std::fprintf(stderr, "usage: %s [--seed N] [--max-steps N]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--seed N] [--max-steps N] [--device cpu|cuda]\n",
+                   argv[0]);
       return false;
     }
   }
@@ -80,10 +98,11 @@ int main(int argc, char** argv) {
   const int64_t T = cfg.num_steps;
   cartpole::CartPoleVec env(E, cfg.seed);
   const ppo::Hyper& h = cfg.hyper;
+  const at::Device device = cfg.device;
   ppo::Agent agent(cartpole::CartPoleVec::kObsDim,
-                   cartpole::CartPoleVec::kNumActions, h.lr, gen);
+                   cartpole::CartPoleVec::kNumActions, h.lr, gen, device);
 
-  RolloutBuffer buffer(T, E);
+  RolloutBuffer buffer(T, E, device);
   at::Tensor obs = env.observation();
   int64_t env_steps = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -100,9 +119,10 @@ int main(int argc, char** argv) {
 
   const int64_t max_iters = quick ? 2 : cfg.max_steps / (T * E);
   std::printf("PPO on CartPole-v1: %lld envs x %lld steps per rollout, "
-              "seed %llu, budget %lld env steps%s\n",
+              "seed %llu, device %s, budget %lld env steps%s\n",
               static_cast<long long>(E), static_cast<long long>(T),
               static_cast<unsigned long long>(cfg.seed),
+              device.str().c_str(),
               static_cast<long long>(cfg.max_steps),
               quick ? " (quick mode: 2 iterations)" : "");
   int64_t iter = 0;
@@ -111,9 +131,10 @@ int main(int argc, char** argv) {
     {
       torch::NoGradGuard no_grad;
       for (int64_t t = 0; t < T; ++t) {
-        TensorDict step({{"observation", obs}}, {E});
-        agent.policy(step);                         // "action", "sample_log_prob"
-        step.update(env.step(step.get("action")));  // ("next", ...) keys
+        TensorDict step({{"observation", obs.to(device)}}, {E});
+        agent.policy(step);  // "action", "sample_log_prob"
+        // ("next", ...) keys, from the CPU environments.
+        step.update(env.step(step.get("action").cpu()).to(device));
         buffer.step(t, step);
         obs = env.observation();  // already reset where an episode ended
       }
