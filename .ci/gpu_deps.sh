@@ -16,5 +16,5 @@ lib=lib/x86_64-linux-gnu
 mkdir -p "$out/benchmark/include" "$out/benchmark/$lib/cmake"
 cp -r /usr/include/benchmark "$out/benchmark/include/"
 cp -r "/usr/$lib/cmake/benchmark" "$out/benchmark/$lib/cmake/"
-cp -P /usr/$lib/libbenchmark.so* /usr/$lib/libbenchmark_main.a "$out/benchmark/$lib/"
+cp -L /usr/$lib/libbenchmark.so* /usr/$lib/libbenchmark_main.a "$out/benchmark/$lib/"
 du -sh "$out"

@@ -17,10 +17,13 @@ deps="$ROOT/third_party_local"
 jobs="$(nproc 2>/dev/null || echo 8)"
 summary=()
 
-python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
+# TORCH_DIR overrides the torch (a folder with TorchConfig.cmake).
+if [[ -z "${TORCH_DIR:-}" ]]; then
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
 "gpu", torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)' \
-  | tee "$logs/versions.txt"
-torch_dir="$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')/Torch"
+    | tee "$logs/versions.txt"
+fi
+torch_dir="${TORCH_DIR:-$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')/Torch}"
 { cmake --version | head -1; g++ --version | head -1; nvidia-smi -L; } \
   >> "$logs/versions.txt" 2>&1
 
