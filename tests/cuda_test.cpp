@@ -43,6 +43,29 @@ TEST(Cuda, ToDeviceAndBackKeepsEveryLeaf) {
   }
 }
 
+// Large enough for the pinned staging of `to(cuda, non_blocking)`.
+TEST(Cuda, NonBlockingMoveOfALargeDictThroughPinnedStaging) {
+  SKIP_WITHOUT_CUDA();
+  std::vector<tensordict::Item> items;
+  for (int k = 0; k < 12; ++k) {
+    items.emplace_back("leaf" + std::to_string(k),
+                       at::arange(k, k + (1 << 16), at::kFloat));
+  }
+  items.emplace_back(tensordict::NestedKey{"sub", "ints"},
+                     at::arange(1 << 16, at::kLong));
+  const TensorDict cpu(std::move(items), {});
+  const TensorDict gpu = cpu.to(kCuda, /*non_blocking=*/true);
+  ASSERT_TRUE(gpu.device().has_value());
+  EXPECT_EQ(*gpu.device(), kCuda);
+  for (const auto& key : cpu.keys(true, true)) {
+    EXPECT_TRUE(gpu.get(key).is_cuda()) << key.str();
+    EXPECT_TRUE(at::equal(gpu.get(key).cpu(), cpu.get(key))) << key.str();
+  }
+  // Each leaf has storage of its own, as with per-leaf copies.
+  EXPECT_NE(gpu.get("leaf0").data_ptr(), gpu.get("leaf1").data_ptr());
+  EXPECT_FALSE(cpu.get("leaf0").is_pinned());  // the source is untouched
+}
+
 TEST(Cuda, RowWritesFromCpuRowsIntoACudaBufferAndReadsBack) {
   SKIP_WITHOUT_CUDA();
   TensorDict buf({}, {6}, kCuda);

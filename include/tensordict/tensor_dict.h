@@ -261,7 +261,12 @@ class TensorDict {
   // ---- Copies and moves --------------------------------------------------
 
   /// Every leaf moved to `device`; the result has `device()` set. Leaves
-  /// already there are not copied.
+  /// already there are not copied. With `non_blocking`, CPU leaves bound for
+  /// a CUDA device (1 MiB or more in all, none requiring grad) are first
+  /// copied into pinned memory by LibTorch's intra-op threads, then each is
+  /// sent by one asynchronous copy; as with LibTorch's own non-blocking
+  /// copies, the values are there for work queued later on the current
+  /// stream.
   [[nodiscard]] TensorDict to(at::Device device,
                               bool non_blocking = false) const;
   /// Every leaf cast to `dtype` (leaves of that dtype are not copied).

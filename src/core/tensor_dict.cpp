@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/MapAllocator.h>
+#include <ATen/Parallel.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -529,6 +530,42 @@ bool TensorDict::is_locked() const { return impl_->locked; }
 // Copies and moves
 // ---------------------------------------------------------------------------
 
+namespace {
+
+// A non-blocking move of CPU leaves to a CUDA device stages them through
+// pinned memory once they hold this many bytes in all.
+constexpr int64_t kPinnedStagingBytes = int64_t{1} << 20;
+
+// For `to(cuda, non_blocking)`: pinned copies of the leaves of `impl` (in
+// `leaves`' order), made by several threads at once (LibTorch's intra-op
+// threads; Python's `num_threads`), so that each leaf then goes to the
+// device by one asynchronous copy. Empty when the staging does not apply:
+// a leaf that is not a dense CPU tensor, one that requires grad, or too few
+// bytes. The pinned copies stay alive until their copies complete (LibTorch's
+// pinned allocator records each use).
+std::vector<at::Tensor> pinned_staging(const std::vector<at::Tensor>& leaves) {
+  int64_t bytes = 0;
+  for (const at::Tensor& t : leaves) {
+    if (!t.is_cpu() || t.layout() != at::kStrided || t.requires_grad()) {
+      return {};
+    }
+    bytes += static_cast<int64_t>(t.nbytes());
+  }
+  if (bytes < kPinnedStagingBytes) return {};
+  std::vector<at::Tensor> pinned(leaves.size());
+  at::parallel_for(0, static_cast<int64_t>(leaves.size()), 1,
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t i = begin; i < end; ++i) {
+                       const at::Tensor& t = leaves[static_cast<size_t>(i)];
+                       pinned[static_cast<size_t>(i)] =
+                           t.is_pinned() ? t : t.pin_memory();
+                     }
+                   });
+  return pinned;
+}
+
+}  // namespace
+
 TensorDict TensorDict::to(at::Device device, bool non_blocking) const {
   device = normalize_device(device);
   if (impl_->consolidated.defined() &&
@@ -536,9 +573,18 @@ TensorDict TensorDict::to(at::Device device, bool non_blocking) const {
       is_consolidated_impl(*impl_)) {
     return TensorDict(consolidated_to(*impl_, device, non_blocking));
   }
+  std::vector<at::Tensor> leaves, staged;
+  if (device.is_cuda() && non_blocking && at::hasCUDA()) {
+    leaves = leaf_tensors(*impl_);
+    staged = pinned_staging(leaves);
+  }
+  size_t k = 0;  // the next leaf, when staged
   return TensorDict(rebuild(
       *impl_, impl_->batch_size,
       [&](const KeyPath&, const at::Tensor& t) {
+        if (k < staged.size() && t.is_same(leaves[k])) {
+          return staged[k++].to(device, /*non_blocking=*/true);
+        }
         return t.to(device, non_blocking);
       },
       nullptr,
