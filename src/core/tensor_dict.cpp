@@ -573,19 +573,16 @@ TensorDict TensorDict::to(at::Device device, bool non_blocking) const {
       is_consolidated_impl(*impl_)) {
     return TensorDict(consolidated_to(*impl_, device, non_blocking));
   }
-  std::vector<at::Tensor> leaves, staged;
+  std::vector<at::Tensor> staged;  // in leaf_tensors order, when staged
   if (device.is_cuda() && non_blocking && at::hasCUDA()) {
-    leaves = leaf_tensors(*impl_);
-    staged = pinned_staging(leaves);
+    staged = pinned_staging(leaf_tensors(*impl_));
   }
-  size_t k = 0;  // the next leaf, when staged
+  size_t k = 0;  // rebuild visits the leaves in leaf_tensors order
   return TensorDict(rebuild(
       *impl_, impl_->batch_size,
       [&](const KeyPath&, const at::Tensor& t) {
-        if (k < staged.size() && t.is_same(leaves[k])) {
-          return staged[k++].to(device, /*non_blocking=*/true);
-        }
-        return t.to(device, non_blocking);
+        return staged.empty() ? t.to(device, non_blocking)
+                              : staged[k++].to(device, /*non_blocking=*/true);
       },
       nullptr,
       [&](const TensorDictImpl&, TensorDictImpl& out) { out.device = device; }));
