@@ -57,6 +57,22 @@
 // exception: reading the returned dict is not synchronized with writers.
 // With `ReplayBufferOptions::shared`, the same holds across the processes
 // forked after the buffer's construction.
+//
+// CUDA storage (`ReplayBufferOptions::device`, or a first write of CUDA
+// tensors). In builds with the CUDA paths (CMake's `TENSORDICT_CUDA`), `add`
+// and `extend` copy every leaf of the rows with one kernel launch (CPU rows
+// are first packed into reusable pinned memory and sent by one asynchronous
+// copy), and `sample` gathers every leaf with one launch. The samplers draw
+// on the host; the index reaches the device by an asynchronous copy from
+// pinned memory, so no call waits for the GPU. As with LibTorch's own ops,
+// the work runs on the calling thread's current stream, in stream order.
+// Calls made from different streams take effect in the order the host made
+// them: a call's stream first waits (by an event; the host does not block)
+// for the stream of the buffer's previous call when that was another one.
+// So a sample never reads a partly written row, and a write never overtakes
+// an earlier sample's reads (TorchRL's rl#3463). `storage()` takes part too:
+// what the caller queues on its stream before the buffer's next call from
+// another stream happens before that call.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -492,7 +508,8 @@ class ReplayBuffer {
   /// `storage_dir`, its leaves are memory-mapped (`is_memmap()`), with
   /// `saved_path() == storage_dir + "/storage"`. Rows at or past
   /// `size()` hold zeros or stale data. Reading it is not synchronized with
-  /// concurrent writers. The dict is locked (`is_locked()`): the buffer
+  /// concurrent writers (on CUDA, the current stream is ordered after the
+  /// buffer's earlier calls; see the top of this file). The dict is locked (`is_locked()`): the buffer
   /// caches its leaves, so `set`, `erase`, `rename_key_` and the like throw,
   /// while in-place writes into the rows are allowed.
   [[nodiscard]] TensorDict storage() const;

@@ -453,6 +453,7 @@ std::pair<TensorDict, SampleInfo> ReplayBuffer::sample(int64_t batch_size) {
   m.wait_to_sample(lock, batch_size);
   TORCH_CHECK(m.storage.size() > 0,
               "ReplayBuffer::sample: the buffer is empty");
+  m.storage.enter_stream();  // after writes from other streams
   SampleInfo info;
   info.index = at::detail::empty_cpu({batch_size}, at::kLong);
   info.weight = m.sampler->sample(m.storage, m.rng, batch_size,
@@ -533,6 +534,7 @@ void ReplayBuffer::dumps(const std::string& dir) const {
               "directory only");
   detail::ReplayStorage out(checkpoint_options(m.options, dir));
   if (m.storage.allocated()) {
+    m.storage.enter_stream();
     Sources sources;
     (void)out.prepare("ReplayBuffer::dumps", "storage", m.storage.dict(), 1,
                       sources);
@@ -661,6 +663,7 @@ void ReplayBuffer::manual_seed(uint64_t seed) {
 
 TensorDict ReplayBuffer::storage() const {
   std::lock_guard<Impl> lock(*impl_);
+  impl_->storage.enter_stream();
   return impl_->storage.dict();
 }
 

@@ -190,6 +190,10 @@ void ReplayStorage::adopt(TensorDict st, RowWritePlan plan) {
   storage_ = std::move(st);
   plan_ = std::move(plan);
   allocated_ = true;
+  std::vector<c10::Device> devices;
+  for_each_leaf(TensorDictImpl::of(storage_),
+                [&](const at::Tensor& t) { devices.push_back(t.device()); });
+  streams_.set_devices(devices);
 }
 
 c10::optional<TensorDict> ReplayStorage::with_index(const TensorDict& value,
@@ -240,6 +244,7 @@ int64_t ReplayStorage::write_row(const Sources& sources) {
 
 void ReplayStorage::write_row_at(const Sources& sources, int64_t value_bd,
                                  int64_t src_row, int64_t row, bool append) {
+  streams_.enter();
   plan_.write_rows(sources, value_bd, row, src_row, 1);
   if (append) {
     cursor_ = (row + 1) % capacity_;
@@ -254,6 +259,7 @@ int64_t ReplayStorage::write_rows(const Sources& sources, int64_t n,
   const int64_t skip = n - kept;
   const int64_t start = (cursor_ + skip) % capacity_;
   const int64_t first = std::min(kept, capacity_ - start);
+  streams_.enter();
   plan_.write_rows(sources, 1, start, skip, first);
   if (kept > first) plan_.write_rows(sources, 1, 0, skip + first, kept - first);
   for (int64_t k = 0; k < kept; ++k) index[k] = (start + k) % capacity_;

@@ -56,6 +56,7 @@
 #include <vector>
 
 #include "core/internal.h"
+#include "core/stream_order.h"
 #include "core/write_plan.h"
 #include "rl/torchrl_files.h"
 #include "tensordict/nested_key.h"
@@ -114,8 +115,13 @@ class ReplayStorage {
   // Bumped by every write and clear().
   [[nodiscard]] uint64_t writes() const { return writes_; }
   [[nodiscard]] bool allocated() const { return allocated_; }
-  // The storage dict (locked); empty before the first write.
+  // The storage dict (locked); empty before the first write. A caller that
+  // reads its rows calls `enter_stream()` first; the writes below do.
   [[nodiscard]] const TensorDict& dict() const { return storage_; }
+  // Before an access to the rows from the current stream: orders it after
+  // the accesses made from other streams (core/stream_order.h; a no-op for
+  // CPU storage).
+  void enter_stream() { streams_.enter(); }
   [[nodiscard]] const PersistedPriorities& priorities() const {
     return priorities_;
   }
@@ -220,6 +226,7 @@ class ReplayStorage {
   TensorDict storage_;
   bool allocated_ = false;
   RowWritePlan plan_;
+  StreamOrder streams_;  // of the storage's leaves (set by adopt)
   int64_t size_ = 0;
   int64_t cursor_ = 0;
   uint64_t writes_ = 0;       // bumped by every write and clear()
