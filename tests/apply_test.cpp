@@ -714,4 +714,25 @@ TEST(ApplyDtypeTest, PinMemoryNeedsCuda) {
   }
 }
 
+// record_stream needs an accelerator's stream and every leaf on its device.
+// A stream value names a device without touching it, so the checks run
+// without a GPU.
+TEST(ApplyDtypeTest, RecordStreamChecksTheStreamAndEveryLeafFirst) {
+  TensorDict td = MakeDict();
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        td.record_stream(
+            c10::Stream(c10::Stream::DEFAULT, at::Device(at::kCPU)));
+      },
+      "record_stream: the stream is on cpu; only an accelerator's stream "
+      "(such as cuda:0's) records uses");
+  const c10::Stream cuda1(c10::Stream::DEFAULT, at::Device(at::kCUDA, 1));
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { td.record_stream(cuda1); },
+      "record_stream: key a is on cpu, but the stream is on cuda:1");
+  // No leaves: nothing to mark.
+  const TensorDict empty({}, {4});
+  EXPECT_EQ(&empty.record_stream(cuda1), &empty);
+}
+
 }  // namespace

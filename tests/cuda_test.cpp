@@ -2,6 +2,8 @@
 // replay and rollout buffers with device storage. Each test skips, with a
 // message, where LibTorch has no CUDA device (.ci/run counts the skips).
 #include <ATen/ATen.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <gtest/gtest.h>
 #include <tensordict/tensordict.h>
 
@@ -19,6 +21,24 @@ using tensordict::TensorDict;
                                       "on a GPU machine"
 
 const at::Device kCuda(at::kCUDA, 0);
+
+// A stream of the CUDA pool (device-generic API: the test links no CUDA
+// library of its own).
+c10::Stream PoolStream() {
+  return c10::impl::VirtualGuardImpl(at::kCUDA).getStreamFromGlobalPool(kCuda);
+}
+
+// Queues about a second of matrix products on `stream`, so that what is
+// queued after them is still pending when the host goes on.
+void QueueBusyWork(c10::Stream stream) {
+  c10::StreamGuard guard(stream);
+  at::Tensor a = at::rand({8192, 8192}, at::TensorOptions().device(kCuda));
+  at::Tensor b = at::empty_like(a);
+  for (int i = 0; i < 25; ++i) {
+    at::mm_out(b, a, a);
+    at::mm_out(a, b, b);
+  }
+}
 
 TensorDict Row(float v) {
   return TensorDict({{"obs", at::full({4}, v)},
@@ -162,6 +182,123 @@ TEST(Cuda, PinMemoryPinsEveryLeaf) {
   const TensorDict pinned = Row(1).pin_memory();
   EXPECT_TRUE(pinned.get("obs").is_pinned());
   EXPECT_TRUE(pinned.get({"next", "obs"}).is_pinned());
+}
+
+// 4 MiB in all: pinned by several threads; a leaf already pinned is kept.
+TEST(Cuda, PinMemoryOfALargeDictKeepsValuesAndPinnedLeaves) {
+  SKIP_WITHOUT_CUDA();
+  const at::Tensor already = at::arange(1 << 10, at::kFloat).pin_memory();
+  std::vector<tensordict::Item> items;
+  for (int k = 0; k < 4; ++k) {
+    items.emplace_back("leaf" + std::to_string(k),
+                       at::arange(k, k + (1 << 18), at::kFloat));
+  }
+  items.emplace_back(tensordict::NestedKey{"sub", "pinned"}, already);
+  const TensorDict cpu(std::move(items), {});
+  const TensorDict pinned = cpu.pin_memory();
+  EXPECT_EQ(pinned.keys(true, true), cpu.keys(true, true));
+  for (const auto& key : cpu.keys(true, true)) {
+    EXPECT_TRUE(pinned.get(key).is_pinned()) << key.str();
+    EXPECT_TRUE(at::equal(pinned.get(key), cpu.get(key))) << key.str();
+  }
+  EXPECT_TRUE(pinned.get({"sub", "pinned"}).is_same(already));
+  EXPECT_FALSE(cpu.get("leaf0").is_pinned());
+}
+
+// record_stream: the leaves' memory is not reused while the stream that
+// used them still has work queued.
+TEST(Cuda, RecordStreamKeepsMemoryUntilTheStreamIsDone) {
+  SKIP_WITHOUT_CUDA();
+  const auto on_cuda = at::TensorOptions().device(kCuda);
+  {  // Without it, freed memory is reused at once (the control).
+    void* p = at::empty({1 << 20}, on_cuda).data_ptr();
+    EXPECT_EQ(at::empty({1 << 20}, on_cuda).data_ptr(), p);
+  }
+  const c10::Stream side = PoolStream();
+  TensorDict td({{"obs", at::ones({1 << 20}, at::TensorOptions().device(kCuda))}},
+                {});
+  void* const freed = td.get("obs").data_ptr();
+  EXPECT_EQ(&td.record_stream(side), &td);
+  QueueBusyWork(side);
+  ASSERT_FALSE(side.query());
+  td = TensorDict();
+  const at::Tensor next = at::empty({1 << 20}, at::TensorOptions().device(kCuda));
+  EXPECT_NE(next.data_ptr(), freed);
+  side.synchronize();
+  // Every leaf must be on the stream's device: nothing is marked otherwise.
+  TensorDict mixed({{"a", at::ones({2}, at::TensorOptions().device(kCuda))},
+                    {{"b", "c"}, at::ones({2})}},
+                   {});
+  try {
+    mixed.record_stream(side);
+    ADD_FAILURE() << "no error";
+  } catch (const c10::Error& e) {
+    EXPECT_EQ(e.msg(), "record_stream: key ('b', 'c') is on cpu, but the "
+                       "stream is on cuda:0");
+  }
+}
+
+// TorchRL's rl#3463: a write queued on one stream and a sample on another
+// take effect in the order the host made the calls, without blocking the
+// host.
+TEST(Cuda, ReplayBufferOrdersCallsFromDifferentStreams) {
+  SKIP_WITHOUT_CUDA();
+  const c10::Stream actor = PoolStream();
+  const c10::Stream learner = PoolStream();
+  ASSERT_NE(actor, learner);
+  // A write behind a second of work on the actor's stream, then a sample on
+  // the learner's: the sample sees the row.
+  ReplayBuffer rb(ReplayBufferOptions(4).device(kCuda).seed(0));
+  {
+    c10::StreamGuard on_actor(actor);
+    QueueBusyWork(actor);
+    rb.add(Row(5));
+  }
+  ASSERT_FALSE(actor.query());
+  {
+    c10::StreamGuard on_learner(learner);
+    auto [batch, info] = rb.sample(8);
+    learner.synchronize();
+    EXPECT_TRUE(at::equal(batch.get("obs").cpu(), at::full({8, 4}, 5.0f)));
+  }
+  // A sample behind a second of work on the learner's stream, then writes
+  // over every row on the actor's: the sample still reads the old rows.
+  actor.synchronize();
+  for (int i = 0; i < 3; ++i) rb.add(Row(5));
+  at::Tensor sampled;
+  {
+    c10::StreamGuard on_learner(learner);
+    QueueBusyWork(learner);
+    sampled = rb.sample(8).first.get("obs");
+  }
+  ASSERT_FALSE(learner.query());
+  {
+    c10::StreamGuard on_actor(actor);
+    for (int i = 0; i < 4; ++i) rb.add(Row(9));
+    actor.synchronize();
+  }
+  EXPECT_TRUE(at::equal(sampled.cpu(), at::full({8, 4}, 5.0f)));
+  EXPECT_TRUE(at::equal(rb.storage().get("obs").cpu(), at::full({4, 4}, 9.0f)));
+}
+
+// Writing CPU rows into CUDA storage and sampling it (prioritized: the
+// indices are drawn on the host) queue work without waiting for the GPU.
+TEST(Cuda, ReplayBufferCallsDoNotWaitForTheGpu) {
+  SKIP_WITHOUT_CUDA();
+  ReplayBuffer rb(ReplayBufferOptions(64)
+                      .device(kCuda)
+                      .sampler(tensordict::PrioritizedSampler())
+                      .seed(0));
+  rb.add(Row(1));  // allocates the storage
+  const c10::Stream stream = c10::impl::VirtualGuardImpl(at::kCUDA).getStream(kCuda);
+  QueueBusyWork(stream);
+  rb.add(Row(2));
+  (void)rb.extend(tensordict::stack({Row(3), Row(4)}, 0));
+  auto [batch, info] = rb.sample(256);
+  EXPECT_FALSE(stream.query()) << "a call waited for the GPU";
+  stream.synchronize();
+  const at::Tensor first = batch.get("obs").cpu().select(1, 0);
+  EXPECT_TRUE(at::equal(first, info.index.to(at::kFloat) + 1));
 }
 
 TEST(Cuda, ConsolidatedDictMovesToTheDeviceAndBack) {

@@ -37,6 +37,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/Scalar.h>
 #include <c10/core/ScalarType.h>
+#include <c10/core/Stream.h>
 #include <c10/util/ArrayRef.h>
 #include <c10/util/Optional.h>
 
@@ -266,9 +267,19 @@ class TensorDict {
   /// copied into pinned memory by LibTorch's intra-op threads, then each is
   /// sent by one asynchronous copy; as with LibTorch's own non-blocking
   /// copies, the values are there for work queued later on the current
-  /// stream.
+  /// stream, and the pinned copies live until their copies complete. To use
+  /// the result on another stream, make that stream wait for the current
+  /// one, and `record_stream` it there.
   [[nodiscard]] TensorDict to(at::Device device,
                               bool non_blocking = false) const;
+  /// Marks every leaf as used by `stream` (`at::Tensor::record_stream` on
+  /// each, Python's `record_stream`): when a leaf is freed, LibTorch's
+  /// caching allocator reuses its memory only once the work queued on
+  /// `stream` by then has completed. Use it when a dict allocated on one
+  /// stream is used on another. Every leaf must be on `stream`'s device, an
+  /// accelerator; otherwise throws naming the first leaf that is not, and
+  /// marks none. Returns `*this`.
+  const TensorDict& record_stream(c10::Stream stream) const;
   /// Every leaf cast to `dtype` (leaves of that dtype are not copied).
   [[nodiscard]] TensorDict to(at::ScalarType dtype) const;
   /// `to(at::kCPU)`.
@@ -540,8 +551,10 @@ class TensorDict {
   const TensorDict& requires_grad_(bool requires_grad = true) const;
   /// Detaches every leaf in place. Returns `*this`.
   const TensorDict& detach_() const;
-  /// Every leaf copied into pinned memory. Throws a clear error when no CUDA
-  /// device is available.
+  /// Every leaf copied into pinned memory (a leaf already pinned is kept).
+  /// Leaves holding 1 MiB or more in all, none requiring grad, are pinned by
+  /// LibTorch's intra-op threads at once (Python's `num_threads`). Throws a
+  /// clear error when no CUDA device is available.
   [[nodiscard]] TensorDict pin_memory() const;
 
   // ---- Persistence (see tensordict/persistence.h) -------------------------

@@ -532,35 +532,42 @@ bool TensorDict::is_locked() const { return impl_->locked; }
 
 namespace {
 
-// A non-blocking move of CPU leaves to a CUDA device stages them through
-// pinned memory once they hold this many bytes in all.
-constexpr int64_t kPinnedStagingBytes = int64_t{1} << 20;
+// Leaves holding this many bytes in all are pinned by several threads.
+constexpr int64_t kParallelPinBytes = int64_t{1} << 20;
 
-// For `to(cuda, non_blocking)`: pinned copies of the leaves of `impl` (in
-// `leaves`' order), made by several threads at once (LibTorch's intra-op
-// threads; Python's `num_threads`), so that each leaf then goes to the
-// device by one asynchronous copy. Empty when the staging does not apply:
-// a leaf that is not a dense CPU tensor, one that requires grad, or too few
-// bytes. The pinned copies stay alive until their copies complete (LibTorch's
-// pinned allocator records each use).
-std::vector<at::Tensor> pinned_staging(const std::vector<at::Tensor>& leaves) {
+// Whether `leaves` are pinned by several threads at once: dense CPU
+// tensors, none requiring grad (autograd records each copy on the calling
+// thread), holding kParallelPinBytes or more in all.
+bool pin_in_parallel(const std::vector<at::Tensor>& leaves) {
   int64_t bytes = 0;
   for (const at::Tensor& t : leaves) {
     if (!t.is_cpu() || t.layout() != at::kStrided || t.requires_grad()) {
-      return {};
+      return false;
     }
     bytes += static_cast<int64_t>(t.nbytes());
   }
-  if (bytes < kPinnedStagingBytes) return {};
+  return bytes >= kParallelPinBytes;
+}
+
+// Pinned copies of `leaves`, in order (a leaf already pinned is itself),
+// made by LibTorch's intra-op threads (Python's `num_threads`) when
+// `pin_in_parallel`, else one by one. Pinned memory stays alive until the
+// copies that read it complete (LibTorch's pinned allocator records each
+// use on its stream).
+std::vector<at::Tensor> pin_leaves(const std::vector<at::Tensor>& leaves) {
   std::vector<at::Tensor> pinned(leaves.size());
-  at::parallel_for(0, static_cast<int64_t>(leaves.size()), 1,
-                   [&](int64_t begin, int64_t end) {
-                     for (int64_t i = begin; i < end; ++i) {
-                       const at::Tensor& t = leaves[static_cast<size_t>(i)];
-                       pinned[static_cast<size_t>(i)] =
-                           t.is_pinned() ? t : t.pin_memory();
-                     }
-                   });
+  const auto pin = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const at::Tensor& t = leaves[static_cast<size_t>(i)];
+      pinned[static_cast<size_t>(i)] = t.is_pinned() ? t : t.pin_memory();
+    }
+  };
+  const auto n = static_cast<int64_t>(leaves.size());
+  if (pin_in_parallel(leaves)) {
+    at::parallel_for(0, n, 1, pin);
+  } else {
+    pin(0, n);
+  }
   return pinned;
 }
 
@@ -573,9 +580,12 @@ TensorDict TensorDict::to(at::Device device, bool non_blocking) const {
       is_consolidated_impl(*impl_)) {
     return TensorDict(consolidated_to(*impl_, device, non_blocking));
   }
+  // CPU leaves bound for a CUDA device without blocking are pinned first by
+  // several threads, then each is sent by one asynchronous copy.
   std::vector<at::Tensor> staged;  // in leaf_tensors order, when staged
   if (device.is_cuda() && non_blocking && at::hasCUDA()) {
-    staged = pinned_staging(leaf_tensors(*impl_));
+    std::vector<at::Tensor> leaves = leaf_tensors(*impl_);
+    if (pin_in_parallel(leaves)) staged = pin_leaves(leaves);
   }
   size_t k = 0;  // rebuild visits the leaves in leaf_tensors order
   return TensorDict(rebuild(
@@ -586,6 +596,27 @@ TensorDict TensorDict::to(at::Device device, bool non_blocking) const {
       },
       nullptr,
       [&](const TensorDictImpl&, TensorDictImpl& out) { out.device = device; }));
+}
+
+const TensorDict& TensorDict::record_stream(c10::Stream stream) const {
+  TORCH_CHECK_VALUE(!stream.device().is_cpu(),
+                    "record_stream: the stream is on cpu; only an "
+                    "accelerator's stream (such as cuda:0's) records uses");
+  const std::vector<at::Tensor> leaves = leaf_tensors(*impl_);
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    TORCH_CHECK_VALUE(leaves[i].device() == stream.device(),
+                      "record_stream: key ", LeafName(*impl_, i).str(),
+                      " is on ", device_name(leaves[i].device()),
+                      ", but the stream is on ", device_name(stream.device()));
+  }
+  for (const at::Tensor& t : leaves) t.record_stream(stream);
+  return *this;
+}
+
+TensorDict TensorDict::pin_memory() const {
+  TORCH_CHECK(at::globalContext().hasCUDA(),
+              "pin_memory: no CUDA device is available");
+  return TensorDict(rebuild_from(*impl_, pin_leaves(leaf_tensors(*impl_))));
 }
 
 TensorDict TensorDict::to(at::ScalarType dtype) const {

@@ -1063,13 +1063,6 @@ const TensorDict& TensorDict::detach_() const {
   return *this;
 }
 
-TensorDict TensorDict::pin_memory() const {
-  TORCH_CHECK(at::globalContext().hasCUDA(),
-              "pin_memory: no CUDA device is available");
-  return TensorDict(rebuild_leaves(
-      *impl_, [](const at::Tensor& t) { return t.pin_memory(); }));
-}
-
 // ===========================================================================
 // Arithmetic operators
 // ===========================================================================
