@@ -220,10 +220,11 @@ TEST(NonTensor, StackingEqualValuesKeepsOneAndOthersMakeAStack) {
   EXPECT_EQ(lifted.batch_size().vec(), (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(lifted.get_non_tensor("s"),
             json::array({json::array({"hello", "world", "hello"})}));
-  // Python makes this NonTensorData (an int at its stack dim); here a stack
-  // stays a stack unless one element is left: the values are the same.
-  EXPECT_EQ(lifted.index({Slice(), 1}).get_non_tensor("s"),
-            json::array({"world"}));
+  // An integer at the stack dim leaves NonTensorData, as in Python (the
+  // new dim of None is no stack dim).
+  EXPECT_EQ(Field(lifted.index({Slice(), 1}), "s"),
+            "s: NonTensorData(data=world, batch_size=torch.Size([1]), device=None)");
+  EXPECT_EQ(lifted.index({Slice(), 1}).get_non_tensor("s"), "world");
   // cat follows the elements.
   EXPECT_EQ(tensordict::cat({st, Hello(2)}).get_non_tensor("s"),
             json::array({"hello", "world", "hello", "hello", "hello"}));

@@ -1075,3 +1075,126 @@ TEST(PythonReference, OpsMatchTensordict04) {
     }
   }
 }
+
+// ---- Non-tensor stacks under index and shape ops ------------------------------
+
+namespace {
+
+// Python's side: a NonTensorStack along dim 0 (`st`), along dim 1 (`st1`), a
+// stack of stacks (`nst`) and one in a sub-dict with dims of its own
+// (`ns`), then index and shape ops; the repr of each result, as JSON in
+// argv[1]. Python gives NonTensorData where integers removed every stack
+// dim, and a stack otherwise.
+constexpr const char* kNonTensorIndexScript = R"py(
+import json, sys, torch
+from tensordict import TensorDict
+def mk(v, b=(2,)):
+    t = TensorDict({"x": torch.zeros(b)}, list(b))
+    t.set_non_tensor("s", v)
+    return t
+def row(v):
+    t = TensorDict({"x": torch.zeros(()), "n": TensorDict({"y": torch.zeros(2)}, [2])}, [])
+    t["n"].set_non_tensor("s", v)
+    return t
+st = torch.stack([mk("v%d" % i) for i in range(3)], 0)
+st1 = torch.stack([mk("v%d" % i) for i in range(3)], 1)
+nst = torch.stack([torch.stack([mk("a%d%d" % (i, j), ()) for j in range(2)], 0)
+                   for i in range(3)], 0)
+ns = torch.stack([row("w%d" % i) for i in range(3)], 0)
+results = {
+    "st[1]": st[1], "st[-1]": st[-1], "st[1:3]": st[1:3], "st[1:2]": st[1:2],
+    "st[:,0]": st[:, 0], "st[0,1]": st[0, 1], "st[tensor([1])]": st[torch.tensor([1])],
+    "st[tensor(1)]": st[torch.tensor(1)], "st[None]": st[None], "st[...,0]": st[..., 0],
+    "st[1,None]": st[1, None], "st[None,1]": st[None, 1],
+    "st[mask]": st[torch.tensor([True, False, True])],
+    "st1[0]": st1[0], "st1[:,1]": st1[:, 1], "st1[0,1]": st1[0, 1],
+    "nst[0]": nst[0], "nst[:,1]": nst[:, 1], "nst[0,1]": nst[0, 1],
+    "ns[1]": ns[1], "ns[:,]": ns[0:2],
+    "unsqueeze(0)[0]": st.unsqueeze(0)[0], "unsqueeze(0)[0,1]": st.unsqueeze(0)[0, 1],
+    "unsqueeze(1)[1]": st.unsqueeze(1)[1], "unsqueeze(0).squeeze(0)[1]": st.unsqueeze(0).squeeze(0)[1],
+    "permute(1,0)[:,0]": st.permute(1, 0)[:, 0], "transpose(0,1)[0]": st.transpose(0, 1)[0],
+    "expand(4,3,2)[0,1]": st.expand(4, 3, 2)[0, 1],
+    "unbind(0)[1]": st.unbind(0)[1], "unbind(1)[0]": st.unbind(1)[0],
+    "split(1,0)[1]": st.split(1, 0)[1],
+    "stack(0)[0]": torch.stack([st, st], 0)[0], "stack(1)[:,0]": torch.stack([st, st], 1)[:, 0],
+}
+with open(sys.argv[1], "w") as f:
+    json.dump({k: repr(v) for k, v in results.items()}, f)
+)py";
+
+TensorDict NonTensorRow(const std::string& v, std::vector<int64_t> batch = {2}) {
+  TensorDict t({{"x", torch::zeros(batch)}}, batch);
+  t.set_non_tensor("s", v);
+  return t;
+}
+
+}  // namespace
+
+TEST(PythonReference, NonTensorStacksIndexAsTensordict04) {
+  if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
+  TempDir dir;
+  ASSERT_TRUE(RunPython(kNonTensorIndexScript, {dir / "nt.json"}));
+  const auto expected = json::parse(ReadFile(dir / "nt.json"));
+  using torch::indexing::Ellipsis;
+  using torch::indexing::None;
+  using torch::indexing::Slice;
+  std::vector<TensorDict> rows;
+  for (int i = 0; i < 3; ++i) rows.push_back(NonTensorRow("v" + std::to_string(i)));
+  const TensorDict st = tensordict::stack(rows, 0);
+  const TensorDict st1 = tensordict::stack(rows, 1);
+  std::vector<TensorDict> inner;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<TensorDict> pair;
+    for (int j = 0; j < 2; ++j) {
+      pair.push_back(NonTensorRow("a" + std::to_string(i) + std::to_string(j), {}));
+    }
+    inner.push_back(tensordict::stack(pair, 0));
+  }
+  const TensorDict nst = tensordict::stack(inner, 0);
+  std::vector<TensorDict> nested;
+  for (int i = 0; i < 3; ++i) {
+    TensorDict n({{"y", torch::zeros({2})}}, {2});
+    n.set_non_tensor("s", "w" + std::to_string(i));
+    nested.push_back(TensorDict({{"x", torch::zeros({})}, {"n", n}}, {}));
+  }
+  const TensorDict ns = tensordict::stack(nested, 0);
+  const std::vector<std::pair<std::string, TensorDict>> results = {
+      {"st[1]", st[1]},
+      {"st[-1]", st[-1]},
+      {"st[1:3]", st[Slice(1, 3)]},
+      {"st[1:2]", st[Slice(1, 2)]},
+      {"st[:,0]", st.index({Slice(), 0})},
+      {"st[0,1]", st.index({0, 1})},
+      {"st[tensor([1])]", st[torch::tensor({1})]},
+      {"st[tensor(1)]", st[torch::tensor(1)]},
+      {"st[None]", st[None]},
+      {"st[...,0]", st.index({Ellipsis, 0})},
+      {"st[1,None]", st.index({1, None})},
+      {"st[None,1]", st.index({None, 1})},
+      {"st[mask]", st[torch::tensor({true, false, true})]},
+      {"st1[0]", st1[0]},
+      {"st1[:,1]", st1.index({Slice(), 1})},
+      {"st1[0,1]", st1.index({0, 1})},
+      {"nst[0]", nst[0]},
+      {"nst[:,1]", nst.index({Slice(), 1})},
+      {"nst[0,1]", nst.index({0, 1})},
+      {"ns[1]", ns[1]},
+      {"ns[:,]", ns[Slice(0, 2)]},
+      {"unsqueeze(0)[0]", st.unsqueeze(0)[0]},
+      {"unsqueeze(0)[0,1]", st.unsqueeze(0).index({0, 1})},
+      {"unsqueeze(1)[1]", st.unsqueeze(1)[1]},
+      {"unsqueeze(0).squeeze(0)[1]", st.unsqueeze(0).squeeze(0)[1]},
+      {"permute(1,0)[:,0]", st.permute({1, 0}).index({Slice(), 0})},
+      {"transpose(0,1)[0]", st.transpose(0, 1)[0]},
+      {"expand(4,3,2)[0,1]", st.expand({4, 3, 2}).index({0, 1})},
+      {"unbind(0)[1]", st.unbind(0)[1]},
+      {"unbind(1)[0]", st.unbind(1)[0]},
+      {"split(1,0)[1]", st.split(1, 0)[1]},
+      {"stack(0)[0]", tensordict::stack({st, st}, 0)[0]},
+      {"stack(1)[:,0]", tensordict::stack({st, st}, 1).index({Slice(), 0})},
+  };
+  ASSERT_EQ(results.size(), expected.size());
+  for (const auto& [name, r] : results) {
+    EXPECT_EQ(tensordict::repr(r), expected.at(name).get<std::string>()) << name;
+  }
+}

@@ -180,7 +180,12 @@ class TensorDict {
   // its batch size and keep its value. `stack`/`cat` of equal values (by
   // Python's `==`) keep one NonTensorData; of different values they make a
   // `NonTensorStack`, a value per element, which indexing and reshaping
-  // follow element by element. `clone` and `copy` keep it (values are
+  // follow element by element. As in Python, a stack is stacked along some
+  // batch dims (the dims `stack` and `cat` joined along); indexing each of
+  // them by an integer (`stack(rows)[i]`, `unbind`) leaves NonTensorData of
+  // that element's value, while slices and index tensors keep a stack. A
+  // stack loaded from disk, or made by a row write, counts every dim as a
+  // stack dim, as Python's does. `clone` and `copy` keep it (values are
   // immutable, so copies share them). It prints as Python prints it, and
   // memory-mapped directories hold it in Python's format. As in Python, a
   // row write (`td[i] = row`) of an equal value changes nothing, and of

@@ -194,15 +194,47 @@ at::Tensor row_view(const at::Tensor& t, int64_t i) {
   return detail::as_view(t, view);
 }
 
+namespace {
+
+// Where each dim of an index's result comes from (for the stack dims of
+// non-tensor stacks): an integer, or a 0-d integer tensor, removes its dim;
+// a slice keeps it; None adds one. With any other tensor (advanced
+// indexing) no map is made: every dim of a stack stays a stack dim.
+c10::optional<DimMap> index_dim_map(const TensorDictImpl& impl,
+                                    const NormalizedIndex& norm) {
+  DimMap m;
+  m.in_dims = impl.batch_dims();
+  int64_t d = 0;
+  for (const TensorIndex& idx : norm.indices) {
+    if (idx.is_integer()) {
+      ++d;
+    } else if (idx.is_slice()) {
+      m.from.push_back(d++);
+    } else if (idx.is_none() || idx.is_boolean()) {
+      m.from.push_back(DimMap::kNew);
+    } else if (idx.is_tensor() && idx.tensor().dim() == 0 &&
+               !is_mask(idx.tensor())) {
+      ++d;
+    } else {
+      return c10::nullopt;
+    }
+  }
+  for (; d < m.in_dims; ++d) m.from.push_back(d);
+  return m;
+}
+
+}  // namespace
+
 ImplPtr index_impl(const TensorDictImpl& impl, const NormalizedIndex& norm,
                    std::vector<int64_t> new_batch) {
   const bool single_int = norm.all_int && norm.ints.size() == 1;
+  const c10::optional<DimMap> dims = index_dim_map(impl, norm);
   return rebuild(
       impl, std::move(new_batch),
       [&](const KeyPath&, const at::Tensor& t) {
         return single_int ? row_view(t, norm.ints[0]) : t.index(norm.indices);
       },
-      nullptr, NoLevelHook(), NonTensors::kIndex);
+      nullptr, NoLevelHook(), NonTensors::kIndex, dims ? &*dims : nullptr);
 }
 
 }  // namespace detail

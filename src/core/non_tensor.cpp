@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -60,17 +61,35 @@ ImplPtr make_non_tensor_data(ordered_json value, std::vector<int64_t> batch,
 }
 
 NonTensorPtr non_tensor_stack(
-    std::shared_ptr<const std::vector<ordered_json>> values, at::Tensor ids) {
+    std::shared_ptr<const std::vector<ordered_json>> values, at::Tensor ids,
+    std::vector<char> stack_dims) {
   auto nt = std::make_shared<NonTensor>();
   ids = ids.to(at::kCPU).contiguous();
-  if (ids.dim() == 0) {
-    nt->data = (*values)[static_cast<size_t>(ids.item<int64_t>())];
+  TORCH_INTERNAL_ASSERT(stack_dims.empty() ||
+                        static_cast<int64_t>(stack_dims.size()) == ids.dim());
+  const bool stacked =
+      stack_dims.empty() ||
+      std::any_of(stack_dims.begin(), stack_dims.end(),
+                  [](char c) { return c != 0; });
+  // Without stack dims, every element holds the first one's value (one
+  // NonTensorData was indexed out of the stack).
+  if (ids.dim() == 0 ||
+      (!stacked && ids.numel() > 0 && ids.eq(ids.flatten()[0]).all().item<bool>())) {
+    nt->data = (*values)[static_cast<size_t>(ids.flatten()[0].item<int64_t>())];
     return nt;
   }
   nt->is_stack = true;
   nt->values = std::move(values);
   nt->ids = std::move(ids);
+  nt->stack_dims = std::move(stack_dims);
   return nt;
+}
+
+DimMap DimMap::identity(int64_t in_dims) {
+  DimMap m;
+  m.in_dims = in_dims;
+  for (int64_t d = 0; d < in_dims; ++d) m.from.push_back(d);
+  return m;
 }
 
 ordered_json non_tensor_tolist(const TensorDictImpl& level) {
@@ -149,12 +168,26 @@ ImplPtr join_non_tensor(const std::vector<const TensorDictImpl*>& items,
   auto values = std::make_shared<std::vector<ordered_json>>();
   std::vector<at::Tensor> ids;
   ids.reserve(items.size());
+  // Python stacks lazily along `dim`: the inputs' stack dims stay stack dims
+  // (a cat joins along `dim`, which becomes one).
+  std::vector<char> stack_dims(items[0]->batch_size.size(), 0);
   for (const TensorDictImpl* it : items) {
     ids.push_back(append_elements(*values, *it));
+    const NonTensor& nt = *it->non_tensor;
+    for (size_t d = 0; d < stack_dims.size(); ++d) {
+      if (nt.is_stack && (nt.stack_dims.empty() || nt.stack_dims[d])) {
+        stack_dims[d] = 1;
+      }
+    }
   }
-  out->non_tensor =
-      non_tensor_stack(std::move(values), stacking ? at::stack(ids, dim)
-                                                   : at::cat(ids, dim));
+  if (stacking) {
+    stack_dims.insert(stack_dims.begin() + dim, 1);
+  } else {
+    stack_dims[static_cast<size_t>(dim)] = 1;
+  }
+  out->non_tensor = non_tensor_stack(
+      std::move(values), stacking ? at::stack(ids, dim) : at::cat(ids, dim),
+      std::move(stack_dims));
   return out;
 }
 
@@ -176,7 +209,7 @@ namespace tree_impl {
 
 void carry_non_tensor(const TensorDictImpl& src, TensorDictImpl& out,
                       const at::Tensor& new_ids, const char* op,
-                      const KeyPath& path) {
+                      const KeyPath& path, const DimMap* dims) {
   const NonTensor& nt = *src.non_tensor;
   if (!nt.is_stack ||
       (!new_ids.defined() && src.batch_size == out.batch_size)) {
@@ -189,7 +222,23 @@ void carry_non_tensor(const TensorDictImpl& src, TensorDictImpl& out,
               "of its batch size from ",
               shape_str(src.batch_size), " to ", shape_str(out.batch_size));
   TORCH_INTERNAL_ASSERT(new_ids.sizes() == c10::IntArrayRef(out.batch_size));
-  out.non_tensor = non_tensor_stack(nt.values, new_ids);
+  // The stack dims of the result: the root's dims as `dims` maps them, then
+  // this level's own dims beyond the root's, unchanged.
+  std::vector<char> stack_dims;
+  if (dims != nullptr) {
+    const auto is_stack_dim = [&](int64_t d) {
+      return nt.stack_dims.empty() || nt.stack_dims[static_cast<size_t>(d)];
+    };
+    for (int64_t from : dims->from) {
+      stack_dims.push_back(from >= 0 ? is_stack_dim(from)
+                                     : from == DimMap::kMixed);
+    }
+    for (int64_t d = dims->in_dims;
+         d < static_cast<int64_t>(src.batch_size.size()); ++d) {
+      stack_dims.push_back(is_stack_dim(d));
+    }
+  }
+  out.non_tensor = non_tensor_stack(nt.values, new_ids, std::move(stack_dims));
 }
 
 }  // namespace tree_impl

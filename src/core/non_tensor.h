@@ -10,6 +10,13 @@
 // the level's batch shape (`ids`), so that indexing, reshaping, expanding and
 // stacking a stack are the same tensor ops on `ids` (tree.h's `rebuild`
 // applies the leaf function to them, NonTensors::kIndex).
+//
+// Python's NonTensorStack is a lazy stack of NonTensorData along some batch
+// dims (stacks of stacks along several). Indexing every one of those dims
+// by an integer leaves one NonTensorData, and Python returns it as such
+// (`stack(rows)[1]` holds the value of row 1). A stack records which of its
+// batch dims are stack dims (`stack_dims`); index and shape ops carry them
+// (tree.h's DimMap), and a stack left with none becomes NonTensorData.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -35,6 +42,10 @@ struct NonTensor {
   /// `(*values)[ids.flatten()[e]]`; ids are int64, on the CPU, contiguous.
   std::shared_ptr<const std::vector<ordered_json>> values;
   at::Tensor ids;
+  /// NonTensorStack: per batch dim of its level, whether it is a stack dim;
+  /// empty: every dim is (stacks that Python loads from disk or makes by an
+  /// indexed write are stacks along every dim).
+  std::vector<char> stack_dims;
 };
 using NonTensorPtr = std::shared_ptr<const NonTensor>;
 
@@ -45,9 +56,12 @@ ImplPtr make_non_tensor_data(ordered_json value, std::vector<int64_t> batch,
                              c10::optional<at::Device> device,
                              const std::string& key);
 /// The payload of a stack of `values` (ids: int64 of the level's batch
-/// shape); with a batch size of [] it is NonTensorData of its one element.
+/// shape) along `stack_dims` (see NonTensor; empty: every dim). With no
+/// stack dim left (batch size [] included) it is NonTensorData of its
+/// elements' one value.
 NonTensorPtr non_tensor_stack(
-    std::shared_ptr<const std::vector<ordered_json>> values, at::Tensor ids);
+    std::shared_ptr<const std::vector<ordered_json>> values, at::Tensor ids,
+    std::vector<char> stack_dims = {});
 
 /// Whether a non-tensor level is a NonTensorStack.
 inline bool non_tensor_is_stack(const TensorDictImpl& level) {

@@ -308,21 +308,35 @@ enum class NonTensors {
 /// The element ids of a NonTensorStack (undefined for NonTensorData).
 const at::Tensor& non_tensor_ids(const NonTensor& nt);
 
+/// For NonTensors::kIndex: where each dim of the new root batch comes from,
+/// so that a NonTensorStack's stack dims (core/non_tensor.h) follow an index
+/// or shape op. A sub-dict's dims beyond the root's follow unchanged. Ops
+/// that pass no map leave every dim of a stack a stack dim.
+struct DimMap {
+  static constexpr int64_t kNew = -1;    // a new dim (None, unsqueeze, expand)
+  static constexpr int64_t kMixed = -2;  // several dims, or an advanced index
+  int64_t in_dims = 0;        // the root's batch dims before the op
+  std::vector<int64_t> from;  // per new root dim: its old dim, kNew or kMixed
+  /// The map of an op that keeps the `in_dims` dims in order.
+  static DimMap identity(int64_t in_dims);
+};
+
 namespace tree_impl {
 
 [[noreturn]] void throw_bad_leaf_shape(const char* op, const KeyPath& path,
                                        const at::Tensor& t,
                                        c10::IntArrayRef batch);
 
-// Sets `out`'s non-tensor data from `src`'s (see NonTensors).
+// Sets `out`'s non-tensor data from `src`'s (see NonTensors and DimMap).
 void carry_non_tensor(const TensorDictImpl& src, TensorDictImpl& out,
                       const at::Tensor& new_ids, const char* op,
-                      const KeyPath& path);
+                      const KeyPath& path, const DimMap* dims);
 
 template <typename LeafFn, typename LevelHook>
 ImplPtr rebuild(const TensorDictImpl& src, std::vector<int64_t> batch,
                 KeyPath& path, const LeafFn& leaf, const char* check_op,
-                const LevelHook& hook, NonTensors non_tensors) {
+                const LevelHook& hook, NonTensors non_tensors,
+                const DimMap* dims) {
   const size_t src_bd = src.batch_size.size();
   auto out = make_impl(std::move(batch), src.device);
   hook(src, *out);
@@ -333,14 +347,14 @@ ImplPtr rebuild(const TensorDictImpl& src, std::vector<int64_t> batch,
       std::vector<int64_t> sub_batch = concat(
           out->batch_size, c10::IntArrayRef(n.dict->batch_size).slice(src_bd));
       ImplPtr sub = rebuild(*n.dict, std::move(sub_batch), path, leaf,
-                            check_op, hook, non_tensors);
+                            check_op, hook, non_tensors, dims);
       if (n.dict->non_tensor != nullptr) {
         const at::Tensor& ids = non_tensor_ids(*n.dict->non_tensor);
         carry_non_tensor(*n.dict, *sub,
                          non_tensors == NonTensors::kIndex && ids.defined()
                              ? at::Tensor(leaf(path, ids))
                              : at::Tensor(),
-                         check_op, path);
+                         check_op, path, dims);
       }
       out->nodes.push_back(Node{n.key, at::Tensor(), std::move(sub)});
     } else {
@@ -367,15 +381,16 @@ ImplPtr rebuild(const TensorDictImpl& src, std::vector<int64_t> batch,
 /// result drops the key. With `check_op`, every result must start with its
 /// level's batch size, else "<check_op>: key K: the result's shape ... does
 /// not start with the batch_size ..." is thrown. Non-tensor data is carried
-/// as `non_tensors` says.
+/// as `non_tensors` says (with kIndex, `dims` maps the root's dims).
 template <typename LeafFn, typename LevelHook = NoLevelHook>
 ImplPtr rebuild(const TensorDictImpl& src, std::vector<int64_t> batch,
                 const LeafFn& leaf, const char* check_op = nullptr,
                 const LevelHook& hook = LevelHook(),
-                NonTensors non_tensors = NonTensors::kKeep) {
+                NonTensors non_tensors = NonTensors::kKeep,
+                const DimMap* dims = nullptr) {
   KeyPath path;
   return tree_impl::rebuild(src, std::move(batch), path, leaf, check_op, hook,
-                            non_tensors);
+                            non_tensors, dims);
 }
 
 /// `rebuild` with the same batch sizes and `fn(tensor)` for every leaf.

@@ -926,14 +926,23 @@ IndexedTensorDict join_into_indexed(const IndexedTensorDict& out,
 // ===========================================================================
 
 // A new tree with `fn(leaf)` on every leaf; the root's batch size becomes
-// `batch` (each sub-dict's: `batch` followed by its own extra dims).
+// `batch` (each sub-dict's: `batch` followed by its own extra dims). `dims`
+// says where the new batch dims come from, for non-tensor stacks (without
+// it, every dim of a stack stays a stack dim).
 template <typename Fn>
 ImplPtr with_batch(const TensorDictImpl& src, c10::IntArrayRef batch,
-                   const Fn& fn) {
+                   const Fn& fn, const detail::DimMap* dims = nullptr) {
   return detail::rebuild(
       src, batch.vec(),
       [&](const detail::KeyPath&, const at::Tensor& t) { return fn(t); },
-      nullptr, detail::NoLevelHook(), detail::NonTensors::kIndex);
+      nullptr, detail::NoLevelHook(), detail::NonTensors::kIndex, dims);
+}
+
+// The DimMap of an op that removes batch dim `d` (select, squeeze).
+detail::DimMap removing_dim(const TensorDictImpl& src, int64_t d) {
+  detail::DimMap m = detail::DimMap::identity(src.batch_dims());
+  m.from.erase(m.from.begin() + d);
+  return m;
 }
 
 // `shape` followed by `t`'s dims beyond `bd`.
@@ -988,15 +997,21 @@ std::vector<ImplPtr> split_impl(const TensorDictImpl& src, size_t d,
   out.reserve(p.starts.size());
   for (size_t j = 0; j < p.starts.size(); ++j) {
     std::vector<int64_t> batch = src.batch_size;
+    const detail::DimMap dims = p.lengths[j] < 0
+                                    ? removing_dim(src, dim)
+                                    : detail::DimMap::identity(src.batch_dims());
     if (p.lengths[j] < 0) {
       batch.erase(batch.begin() + dim);
     } else {
       batch[d] = p.lengths[j];
     }
-    out.push_back(with_batch(src, batch, [&](const at::Tensor& t) {
-      return p.lengths[j] < 0 ? t.select(dim, p.starts[j])
-                              : t.narrow(dim, p.starts[j], p.lengths[j]);
-    }));
+    out.push_back(with_batch(
+        src, batch,
+        [&](const at::Tensor& t) {
+          return p.lengths[j] < 0 ? t.select(dim, p.starts[j])
+                                  : t.narrow(dim, p.starts[j], p.lengths[j]);
+        },
+        &dims));
   }
   return out;
 }
@@ -1161,8 +1176,11 @@ TensorDict TensorDict::unsqueeze(int64_t dim) const {
   const int64_t d = wrap_dim("unsqueeze", dim, impl_->batch_dims() + 1, b);
   std::vector<int64_t> nb = b;
   nb.insert(nb.begin() + d, 1);
+  detail::DimMap dims = detail::DimMap::identity(impl_->batch_dims());
+  dims.from.insert(dims.from.begin() + d, detail::DimMap::kNew);
   return TensorDictImpl::wrap(with_batch(
-      *impl_, nb, [&](const at::Tensor& t) { return t.unsqueeze(d); }));
+      *impl_, nb, [&](const at::Tensor& t) { return t.unsqueeze(d); },
+      &dims));
 }
 
 TensorDict TensorDict::squeeze() const {
@@ -1177,21 +1195,29 @@ TensorDict TensorDict::squeeze() const {
   for (int64_t s : b) {
     if (s != 1) nb.push_back(s);
   }
-  return TensorDictImpl::wrap(
-      with_batch(*impl_, nb, [&](const at::Tensor& t) {
+  detail::DimMap dims = detail::DimMap::identity(impl_->batch_dims());
+  for (int64_t j : removed) dims.from.erase(dims.from.begin() + j);
+  return TensorDictImpl::wrap(with_batch(
+      *impl_, nb,
+      [&](const at::Tensor& t) {
         at::Tensor r = t;
         for (int64_t j : removed) r = r.squeeze(j);
         return r;
-      }));
+      },
+      &dims));
 }
 
 TensorDict TensorDict::squeeze(int64_t dim) const {
   const auto& b = impl_->batch_size;
   const int64_t d = wrap_dim("squeeze", dim, impl_->batch_dims(), b);
   std::vector<int64_t> nb = b;
-  if (nb[static_cast<size_t>(d)] == 1) nb.erase(nb.begin() + d);
+  const bool removed = nb[static_cast<size_t>(d)] == 1;
+  if (removed) nb.erase(nb.begin() + d);
+  const detail::DimMap dims = removed
+                                  ? removing_dim(*impl_, d)
+                                  : detail::DimMap::identity(impl_->batch_dims());
   return TensorDictImpl::wrap(with_batch(
-      *impl_, nb, [&](const at::Tensor& t) { return t.squeeze(d); }));
+      *impl_, nb, [&](const at::Tensor& t) { return t.squeeze(d); }, &dims));
 }
 
 TensorDict TensorDict::permute(c10::IntArrayRef dims) const {
@@ -1217,12 +1243,17 @@ TensorDict TensorDict::permute(c10::IntArrayRef dims) const {
                     shape_str(b));
   std::vector<int64_t> nb;
   for (int64_t p : perm) nb.push_back(b[static_cast<size_t>(p)]);
-  return TensorDictImpl::wrap(
-      with_batch(*impl_, nb, [&](const at::Tensor& t) {
+  detail::DimMap moved;
+  moved.in_dims = bd;
+  moved.from = perm;
+  return TensorDictImpl::wrap(with_batch(
+      *impl_, nb,
+      [&](const at::Tensor& t) {
         std::vector<int64_t> full = perm;
         for (int64_t j = bd; j < t.dim(); ++j) full.push_back(j);
         return t.permute(full);
-      }));
+      },
+      &moved));
 }
 
 TensorDict TensorDict::transpose(int64_t dim0, int64_t dim1) const {
@@ -1231,9 +1262,11 @@ TensorDict TensorDict::transpose(int64_t dim0, int64_t dim1) const {
   const int64_t d1 = wrap_dim("transpose", dim1, impl_->batch_dims(), b);
   std::vector<int64_t> nb = b;
   std::swap(nb[static_cast<size_t>(d0)], nb[static_cast<size_t>(d1)]);
-  return TensorDictImpl::wrap(
-      with_batch(*impl_, nb,
-                [&](const at::Tensor& t) { return t.transpose(d0, d1); }));
+  detail::DimMap dims = detail::DimMap::identity(impl_->batch_dims());
+  std::swap(dims.from[static_cast<size_t>(d0)], dims.from[static_cast<size_t>(d1)]);
+  return TensorDictImpl::wrap(with_batch(
+      *impl_, nb, [&](const at::Tensor& t) { return t.transpose(d0, d1); },
+      &dims));
 }
 
 TensorDict TensorDict::flatten(int64_t start_dim, int64_t end_dim) const {
@@ -1304,10 +1337,12 @@ TensorDict TensorDict::expand(c10::IntArrayRef shape) const {
   }
   TORCH_CHECK(ok, "expand: cannot expand a TensorDict with batch_size ",
               shape_str(b), " to ", shape_str(shape));
-  return TensorDictImpl::wrap(
-      with_batch(*impl_, nb, [&](const at::Tensor& t) {
-        return t.expand(with_trailing(nb, t, bd));
-      }));
+  detail::DimMap dims = detail::DimMap::identity(static_cast<int64_t>(bd));
+  dims.from.insert(dims.from.begin(), shape.size() - bd, detail::DimMap::kNew);
+  return TensorDictImpl::wrap(with_batch(
+      *impl_, nb,
+      [&](const at::Tensor& t) { return t.expand(with_trailing(nb, t, bd)); },
+      &dims));
 }
 
 // ===========================================================================
