@@ -237,6 +237,41 @@ TEST(NonTensor, StackingEqualValuesKeepsOneAndOthersMakeAStack) {
       "change of its batch size from [3] to []");
 }
 
+// Comparisons as Python 0.4's (tests/python_reference_test.cpp checks the
+// reprs against it): values compare element by element; a comparison with a
+// scalar, or of NonTensorData with a stack, gives None values.
+TEST(NonTensor, ComparisonsCompareValuesAsPythonDoes) {
+  const TensorDict st = tensordict::stack({Row("hello"), Row("world"), Row("hello")});
+  TensorDict same = (st == st.clone());
+  EXPECT_TRUE(same.get("s").equal(torch::ones({3}, torch::kBool)));
+  EXPECT_TRUE(same.all());
+  const TensorDict other = tensordict::stack({Row("hello"), Row("x"), Row("hello")});
+  EXPECT_TRUE((st == other).get("s").equal(torch::tensor({true, false, true})));
+  EXPECT_TRUE((st != other).get("s").equal(torch::tensor({false, true, false})));
+  EXPECT_FALSE((st == other).all());
+  // 1 == 1.0, as in Python.
+  EXPECT_TRUE((Row(1) == Row(1.0)).get("s").item<bool>());
+  EXPECT_EQ(Field(st == 0, "s"),
+            "s: NonTensorStack(\n"
+            "            [None, None, None],\n"
+            "            batch_size=torch.Size([3]),\n"
+            "            device=None)");
+  EXPECT_EQ(Field(Hello(2) != 1, "s"),
+            "s: NonTensorData(data=None, batch_size=torch.Size([2]), device=None)");
+  EXPECT_EQ(Field(Hello(3) == st, "s"),
+            "s: NonTensorData(data=None, batch_size=torch.Size([3]), device=None)");
+  // What cannot be compared is a clear error.
+  TensorDict plain({{"a", torch::zeros({3})}, {"s", TensorDict({}, {3})}}, {3});
+  ExpectThrowsMsg<c10::TypeError>(
+      [&] { (void)(Hello(3) == plain); },
+      "operator==: key s is non-tensor data in the left-hand side but a "
+      "TensorDict in the right-hand side");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { (void)(Hello(3) != Hello(1)); },
+      "operator!=: key s: non-tensor data of batch size [3] cannot be "
+      "compared with non-tensor data of batch size [1]");
+}
+
 TEST(NonTensor, ALongStackIsCutAsPythonCutsIt) {
   std::vector<TensorDict> rows;
   for (int i = 0; i < 10; ++i) rows.push_back(Row("abcdefghij" + std::to_string(i)));

@@ -1084,7 +1084,8 @@ namespace {
 // stack of stacks (`nst`) and one in a sub-dict with dims of its own
 // (`ns`), then index and shape ops; the repr of each result, as JSON in
 // argv[1]. Python gives NonTensorData where integers removed every stack
-// dim, and a stack otherwise.
+// dim, and a stack otherwise; comparisons give bool tensors, or
+// NonTensorData(None) where Python compares no values.
 constexpr const char* kNonTensorIndexScript = R"py(
 import json, sys, torch
 from tensordict import TensorDict
@@ -1117,6 +1118,10 @@ results = {
     "unbind(0)[1]": st.unbind(0)[1], "unbind(1)[0]": st.unbind(1)[0],
     "split(1,0)[1]": st.split(1, 0)[1],
     "stack(0)[0]": torch.stack([st, st], 0)[0], "stack(1)[:,0]": torch.stack([st, st], 1)[:, 0],
+    "st==st": st == st.clone(), "st!=st1.T": st != st1.transpose(0, 1)[:, [1, 0]],
+    "data==data": st[0] == st[1], "data!=data": st[0] != st[0],
+    "data==stack": st[1] == nst[0], "ns==ns": ns == ns,
+    "st==0": st == 0, "st!=1": st != 1,
 }
 with open(sys.argv[1], "w") as f:
     json.dump({k: repr(v) for k, v in results.items()}, f)
@@ -1130,7 +1135,7 @@ TensorDict NonTensorRow(const std::string& v, std::vector<int64_t> batch = {2}) 
 
 }  // namespace
 
-TEST(PythonReference, NonTensorStacksIndexAsTensordict04) {
+TEST(PythonReference, NonTensorEntriesIndexAndCompareAsTensordict04) {
   if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
   TempDir dir;
   ASSERT_TRUE(RunPython(kNonTensorIndexScript, {dir / "nt.json"}));
@@ -1192,6 +1197,14 @@ TEST(PythonReference, NonTensorStacksIndexAsTensordict04) {
       {"split(1,0)[1]", st.split(1, 0)[1]},
       {"stack(0)[0]", tensordict::stack({st, st}, 0)[0]},
       {"stack(1)[:,0]", tensordict::stack({st, st}, 1).index({Slice(), 0})},
+      {"st==st", st == st.clone()},
+      {"st!=st1.T", st != st1.transpose(0, 1).index({Slice(), torch::tensor({1, 0})})},
+      {"data==data", st[0] == st[1]},
+      {"data!=data", st[0] != st[0]},
+      {"data==stack", st[1] == nst[0]},
+      {"ns==ns", ns == ns},
+      {"st==0", st == 0},
+      {"st!=1", st != 1},
   };
   ASSERT_EQ(results.size(), expected.size());
   for (const auto& [name, r] : results) {

@@ -176,7 +176,11 @@ class TensorDict {
   // Such an entry is Python's `NonTensorData`: one value for every element
   // of its batch size, which is its dict's. It is an entry but not a leaf:
   // `keys(true)` lists it, `keys(true, true)` does not, and arithmetic,
-  // `apply` and the like leave it as it is. Indexing and reshaping change
+  // `apply` and the like leave it as it is. Comparisons follow Python's:
+  // `a == b` of two NonTensorData, or of two stacks, is a bool tensor of the
+  // batch shape, element by element (Python's `==` on values); of
+  // NonTensorData and a stack, or of any entry with a scalar, it holds None
+  // for every value. Indexing and reshaping change
   // its batch size and keep its value. `stack`/`cat` of equal values (by
   // Python's `==`) keep one NonTensorData; of different values they make a
   // `NonTensorStack`, a value per element, which indexing and reshaping
@@ -734,11 +738,15 @@ class IndexedTensorDict {
 
 // ---- Comparisons (element-wise, returning dicts of bool leaves) ----------
 
-/// Leaf-wise `==`. Both dicts must have the same keys.
+/// Leaf-wise `==`. Both dicts must have the same keys. Non-tensor entries
+/// compare their values as Python does (see "Non-tensor data" above);
+/// non-tensor data against a sub-dict, or of another batch size, throws
+/// naming the key.
 [[nodiscard]] TensorDict operator==(const TensorDict& a, const TensorDict& b);
-/// Leaf-wise `!=`. Both dicts must have the same keys.
+/// Leaf-wise `!=`, as `==`.
 [[nodiscard]] TensorDict operator!=(const TensorDict& a, const TensorDict& b);
-/// Every leaf compared with a scalar.
+/// Every leaf compared with a scalar (non-tensor entries: None values, as
+/// in Python).
 [[nodiscard]] TensorDict operator==(const TensorDict& a, const at::Scalar& b);
 [[nodiscard]] TensorDict operator!=(const TensorDict& a, const at::Scalar& b);
 

@@ -139,6 +139,31 @@ bool py_equal(const ordered_json& a, const ordered_json& b) {
   return a == b;  // strings, null
 }
 
+at::Tensor non_tensor_eq(const TensorDictImpl& a, const TensorDictImpl& b) {
+  const NonTensor& x = *a.non_tensor;
+  const NonTensor& y = *b.non_tensor;
+  if (x.is_stack != y.is_stack) return at::Tensor();
+  if (!x.is_stack) return at::full(a.batch_size, py_equal(x.data, y.data), at::kBool);
+  at::Tensor out = at::empty(a.batch_size, at::kBool);
+  const int64_t n = out.numel();
+  const int64_t* xi = x.ids.data_ptr<int64_t>();
+  const int64_t* yi = y.ids.data_ptr<int64_t>();
+  bool* o = out.data_ptr<bool>();
+  for (int64_t e = 0; e < n; ++e) {
+    o[e] = py_equal((*x.values)[static_cast<size_t>(xi[e])],
+                    (*y.values)[static_cast<size_t>(yi[e])]);
+  }
+  return out;
+}
+
+NonTensorPtr non_tensor_none(const TensorDictImpl& level) {
+  const NonTensor& nt = *level.non_tensor;
+  if (!nt.is_stack) return std::make_shared<const NonTensor>();
+  auto values = std::make_shared<std::vector<ordered_json>>(1);
+  return non_tensor_stack(std::move(values), at::zeros_like(nt.ids),
+                          nt.stack_dims);
+}
+
 at::Tensor append_elements(std::vector<ordered_json>& values,
                            const TensorDictImpl& level) {
   const NonTensor& nt = *level.non_tensor;

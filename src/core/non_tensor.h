@@ -85,6 +85,17 @@ ordered_json non_tensor_value(const TensorDictImpl& level);
 /// True), NaN unequal to itself, dicts regardless of key order.
 bool py_equal(const ordered_json& a, const ordered_json& b);
 
+/// Python's `==` of two non-tensor levels of one batch size: for two
+/// NonTensorData or two stacks, a bool tensor of the batch shape, element by
+/// element (`py_equal`); for NonTensorData and a stack, undefined (Python
+/// gives None values, see `non_tensor_none`).
+at::Tensor non_tensor_eq(const TensorDictImpl& a, const TensorDictImpl& b);
+/// `level`'s non-tensor data with None for every value (NonTensorData(None),
+/// or a stack of None along the same dims): what Python's comparisons give
+/// for a non-tensor entry compared with a scalar, or NonTensorData with a
+/// stack.
+NonTensorPtr non_tensor_none(const TensorDictImpl& level);
+
 /// Appends the values of the non-tensor level `level` to `values`; returns
 /// its elements' ids into `values` (int64, the level's batch shape).
 at::Tensor append_elements(std::vector<ordered_json>& values,

@@ -733,37 +733,77 @@ const TensorDict& TensorDict::share_memory_() const {
 
 namespace {
 
-// `fn(a_leaf, b_leaf)` over the matching leaves of `a` and `b`, shaped like
-// `a`.
-template <typename Fn>
-TensorDict zip(const TensorDict& a, const TensorDict& b, const char* op,
-               const Fn& fn) {
+// `a == b` (`eq`) or `a != b`: the matching leaves compared, shaped like
+// `a`. Non-tensor entries compare their values as Python does: two
+// NonTensorData or two stacks give bool tensors; NonTensorData against a
+// stack gives None values.
+TensorDict compare(const TensorDict& a, const TensorDict& b, bool eq) {
+  const char* op = eq ? "operator==" : "operator!=";
+  const TensorDictImpl& ai = TensorDictImpl::of(a);
+  const TensorDictImpl& bi = TensorDictImpl::of(b);
   std::vector<at::Tensor> va, vb;
-  pair_leaves(TensorDictImpl::of(a), TensorDictImpl::of(b), op, va, vb);
-  for (size_t i = 0; i < va.size(); ++i) va[i] = fn(va[i], vb[i]);
-  return TensorDictImpl::wrap(rebuild_from(TensorDictImpl::of(a), std::move(va)));
+  pair_leaves(ai, bi, op, va, vb);
+  for (size_t i = 0; i < va.size(); ++i) {
+    va[i] = eq ? va[i].eq(vb[i]) : va[i].ne(vb[i]);
+  }
+  ImplPtr out = rebuild_from(ai, std::move(va));
+  // `out`'s non-tensor entries are `a`'s; `m.a` is `b`'s entry.
+  pair_walk<Pairing::kSameKeys>(
+      bi, out.get(), [&](const KeyPath& path, const Match<TensorDictImpl>& m) {
+        if (!m.a.is_dict()) return Next::kSkip;
+        if (!m.a.is_non_tensor() && !m.b->is_non_tensor()) return Next::kDescend;
+        TORCH_CHECK_TYPE(m.a.is_non_tensor() && m.b->is_non_tensor(), op,
+                         ": key ", path.key().str(), " is ",
+                         m.b->is_non_tensor() ? "non-tensor data" : "a TensorDict",
+                         " in the left-hand side but ",
+                         m.a.is_non_tensor() ? "non-tensor data" : "a TensorDict",
+                         " in the right-hand side");
+        TensorDictImpl& level = *m.b->dict;
+        TORCH_CHECK_VALUE(level.batch_size == m.a.dict->batch_size, op,
+                          ": key ", path.key().str(),
+                          ": non-tensor data of batch size ",
+                          shape_str(level.batch_size),
+                          " cannot be compared with non-tensor data of batch size ",
+                          shape_str(m.a.dict->batch_size));
+        at::Tensor r = non_tensor_eq(level, *m.a.dict);
+        if (!r.defined()) {
+          level.non_tensor = non_tensor_none(level);
+        } else {
+          *m.b = Node{m.b->key, eq ? std::move(r) : r.logical_not(), nullptr};
+        }
+        return Next::kSkip;
+      });
+  return TensorDictImpl::wrap(std::move(out));
+}
+
+// Every leaf compared with `b`; non-tensor entries get None for every value,
+// as Python's comparisons with a scalar give them.
+TensorDict compare(const TensorDict& a, const at::Scalar& b, bool eq) {
+  ImplPtr out = rebuild_leaves(TensorDictImpl::of(a), [&](const at::Tensor& x) {
+    return eq ? x.eq(b) : x.ne(b);
+  });
+  for_each_level(*out, [](TensorDictImpl& level) {
+    if (level.non_tensor != nullptr) level.non_tensor = non_tensor_none(level);
+  });
+  return TensorDictImpl::wrap(std::move(out));
 }
 
 }  // namespace
 
 TensorDict operator==(const TensorDict& a, const TensorDict& b) {
-  return zip(a, b, "operator==",
-             [](const at::Tensor& x, const at::Tensor& y) { return x.eq(y); });
+  return compare(a, b, /*eq=*/true);
 }
 
 TensorDict operator!=(const TensorDict& a, const TensorDict& b) {
-  return zip(a, b, "operator!=",
-             [](const at::Tensor& x, const at::Tensor& y) { return x.ne(y); });
+  return compare(a, b, /*eq=*/false);
 }
 
 TensorDict operator==(const TensorDict& a, const at::Scalar& b) {
-  return TensorDictImpl::wrap(rebuild_leaves(
-      TensorDictImpl::of(a), [&](const at::Tensor& x) { return x.eq(b); }));
+  return compare(a, b, /*eq=*/true);
 }
 
 TensorDict operator!=(const TensorDict& a, const at::Scalar& b) {
-  return TensorDictImpl::wrap(rebuild_leaves(
-      TensorDictImpl::of(a), [&](const at::Tensor& x) { return x.ne(b); }));
+  return compare(a, b, /*eq=*/false);
 }
 
 }  // namespace tensordict
