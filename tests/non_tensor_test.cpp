@@ -393,6 +393,14 @@ TEST(NonTensor, MemmapWritesPythonsFormatAndReadsItBack) {
             json::parse(R"({"_type": "<class 'tensordict.tensorclass.NonTensorStack'>", "stack_dim": 0, "device": "cpu", "data": ["hello", "world"]})"));
   EXPECT_EQ(TensorDict::load_memmap(tmp / "st").get_non_tensor("s"),
             json::array({"hello", "world"}));
+  // Stacked along dim 1: Python writes "stack_dim": 1.
+  TensorDict rows2({{"a", torch::zeros({2})}}, {2});
+  rows2.set_non_tensor("s", "p");
+  TensorDict rows3 = rows2.clone();
+  rows3.set_non_tensor("s", "q");
+  tensordict::stack({rows2, rows3}, 1).memmap_(tmp / "st1");
+  EXPECT_EQ(json::parse(ReadFile(tmp / "st1/s/meta.json")),
+            json::parse(R"({"_type": "<class 'tensordict.tensorclass.NonTensorStack'>", "stack_dim": 1, "device": "cpu", "data": [["p", "q"], ["p", "q"]]})"));
 }
 
 TEST(NonTensor, DamagedNonTensorEntriesAreClearErrors) {

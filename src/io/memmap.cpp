@@ -24,6 +24,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -507,8 +508,13 @@ ordered_json non_tensor_meta(const TensorDictImpl& level) {
                         {"data", level.non_tensor->data},
                         {"_metadata", nullptr}};
   }
+  // Python's is its outer stack's dim: here the first stack dim (readers
+  // take the layout from "data" alone).
+  const auto& dims = level.non_tensor->stack_dims;
+  const auto first = std::find(dims.begin(), dims.end(), 1);
+  const int64_t stack_dim = first == dims.end() ? 0 : first - dims.begin();
   return ordered_json{{"_type", kNonTensorStackType},
-                      {"stack_dim", 0},
+                      {"stack_dim", stack_dim},
                       {"device", "cpu"},
                       {"data", detail::non_tensor_tolist(level)}};
 }
