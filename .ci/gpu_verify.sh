@@ -65,11 +65,15 @@ for std in ${GPU_VERIFY_STD:-17 20}; do
 done
 
 san="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+# The three tests that need queued GPU work to outlast host calls are left
+# out: memcheck serializes kernel launches, and their kernels (LibTorch's
+# matrix products, and the fused copies the other tests cover) add nothing.
+san_filter='Cuda.*:-Cuda.RecordStreamKeepsMemoryUntilTheStreamIsDone:Cuda.ReplayBufferOrdersCallsFromDifferentStreams:Cuda.ReplayBufferCallsDoNotWaitForTheGpu'
 if [[ -x "$san" && -x build-gpu-cxx17/tests/tensordict_tests ]]; then
   (cd tests && "$san" --tool memcheck --error-exitcode 1 \
-     "$ROOT/build-gpu-cxx17/tests/tensordict_tests" --gtest_filter='Cuda.*') \
+     "$ROOT/build-gpu-cxx17/tests/tensordict_tests" --gtest_filter="$san_filter") \
     > "$logs/compute-sanitizer.log" 2>&1
-  summary+=("compute-sanitizer memcheck over Cuda.*: exit $? ($(tail -1 "$logs/compute-sanitizer.log"))")
+  summary+=("compute-sanitizer memcheck over Cuda.* (but the 3 stream-timing tests): exit $? ($(tail -1 "$logs/compute-sanitizer.log"))")
 else
   summary+=("compute-sanitizer: not run (no sanitizer or no C++17 build)")
 fi
