@@ -315,8 +315,10 @@ const at::Tensor& non_tensor_ids(const NonTensor& nt);
 struct DimMap {
   static constexpr int64_t kNew = -1;    // a new dim (None, unsqueeze, expand)
   static constexpr int64_t kMixed = -2;  // several dims, or an advanced index
-  int64_t in_dims = 0;        // the root's batch dims before the op
-  std::vector<int64_t> from;  // per new root dim: its old dim, kNew or kMixed
+  int64_t in_dims = 0;  // the root's batch dims before the op
+  // Per new root dim: its old dim, kNew or kMixed (inline: every `td[i]`
+  // makes one).
+  c10::SmallVector<int64_t, 8> from;
   /// The map of an op that keeps the `in_dims` dims in order.
   static DimMap identity(int64_t in_dims);
 };

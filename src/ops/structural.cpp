@@ -1245,7 +1245,7 @@ TensorDict TensorDict::permute(c10::IntArrayRef dims) const {
   for (int64_t p : perm) nb.push_back(b[static_cast<size_t>(p)]);
   detail::DimMap moved;
   moved.in_dims = bd;
-  moved.from = perm;
+  moved.from.assign(perm.begin(), perm.end());
   return TensorDictImpl::wrap(with_batch(
       *impl_, nb,
       [&](const at::Tensor& t) {
