@@ -551,10 +551,11 @@ bool pin_in_parallel(const std::vector<at::Tensor>& leaves) {
 
 // Pinned copies of `leaves`, in order (a leaf already pinned is itself),
 // made by LibTorch's intra-op threads (Python's `num_threads`) when
-// `pin_in_parallel`, else one by one. Pinned memory stays alive until the
-// copies that read it complete (LibTorch's pinned allocator records each
-// use on its stream).
-std::vector<at::Tensor> pin_leaves(const std::vector<at::Tensor>& leaves) {
+// `parallel` (see pin_in_parallel), else one by one. Pinned memory stays
+// alive until the copies that read it complete (LibTorch's pinned allocator
+// records each use on its stream).
+std::vector<at::Tensor> pin_leaves(const std::vector<at::Tensor>& leaves,
+                                   bool parallel) {
   std::vector<at::Tensor> pinned(leaves.size());
   const auto pin = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
@@ -563,7 +564,7 @@ std::vector<at::Tensor> pin_leaves(const std::vector<at::Tensor>& leaves) {
     }
   };
   const auto n = static_cast<int64_t>(leaves.size());
-  if (pin_in_parallel(leaves)) {
+  if (parallel) {
     at::parallel_for(0, n, 1, pin);
   } else {
     pin(0, n);
@@ -585,7 +586,7 @@ TensorDict TensorDict::to(at::Device device, bool non_blocking) const {
   std::vector<at::Tensor> staged;  // in leaf_tensors order, when staged
   if (device.is_cuda() && non_blocking && at::hasCUDA()) {
     std::vector<at::Tensor> leaves = leaf_tensors(*impl_);
-    if (pin_in_parallel(leaves)) staged = pin_leaves(leaves);
+    if (pin_in_parallel(leaves)) staged = pin_leaves(leaves, /*parallel=*/true);
   }
   size_t k = 0;  // rebuild visits the leaves in leaf_tensors order
   return TensorDict(rebuild(
@@ -616,7 +617,9 @@ const TensorDict& TensorDict::record_stream(c10::Stream stream) const {
 TensorDict TensorDict::pin_memory() const {
   TORCH_CHECK(at::globalContext().hasCUDA(),
               "pin_memory: no CUDA device is available");
-  return TensorDict(rebuild_from(*impl_, pin_leaves(leaf_tensors(*impl_))));
+  const std::vector<at::Tensor> leaves = leaf_tensors(*impl_);
+  return TensorDict(
+      rebuild_from(*impl_, pin_leaves(leaves, pin_in_parallel(leaves))));
 }
 
 TensorDict TensorDict::to(at::ScalarType dtype) const {
