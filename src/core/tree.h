@@ -29,6 +29,8 @@
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -143,16 +145,29 @@ class StructureSnapshot {
   std::vector<std::pair<TensorDictImpl*, std::vector<Node>>> saved_;
 };
 
-/// Key equality without a library call: keys are short.
+/// Key equality without a library call. Keys are short, so they are
+/// compared a word at a time, the last word overlapping the one before.
 inline bool same_key(const std::string& a, const std::string& b) noexcept {
   const size_t n = a.size();
   if (n != b.size()) return false;
   const char* p = a.data();
   const char* q = b.data();
-  for (size_t j = 0; j < n; ++j) {
-    if (p[j] != q[j]) return false;
+  const auto same = [&](size_t at, auto word) {
+    decltype(word) x;
+    decltype(word) y;
+    std::memcpy(&x, p + at, sizeof(x));
+    std::memcpy(&y, q + at, sizeof(y));
+    return x == y;
+  };
+  if (n >= 8) {
+    for (size_t j = 0; j + 8 < n; j += 8) {
+      if (!same(j, uint64_t{})) return false;
+    }
+    return same(n - 8, uint64_t{});
   }
-  return true;
+  if (n >= 4) return same(0, uint32_t{}) && same(n - 4, uint32_t{});
+  if (n >= 2) return same(0, uint16_t{}) && same(n - 2, uint16_t{});
+  return n == 0 || *p == *q;
 }
 
 /// What `pair_walk` does after an entry.
@@ -194,19 +209,25 @@ bool pair_walk(const TensorDictImpl& a, BImpl* b, KeyPath& path,
   using BNode = typename Match<BImpl>::BNode;
   constexpr bool kWithPath =
       std::is_invocable<const Fn&, const KeyPath&, const Match<BImpl>&>::value;
-  if (P == Pairing::kSameKeys && a.nodes.size() != b->nodes.size()) {
-    return false;
-  }
-  // `b`'s entries are read afresh for each entry of `a`: a callback may add
-  // entries to `b_level` (never to `a`).
-  for (size_t j = 0; j < a.nodes.size(); ++j) {
-    const Node& an = a.nodes[j];
+  // `a` never changes during the walk; `b` may, when it is not const: a
+  // callback may add entries to `b_level`, so its entries are then read
+  // afresh for each entry of `a`.
+  const Node* const a_nodes = a.nodes.data();
+  const size_t na = a.nodes.size();
+  BNode* b_nodes = b != nullptr ? b->nodes.data() : nullptr;
+  size_t nb = b != nullptr ? b->nodes.size() : 0;
+  if (P == Pairing::kSameKeys && na != nb) return false;
+  for (size_t j = 0; j < na; ++j) {
+    const Node& an = a_nodes[j];
     BNode* bn = nullptr;
     if (b != nullptr) {
+      if constexpr (!std::is_const<BImpl>::value) {
+        b_nodes = b->nodes.data();
+        nb = b->nodes.size();
+      }
       // The same order is the common case; else a lookup.
-      bn = j < b->nodes.size() && same_key(b->nodes[j].key, an.key)
-               ? &b->nodes[j]
-               : b->find(an.key);
+      bn = j < nb && same_key(b_nodes[j].key, an.key) ? &b_nodes[j]
+                                                       : b->find(an.key);
     }
     if (P == Pairing::kSameKeys &&
         (bn == nullptr || bn->is_dict() != an.is_dict())) {
