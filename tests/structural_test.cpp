@@ -169,6 +169,18 @@ TEST(StructuralStack, FusedAndGeneralPathsGiveIdenticalResults) {
   mixed[3].set("action", mixed[3].get("action").to(torch::kDouble));
   ExpectLeavesEqual(tensordict::stack(mixed), fused);
 
+  // Odd leaves under two keys, the later key's at the earlier row: the lean
+  // first pass checks key by key, and hands over at the earliest odd row.
+  auto two = MakeRows(6);
+  at::Tensor strided4 = torch::empty({12}).slice(0, 0, 12, 2);
+  strided4.copy_(two[4].get("obs"));
+  two[4].set("obs", strided4);
+  two[2].set("action", two[2].get("action").to(torch::kDouble));
+  ExpectLeavesEqual(tensordict::stack(two), fused);
+  TensorDict two_out = tensordict::stack(MakeRows(6));
+  tensordict::stack_out(two_out, two);
+  ExpectLeavesEqual(two_out, fused);
+
   // requires_grad.
   auto grad = MakeRows(6);
   grad[1].set("obs", grad[1].get("obs").clone().requires_grad_());

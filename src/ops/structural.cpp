@@ -9,9 +9,11 @@
 //      TensorImpls and storages of the inputs a few steps ahead). A dim-0
 //      stack first tries a leaner pass (fast_pass) that covers the inputs
 //      shaped node for node like the first one with plain contiguous CPU
-//      leaves; for stack() it also copies each such row into fresh buffers
-//      (dropped on a later failure). The general pass resumes at the first
-//      input it does not cover;
+//      leaves: the structure of every input first, then each key's leaves
+//      down the inputs (a short loop whose loads overlap); for stack() it
+//      also copies the covered rows into fresh buffers (dropped on a later
+//      failure). The general pass resumes at the first input it does not
+//      cover;
 //   2. validate `out` (batch size, key conflicts, shapes, castable dtypes);
 //   3. create `out`'s missing keys;
 //   4. write each key: a fused byte copy for contiguous CPU leaves of the
@@ -159,7 +161,7 @@ struct Gathered {
   // Per (input, key), at [i * num_leaves + k]; written before being read
   // (so left uninitialized).
   SlotArray<const at::Tensor*> leaves;
-  SlotArray<const c10::TensorImpl*> impls;  // only for the general pass
+  SlotArray<const c10::TensorImpl*> impls;
   SlotArray<const char*> data;  // source bytes, while the key is fusable
 };
 
@@ -202,53 +204,6 @@ bool gather(const TensorDictImpl& ref, const TensorDictImpl& in,
       });
 }
 
-// Per key of the first input, what the fast pass compares against.
-struct FastLeaf {
-  c10::IntArrayRef sizes;
-  caffe2::TypeMeta dtype;
-  c10::DispatchKeySet keys;
-  int64_t itemsize;
-};
-
-// The fast pass of a dim-0 stack whose first input's leaves are all fusable
-// sources: matches `in` against `ref`, and each leaf against `ref`'s (same
-// shape, dtype and dispatch keys, contiguous, with storage, not requiring
-// grad), recording the leaf and its source bytes in slot `k`. Returns false
-// on any other input, which the general pass then handles (and diagnoses).
-bool fast_gather(const TensorDictImpl& ref, const TensorDictImpl& in,
-                 const FastLeaf* fl, bool grad_mode, size_t& k,
-                 const at::Tensor** leaves, const char** data) {
-  return pair_walk<Pairing::kSameKeys>(
-      ref, &in, [&](const Match<const TensorDictImpl>& m) {
-        if (m.a.is_dict()) {
-          return same_shape(m.a.dict->batch_size, m.b->dict->batch_size) &&
-                         m.a.is_non_tensor() == m.b->is_non_tensor()
-                     ? Next::kDescend
-                     : Next::kStop;
-        }
-        const c10::TensorImpl* t = m.b->tensor.unsafeGetTensorImpl();
-        const FastLeaf& f = fl[k];
-        // The same dispatch keys as a fusable first leaf imply a dense, CPU,
-        // non-conj, non-neg, non-quantized tensor.
-        if (t->key_set() != f.keys || t->dtype() != f.dtype ||
-            !t->is_contiguous() || !same_shape(f.sizes, t->sizes()) ||
-            !t->unsafe_storage()) {
-          return Next::kStop;
-        }
-        // requires_grad() is an out-of-line call; most leaves have no
-        // autograd metadata at all.
-        if (grad_mode && t->autograd_meta() != nullptr &&
-            t->requires_grad()) {
-          return Next::kStop;
-        }
-        leaves[k] = &m.b->tensor;
-        data[k] = static_cast<const char*>(t->unsafe_storage().data()) +
-                  t->storage_offset() * f.itemsize;
-        ++k;
-        return Next::kSkip;
-      });
-}
-
 // Prefetch hints for the pointer-chasing walks over many small inputs.
 inline void prefetch(const void* p) { __builtin_prefetch(p, 0, 3); }
 // Prefetches every cache line of [p, p + bytes).
@@ -262,6 +217,90 @@ inline void prefetch_lines(const void* p, size_t bytes) {
 }
 inline void prefetch_nodes(const TensorDictImpl& impl) {
   prefetch_lines(impl.nodes.data(), impl.nodes.size() * sizeof(Node));
+}
+
+// The structure half of the fast pass of a dim-0 stack: matches `in`
+// against `ref` (the same keys in any order, sub-dicts of the same batch
+// size), recording each leaf in slot `k` without reading it. Returns false
+// on any other input, which the general pass then handles (and diagnoses).
+bool fast_gather(const TensorDictImpl& ref, const TensorDictImpl& in,
+                 size_t& k, const at::Tensor** leaves,
+                 const c10::TensorImpl** impls) {
+  return pair_walk<Pairing::kSameKeys>(
+      ref, &in, [&](const Match<const TensorDictImpl>& m) {
+        if (m.a.is_dict()) {
+          return same_shape(m.a.dict->batch_size, m.b->dict->batch_size) &&
+                         m.a.is_non_tensor() == m.b->is_non_tensor()
+                     ? Next::kDescend
+                     : Next::kStop;
+        }
+        leaves[k] = &m.b->tensor;
+        impls[k++] = m.b->tensor.unsafeGetTensorImpl();
+        return Next::kSkip;
+      });
+}
+
+// The leaf half of the fast pass: how many of `rows` inputs have, at key `k`
+// of the first input's leaf `first`, a leaf like it (the same shape, dtype
+// and dispatch keys, contiguous, with storage, not requiring grad). Records
+// each such leaf's source bytes. Slots are `[i * stride + k]`.
+int64_t fast_leaf_rows(const c10::TensorImpl* first, size_t k, size_t stride,
+                       int64_t rows, bool grad_mode,
+                       const c10::TensorImpl* const* impls, const char** data) {
+  const c10::IntArrayRef sizes = first->sizes();
+  const caffe2::TypeMeta dtype = first->dtype();
+  const c10::DispatchKeySet keys = first->key_set();
+  const int64_t itemsize = static_cast<int64_t>(dtype.itemsize());
+  // The leaves are small allocations, one per input: prefetch each
+  // TensorImpl, then its storage, some rows ahead.
+  constexpr int64_t kImplAhead = 16;
+  constexpr int64_t kStorageAhead = 8;
+  for (int64_t i = 0; i < kImplAhead && i < rows; ++i) {
+    prefetch_lines(impls[static_cast<size_t>(i) * stride + k],
+                   sizeof(c10::TensorImpl));
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    const size_t slot = static_cast<size_t>(i) * stride + k;
+    if (i + kImplAhead < rows) {
+      prefetch_lines(impls[slot + kImplAhead * stride], sizeof(c10::TensorImpl));
+    }
+    if (i + kStorageAhead < rows) {
+      const c10::TensorImpl* a = impls[slot + kStorageAhead * stride];
+      if (const auto* st = a->unsafe_storage().unsafeGetStorageImpl()) {
+        prefetch(&st->data_ptr());  // the one field read of it
+      }
+    }
+    const c10::TensorImpl* t = impls[slot];
+    // The same dispatch keys as a fusable first leaf imply a dense, CPU,
+    // non-conj, non-neg, non-quantized tensor.
+    if (t->key_set() != keys || t->dtype() != dtype || !t->is_contiguous() ||
+        !same_shape(sizes, t->sizes()) || !t->unsafe_storage()) {
+      return i;
+    }
+    // requires_grad() is an out-of-line call; most leaves have no autograd
+    // metadata at all.
+    if (grad_mode && t->autograd_meta() != nullptr && t->requires_grad()) {
+      return i;
+    }
+    data[slot] = static_cast<const char*>(t->unsafe_storage().data()) +
+                 t->storage_offset() * itemsize;
+  }
+  return rows;
+}
+
+// Copies `rows` rows of `row_bytes` bytes each, row `i` from `src[i *
+// stride]` to `dst + i * step`: the byte copy of one key of stack / cat.
+void copy_rows(char* dst, size_t step, const char* const* src, size_t stride,
+               int64_t rows, size_t row_bytes) {
+  constexpr int64_t kAhead = 8;
+  const size_t ahead_bytes = std::min<size_t>(row_bytes, 512);
+  for (int64_t i = 0; i < rows; ++i) {
+    if (i + kAhead < rows) {
+      prefetch_lines(src[static_cast<size_t>(i + kAhead) * stride], ahead_bytes);
+    }
+    copy_bytes(dst, src[static_cast<size_t>(i) * stride], row_bytes);
+    dst += step;
+  }
 }
 
 // Throws the precise error for a structural difference between `ref`
@@ -332,32 +371,22 @@ bool fusable_dest(const at::Tensor& d, bool is_cat, bool grad_mode) {
 }
 
 // The fast pass over the inputs of a dim-0 stack whose first input's leaves
-// are all fusable sources (see fast_gather). Returns how many inputs it
-// covered: for those, `g.leaves` and `g.data` are filled and every per-key
-// flag keeps its initial value. With `prefill` (stack(): one fresh
-// contiguous buffer per key), each covered input's row is also copied into
-// it.
+// are all fusable sources: first the structure of every input (fast_gather),
+// then each key's leaves down the inputs (fast_leaf_rows). Returns how many
+// inputs it covered: for those, `g.leaves` and `g.data` are filled and every
+// per-key flag keeps its initial value. With `prefill` (stack(): one fresh
+// contiguous buffer per key), the covered rows are also copied into it.
 int64_t fast_pass(const std::vector<TensorDict>& tds, const TensorDictImpl& ref,
                   Gathered& g, bool grad_mode,
                   c10::optional<at::Device>& common_device,
                   const std::vector<at::Tensor>& prefill) {
   const size_t num_leaves = g.num_leaves;
   const int64_t n = static_cast<int64_t>(tds.size());
-  c10::SmallVector<FastLeaf, 8> fl(num_leaves);
-  c10::SmallVector<char*, 8> dst(prefill.empty() ? 0 : num_leaves);
-  c10::SmallVector<size_t, 8> row_bytes(num_leaves);
-  for (size_t k = 0; k < num_leaves; ++k) {
-    const c10::TensorImpl* t = g.ref_leaves[k]->unsafeGetTensorImpl();
-    fl[k] = FastLeaf{t->sizes(), t->dtype(), t->key_set(),
-                     static_cast<int64_t>(t->dtype().itemsize())};
-    row_bytes[k] = static_cast<size_t>(t->numel()) * t->dtype().itemsize();
-    if (!prefill.empty()) dst[k] = static_cast<char*>(prefill[k].data_ptr());
-  }
+  const at::Tensor** leaves = g.leaves.data();
   // Lines of a node list like the first input's (plus one for alignment).
   const int nodes_lines =
       static_cast<int>(ref.nodes.size() * sizeof(Node) / 64) + 1;
-  const at::Tensor** leaves = g.leaves.data();
-  const char** data = g.data.data();
+  int64_t covered = n;
   for (int64_t i = 0; i < n; ++i) {
     // The walk chases pointers through small allocations: prefetch the
     // next inputs' dicts and node lists a few rows ahead.
@@ -369,21 +398,27 @@ int64_t fast_pass(const std::vector<TensorDict>& tds, const TensorDictImpl& ref,
     }
     const TensorDictImpl& in = TensorDictImpl::of(tds[static_cast<size_t>(i)]);
     size_t k = 0;
-    const size_t base = static_cast<size_t>(i) * num_leaves;
     if (!same_shape(in.batch_size, ref.batch_size) ||
-        !fast_gather(ref, in, fl.data(), grad_mode, k, leaves + base,
-                     data + base)) {
-      return i;
+        !fast_gather(ref, in, k, leaves + static_cast<size_t>(i) * num_leaves,
+                     g.impls.data() + static_cast<size_t>(i) * num_leaves)) {
+      covered = i;
+      break;
     }
     if (in.device != common_device) common_device = c10::nullopt;
-    if (!prefill.empty()) {
-      for (size_t k = 0; k < num_leaves; ++k) {
-        const size_t nb = row_bytes[k];
-        copy_bytes(dst[k] + static_cast<size_t>(i) * nb, data[base + k], nb);
-      }
-    }
   }
-  return n;
+  // Each key down the covered inputs; a leaf unlike the first input's ends
+  // the covered run there.
+  for (size_t k = 0; k < num_leaves; ++k) {
+    covered = fast_leaf_rows(g.ref_leaves[k]->unsafeGetTensorImpl(), k,
+                             num_leaves, covered, grad_mode, g.impls.data(),
+                             g.data.data());
+  }
+  for (size_t k = 0; k < prefill.size(); ++k) {
+    const size_t nb = prefill[k].nbytes() / static_cast<size_t>(n);
+    copy_rows(static_cast<char*>(prefill[k].data_ptr()), nb, g.data.data() + k,
+              num_leaves, covered, nb);
+  }
+  return covered;
 }
 
 // The core of stack / cat / stack_out / cat_out, in phases. With `out` null
@@ -461,6 +496,7 @@ class Join {
     g.same_dtype.assign(num_leaves, 1);
     const size_t slots = num_leaves * static_cast<size_t>(n);
     g.leaves.resize(slots);
+    g.impls.resize(slots);
     g.data.resize(slots);
     lens.assign(is_cat ? static_cast<size_t>(n) : 0, 0);
     grad_mode = c10::GradMode::is_enabled();
@@ -485,7 +521,6 @@ class Join {
       }
       i0 = fast_pass(tds, ref, g, grad_mode, common_device, prefill);
     }
-    if (i0 < n) g.impls.resize(slots);
     int64_t gathered = i0;  // inputs [0, gathered) are gathered
     int64_t failed = -1;    // the first input whose gather failed
     for (int64_t i = i0; i < n; ++i) {
@@ -761,31 +796,23 @@ class Join {
       // Rows [0, i0) of stack()'s prefilled buffers are written already
       // (every fused key of stack() has one).
       const int64_t first = prefill.empty() ? 0 : i0;
-      for (size_t f = 0; f < nf; ++f) {
-        cursor[f] += static_cast<size_t>(first) * step[f];
-      }
-      for (int64_t i = first; i < n; ++i) {
-        const char* const* src =
-            g.data.data() + static_cast<size_t>(i) * num_leaves;
-        if (is_cat) {
+      if (is_cat) {
+        for (int64_t i = first; i < n; ++i) {
+          const char* const* src =
+              g.data.data() + static_cast<size_t>(i) * num_leaves;
           const size_t rows = static_cast<size_t>(lens[static_cast<size_t>(i)]);
           for (size_t f = 0; f < nf; ++f) {
             const size_t nbytes = rows * row_bytes[f];
             copy_bytes(cursor[f], src[fk[f]], nbytes);
             cursor[f] += nbytes;
           }
-        } else {
-          if (i + 4 < n) {
-            const char* const* ahead =
-                g.data.data() + static_cast<size_t>(i + 4) * num_leaves;
-            for (size_t f = 0; f < nf; ++f) {
-              prefetch_lines(ahead[fk[f]], std::min<size_t>(row_bytes[f], 512));
-            }
-          }
-          for (size_t f = 0; f < nf; ++f) {
-            copy_bytes(cursor[f], src[fk[f]], row_bytes[f]);
-            cursor[f] += step[f];
-          }
+        }
+      } else {
+        for (size_t f = 0; f < nf; ++f) {
+          copy_rows(cursor[f] + static_cast<size_t>(first) * step[f], step[f],
+                    g.data.data() + static_cast<size_t>(first) * num_leaves +
+                        fk[f],
+                    num_leaves, n - first, row_bytes[f]);
         }
       }
       if (!fresh) {
