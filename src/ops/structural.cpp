@@ -240,6 +240,12 @@ bool fast_gather(const TensorDictImpl& ref, const TensorDictImpl& in,
       });
 }
 
+// The first byte of a leaf with storage (its storage's data at its offset).
+inline const char* source_bytes(const c10::TensorImpl* t) {
+  return static_cast<const char*>(t->unsafe_storage().data()) +
+         t->storage_offset() * static_cast<int64_t>(t->dtype().itemsize());
+}
+
 // The leaf half of the fast pass: how many of `rows` inputs have, at key `k`
 // of the first input's leaf `first`, a leaf like it (the same shape, dtype
 // and dispatch keys, contiguous, with storage, not requiring grad). Records
@@ -250,7 +256,6 @@ int64_t fast_leaf_rows(const c10::TensorImpl* first, size_t k, size_t stride,
   const c10::IntArrayRef sizes = first->sizes();
   const caffe2::TypeMeta dtype = first->dtype();
   const c10::DispatchKeySet keys = first->key_set();
-  const int64_t itemsize = static_cast<int64_t>(dtype.itemsize());
   // The leaves are small allocations, one per input: prefetch each
   // TensorImpl, then its storage, some rows ahead.
   constexpr int64_t kImplAhead = 16;
@@ -282,8 +287,7 @@ int64_t fast_leaf_rows(const c10::TensorImpl* first, size_t k, size_t stride,
     if (grad_mode && t->autograd_meta() != nullptr && t->requires_grad()) {
       return i;
     }
-    data[slot] = static_cast<const char*>(t->unsafe_storage().data()) +
-                 t->storage_offset() * itemsize;
+    data[slot] = source_bytes(t);
   }
   return rows;
 }
@@ -607,9 +611,7 @@ class Join {
           if (t->key_set() == g.ref_keys[k]
                   ? (t->is_contiguous() && t->unsafe_storage())
                   : fusable_src(t)) {
-            g.data[slot] = static_cast<const char*>(t->unsafe_storage().data()) +
-                           t->storage_offset() *
-                               static_cast<int64_t>(t->dtype().itemsize());
+            g.data[slot] = source_bytes(t);
           } else {
             g.src_fusable[k] = 0;
           }
