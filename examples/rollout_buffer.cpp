@@ -7,6 +7,7 @@
 #include <tensordict/tensordict.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <iostream>
 #include <set>

@@ -3,6 +3,7 @@
 // the tests hold for both.
 #include <ATen/ATen.h>
 #include <ATen/TensorIndexing.h>
+#include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -40,10 +41,13 @@ TEST(Compat, AsIntReadsTensorIndexIntegersAndSliceBounds) {
   EXPECT_EQ(as_int(s.start()), 1);
   EXPECT_EQ(as_int(s.stop()), 7);
   EXPECT_EQ(as_int(s.step()), 2);
-  // An open slice: 0, the largest int64, 1.
+  // An open slice: 0, INDEX_MAX, 1. INDEX_MAX is the largest int64 in 1.13
+  // and 2^62 - 1 in 2.x (the largest SymInt that is not symbolic); the
+  // library clamps stops to the dim's size, so either is open.
   const at::indexing::Slice open;
   EXPECT_EQ(as_int(open.start()), 0);
-  EXPECT_EQ(as_int(open.stop()), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(as_int(open.stop()), at::indexing::INDEX_MAX);
+  EXPECT_GE(as_int(open.stop()), (int64_t{1} << 62) - 1);
   EXPECT_EQ(as_int(open.step()), 1);
   EXPECT_EQ(as_int(c10::SymInt(int64_t{42})), 42);
 }
@@ -112,6 +116,35 @@ TEST(Compat, ForeachCopyRejectsListsOfDifferentLengths) {
     EXPECT_EQ(e.msg(), "foreach_copy_: 1 destinations but 2 sources");
   }
   EXPECT_TRUE(at::equal(dst[0], at::zeros({3})));
+}
+
+struct Named {
+  bool has_names() const { return true; }
+};
+struct Unnamed {};
+
+TEST(Compat, HasNamesAsksTheTensorWhereLibTorchHasNamedTensors) {
+  // Both branches, on any LibTorch: a type with has_names() is asked, one
+  // without (a 2.14 tensor) has none.
+  EXPECT_TRUE(tensordict::detail::has_names(Named{}));
+  EXPECT_FALSE(tensordict::detail::has_names(Unnamed{}));
+  EXPECT_FALSE(tensordict::detail::has_names(at::zeros({2, 3})));
+}
+
+struct StoreOptionsWithLibUV {
+  bool useLibUV = true;
+};
+struct StoreOptionsWithoutLibUV {
+  int port = 0;
+};
+
+TEST(Compat, DisableLibuvClearsTheFlagWhereTheOptionsHaveIt) {
+  StoreOptionsWithLibUV with;
+  tensordict::detail::disable_libuv(with);
+  EXPECT_FALSE(with.useLibUV);
+  StoreOptionsWithoutLibUV without;
+  tensordict::detail::disable_libuv(without);  // compiles, changes nothing
+  EXPECT_EQ(without.port, 0);
 }
 
 TEST(Compat, OptionalIsLibTorchsOptional) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "dist/group.h"
 #include "dist_util.h"
 
 namespace {
@@ -53,6 +54,10 @@ void WaitDone(const Group& pg) {
 int Run(const std::string& scenario, const Group& pg) {
   if (scenario == "send") {
     tensordict::send(WireDict(1), 0, pg);
+  } else if (scenario == "send_short") {
+    // One raw message of 4 floats, where the receiver's leaf holds more.
+    std::vector<at::Tensor> v{at::full({4}, -1.0f)};
+    tensordict::detail::with_group(pg, [&](auto& g) { g.send(v, 0, 0)->wait(); });
   } else if (scenario == "send_tag7") {
     tensordict::send(WireDict(1), 0, pg, 7);
   } else if (scenario == "send_consolidated") {
@@ -71,8 +76,12 @@ int Run(const std::string& scenario, const Group& pg) {
     at::Tensor bytes = at::empty({static_cast<int64_t>(pickle.size())}, at::kByte);
     std::memcpy(bytes.data_ptr(), pickle.data(), pickle.size());
     std::vector<at::Tensor> a{length}, b{bytes};
-    pg.process_group()->send(a, 0, 0)->wait();
-    pg.process_group()->send(b, 0, 0)->wait();
+    // Raw c10d sends, through either class of group (1.x's ProcessGroup,
+    // 2.x's Backend).
+    tensordict::detail::with_group(pg, [&](auto& g) {
+      g.send(a, 0, 0)->wait();
+      g.send(b, 0, 0)->wait();
+    });
     WaitDone(pg);
   } else if (scenario == "isend") {
     auto work = tensordict::isend(WireDict(1), 0, pg);

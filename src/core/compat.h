@@ -9,6 +9,10 @@
 //    became a `ViewFunc` plus a reverse function in 2.x (compat.cpp);
 //  - `foreach_copy_`: `at::_foreach_copy_` (one kernel launch for a list of
 //    copies) where this LibTorch has it (2.x), else one `copy_` per pair;
+//  - `has_names`: `Tensor::has_names()`, gone with named tensors in 2.14
+//    (no tensor has names there);
+//  - `disable_libuv`: c10d's `TCPStoreOptions::useLibUV`, true by default
+//    from 2.4, which fails where LibTorch was built without libuv (Debian);
 //  - `Optional`: `c10::optional`, which 2.x made an alias of
 //    `std::optional`;
 //  - the language standard: LibTorch 2.13's headers need C++20
@@ -50,6 +54,27 @@ template <typename T,
 inline int64_t as_int(const T& v) {
   return v.expect_int();
 }
+
+/// Whether `t` has dimension names: `Tensor::has_names()` where this
+/// LibTorch still has named tensors, else false.
+template <typename T>
+inline auto has_names(const T& t) -> decltype(t.has_names()) {
+  return t.has_names();
+}
+template <typename T, typename... Ignored>
+inline bool has_names(const T&, Ignored...) {
+  return false;
+}
+
+/// Clears `o.useLibUV` where c10d's store options have it (2.4 and later),
+/// so that a TCPStore takes the backend every LibTorch build has. The wire
+/// protocol is the same for both backends.
+template <typename Options>
+inline auto disable_libuv(Options& o) -> decltype(void(o.useLibUV = false)) {
+  o.useLibUV = false;
+}
+template <typename Options, typename... Ignored>
+inline void disable_libuv(Options&, Ignored...) {}
 
 /// `c10::optional` in 1.13, where it is its own class; `std::optional` where
 /// LibTorch made `c10::optional` an alias of it (the same type either way).

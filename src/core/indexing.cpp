@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/TensorIndexing.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
@@ -179,7 +180,7 @@ std::vector<int64_t> indexed_shape(const TensorDictImpl& impl,
 at::Tensor row_view(const at::Tensor& t, int64_t i) {
   c10::TensorImpl* bi = t.unsafeGetTensorImpl();
   if (t.dim() == 0 || t.layout() != at::kStrided ||
-      !(t.is_cpu() || t.is_cuda()) || t.is_quantized() || t.has_names() ||
+      !(t.is_cpu() || t.is_cuda()) || t.is_quantized() || detail::has_names(t) ||
       !bi->has_storage() ||
       (bi->autograd_meta() != nullptr && bi->requires_grad())) {
     return t.select(0, i);

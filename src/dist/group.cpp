@@ -14,6 +14,8 @@
 #include <thread>
 #include <string>
 
+#include "core/compat.h"
+
 namespace tensordict {
 
 Group::Group(c10d::ProcessGroup& group)
@@ -64,6 +66,7 @@ Group make_gloo_group(int rank, int size, const GlooGroupOptions& options) {
     store_options.waitWorkers = true;
     store_options.timeout = options.timeout;
     store_options.multiTenant = options.python_world;
+    detail::disable_libuv(store_options);
     auto tcp = c10::make_intrusive<c10d::TCPStore>(options.host, store_options);
     auto gloo_options =
         c10d::ProcessGroupGloo::Options::create(options.timeout);

@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/ExpandUtils.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
