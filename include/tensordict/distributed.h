@@ -247,9 +247,9 @@ enum class ReduceOp {
 void broadcast(const TensorDict& td, int root, const Group& pg);
 /// Every rank's dict takes the element-wise reduction of all ranks' values,
 /// in place. The leaves are reduced as one flat buffer per dtype. Every
-/// dtype but bool and the complex ones is supported (bfloat16 is reduced
-/// in float32 and int16 in int32, which Gloo lacks); kMean needs
-/// floating-point leaves.
+/// dtype but bool and the complex ones is supported (float16 and bfloat16
+/// are reduced in float32 and int16 in int32, which not every Gloo takes);
+/// kMean needs floating-point leaves.
 void all_reduce(const TensorDict& td, ReduceOp op, const Group& pg);
 /// Every rank's dict, stacked along a new leading batch dim in rank order:
 /// a new dict of batch size `[pg.size(), td.batch_size()...]` whose leaves

@@ -223,20 +223,22 @@ void pack(const Layout& l, const std::vector<at::Tensor>& views) {
   for (size_t i = 0; i < l.leaves.size(); ++i) views[i].copy_(l.leaves[i].tensor);
 }
 
-// The dtype a leaf is reduced in: its own where Gloo reduces it; bfloat16
-// and int16, which Gloo lacks, in float32 and int32 (exact for the sum of
-// bfloat16 values, and int16 sums wrap the same once cast back). Undefined
-// for dtypes that cannot be reduced (bool, complex).
+// The dtype a leaf is reduced in: its own where every LibTorch's Gloo
+// reduces it; float16, bfloat16 and int16 in float32 and int32 (Gloo lacks
+// bfloat16 and int16, and LibTorch 2.14's rejects float16; a sum in float32
+// rounded once to the leaf's dtype is at least as exact, and int16 sums wrap
+// the same once cast back). Undefined for dtypes that cannot be reduced
+// (bool, complex).
 c10::optional<at::ScalarType> reduced_dtype(at::ScalarType t) {
   switch (t) {
     case at::kFloat:
     case at::kDouble:
-    case at::kHalf:
     case at::kChar:
     case at::kByte:
     case at::kInt:
     case at::kLong:
       return t;
+    case at::kHalf:
     case at::kBFloat16:
       return at::kFloat;
     case at::kShort:
