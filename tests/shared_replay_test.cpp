@@ -3,6 +3,7 @@
 // shared=True), its lazy allocation across processes, the robust
 // cross-process lock (a writer killed while holding it blocks nobody) and
 // the lifetime of its /dev/shm directory.
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -11,10 +12,10 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "core/fork_safety.h"
 #include "dist_util.h"
 #include "test_util.h"
 
@@ -25,7 +26,10 @@ using tensordict::PrioritizedSampler;
 using tensordict::ReplayBuffer;
 using tensordict::ReplayBufferOptions;
 using tensordict::TensorDict;
+using tensordict_test::Exists;
 using tensordict_test::ExpectThrowsMsg;
+using tensordict_test::IsDirectory;
+using tensordict_test::ParentPath;
 using tensordict_test::Reap;
 using tensordict_test::TempDir;
 
@@ -65,7 +69,7 @@ pid_t Fork(Fn&& body) {
 }
 
 std::string SharedDir(const ReplayBuffer& rb) {
-  return std::filesystem::path(rb.storage().saved_path().value_or("")).parent_path();
+  return ParentPath(rb.storage().saved_path().value_or(""));
 }
 
 TEST(ReplayBufferSharedTest, ForkedActorsWriteWhileALearnerSamplesNoTornRows) {
@@ -152,13 +156,13 @@ TEST(ReplayBufferSharedTest, TheSharedDirectoryGoesWithItsCreatorsBuffer) {
   rb->add(Row(1));
   const std::string dir = SharedDir(*rb);
   EXPECT_EQ(dir.rfind("/dev/shm/tensordict-replay-", 0), 0u) << dir;
-  EXPECT_TRUE(std::filesystem::is_directory(dir + "/storage"));
+  EXPECT_TRUE(IsDirectory(dir + "/storage"));
   // A forked process that destroys its copy leaves the directory alone.
   const pid_t child = Fork([&rb] { rb.reset(); });
   ASSERT_EQ(Reap(child, std::chrono::seconds(20)), 0);
-  EXPECT_TRUE(std::filesystem::is_directory(dir + "/storage"));
+  EXPECT_TRUE(IsDirectory(dir + "/storage"));
   rb.reset();
-  EXPECT_FALSE(std::filesystem::exists(dir));
+  EXPECT_FALSE(Exists(dir));
 }
 
 TEST(ReplayBufferSharedTest, AStorageDirIsSharedInPlace) {
@@ -174,7 +178,7 @@ TEST(ReplayBufferSharedTest, AStorageDirIsSharedInPlace) {
   rb.add(Row(5));
   EXPECT_EQ(ReplayBuffer(ReplayBufferOptions(16).storage_dir(tmp.str())).size(),
             6);  // the directory outlives the buffer
-  EXPECT_TRUE(std::filesystem::exists(tmp.str() + "/storage"));
+  EXPECT_TRUE(Exists(tmp.str() + "/storage"));
 }
 
 TEST(ReplayBufferSharedTest, RejectsThePrioritizedSampler) {
@@ -186,6 +190,56 @@ TEST(ReplayBufferSharedTest, RejectsThePrioritizedSampler) {
       "ReplayBufferOptions: a shared buffer cannot use PrioritizedSampler "
       "(its trees live in one process's memory); use RandomSampler, "
       "SamplerWithoutReplacement or SliceSampler");
+}
+
+// Sets LibTorch's intra-op thread count for one scope.
+class IntraOpThreads {
+ public:
+  explicit IntraOpThreads(int n) : saved_(at::get_num_threads()) {
+    at::set_num_threads(n);
+  }
+  ~IntraOpThreads() { at::set_num_threads(saved_); }
+  IntraOpThreads(const IntraOpThreads&) = delete;
+  IntraOpThreads& operator=(const IntraOpThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
+// Work that LibTorch splits across its intra-op threads (well over one
+// grain of elements per op).
+bool ParallelWork() {
+  const at::Tensor big = torch::rand({1 << 22});
+  return big.eq(big).all().item<bool>() && big.add(1).gt(0.5).any().item<bool>();
+}
+
+// core/fork_safety.h: with OpenMP, a child forked after this thread ran
+// parallel regions would wait forever in its first one.
+TEST(ForkSafety, ChildrenForkedAfterParallelWorkRunTensorDictOpsAndTheSharedBuffer) {
+  IntraOpThreads threads(4);
+  ReplayBuffer rb(ReplayBufferOptions(64).shared(true).seed(0));
+  rb.add(Row(1));
+  ASSERT_TRUE(ParallelWork());
+  const bool openmp = tensordict::detail::register_fork_handler();
+  const pid_t child = Fork([&rb, openmp] {
+    if (!ParallelWork()) ::_exit(5);
+    if (openmp && at::get_num_threads() != 1) ::_exit(4);
+    // Dict ops over leaves large enough to be split across threads.
+    TensorDict td({{"a", torch::rand({256, 4096})},
+                   {{"n", "b"}, torch::rand({256, 4096})}},
+                  {256});
+    const TensorDict twice = td.apply([](const at::Tensor& t) { return t * 2; });
+    const TensorDict both = tensordict::stack({td, twice}, 0);
+    if (!(both[1] == twice).all() || !(td.clone() == td).all()) ::_exit(6);
+    if (!torch::equal(twice.get({"n", "b"}), td.get({"n", "b"}) * 2)) ::_exit(7);
+    for (int64_t v = 2; v < 40; ++v) rb.add(Row(v));
+    auto [batch, info] = rb.sample(32);
+    if (TornRows(batch) != 0) ::_exit(8);
+  });
+  EXPECT_EQ(Reap(child, std::chrono::seconds(60)), 0)
+      << "-1: the child hung (killed after 60 s) or died of a signal; "
+         "another code: the check above that exits with it failed";
+  EXPECT_EQ(rb.size(), 39);
 }
 
 }  // namespace

@@ -382,6 +382,14 @@ struct ReplayBufferOptions {
   /// memory). With `SamplerWithoutReplacement`, each process draws its own
   /// epochs.
   ///
+  /// Forked processes run LibTorch's intra-op work on one thread, as
+  /// Python's DataLoader workers do: with OpenMP (Debian's and pip's
+  /// LibTorch), a child forked after its parent ran parallel work would
+  /// wait forever in its first parallel op, so this library sets the
+  /// child's thread count to 1 when it forks (for every process, not only
+  /// for shared buffers). A child whose parent never ran parallel work on
+  /// the forking thread may raise it with `at::set_num_threads`.
+  ///
   /// Example:
   /// ```
   ///   ReplayBuffer rb(ReplayBufferOptions(100000).shared(true));

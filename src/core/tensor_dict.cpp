@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "core/fork_safety.h"
 #include "core/internal.h"
 #include "core/non_tensor.h"
 #include "core/tree.h"
@@ -25,6 +26,10 @@ using ImplPtr = std::shared_ptr<TensorDictImpl>;
 using namespace detail;  // NOLINT(google-build-using-namespace)
 
 namespace detail {
+
+// Every program that makes a TensorDict links this file: processes it forks
+// stay usable after intra-op parallel work (core/fork_safety.h).
+const bool kForkHandlerRegistered = register_fork_handler();
 
 ImplPtr make_impl(std::vector<int64_t> batch_size,
                   c10::optional<at::Device> device) {
