@@ -83,6 +83,21 @@ TEST(Distributed, RecvEveryDtypeNestedInPlace) {
   EXPECT_EQ(peers.Finish(), std::vector<int>{0});
 }
 
+// A message shorter than its leaf writes its bytes and leaves the rest of
+// the leaf as it was, as Python's recv (into the leaf) does: never
+// uninitialized memory. The leaf is large enough that a fresh staging
+// buffer would come from new pages.
+TEST(Distributed, AShortMessageLeavesTheRestOfTheLeafAsItWas) {
+  Peers peers({"send_short"});
+  const at::Tensor before = at::arange(2 * 300000, at::kFloat).reshape({2, 300000});
+  TensorDict td({{"x", before.clone()}}, {2});
+  tensordict::recv(td, 1, peers.pg());
+  const at::Tensor x = td.get("x").reshape(-1);
+  EXPECT_TRUE(at::equal(x.slice(0, 0, 4), at::full({4}, -1.0f)));
+  EXPECT_TRUE(at::equal(x.slice(0, 4), before.reshape(-1).slice(0, 4)));
+  EXPECT_EQ(peers.Finish(), std::vector<int>{0});
+}
+
 TEST(Distributed, SendEveryDtypeNested) {
   Peers peers({"recv"});
   tensordict::send(WireDict(2), 1, peers.pg());

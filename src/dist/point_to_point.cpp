@@ -246,11 +246,14 @@ Work irecv(const TensorDict& td, int src, const Group& pg, int init_tag,
   state->op = op;
   // Every leaf is checked (the write plan's checks, as update_) before any
   // message is posted; the data lands in `staged` and is copied in `wait`.
+  // `staged` starts as a copy of the leaf, so that a message shorter than
+  // its leaf leaves the rest of the leaf as it was, as Python's recv (which
+  // receives into the leaf) does, never with uninitialized bytes.
   std::vector<at::Tensor> staged;
   staged.reserve(leaves.size());
   for (const auto& leaf : leaves) {
     const at::Tensor& dest = leaf.tensor;
-    staged.push_back(at::empty(dest.sizes(), dest.options()));
+    staged.push_back(dest.detach().clone(at::MemoryFormat::Contiguous));
     // The consolidated storage is one flat buffer, outside the batch dims.
     state->copies.add(
         op, leaf.key,
