@@ -106,7 +106,15 @@ TEST(JitTest, FromIValueRejectsWhatIsNotADictOfTensors) {
         (void)tensordict::from_ivalue(AnyDict({{"a", torch::rand({2})}}),
                                       std::vector<int64_t>{3});
       },
-      "key a: expected leading dims [3], got [2]");
+      "from_ivalue: key a: expected leading dims [3], got [2]");
+  // A nested leaf is named by its whole key.
+  ExpectThrowsMsg(
+      [] {
+        (void)tensordict::from_ivalue(
+            AnyDict({{"a", AnyDict({{"x", torch::rand({2, 3})}})}}),
+            std::vector<int64_t>{5});
+      },
+      "from_ivalue: key ('a', 'x'): expected leading dims [5], got [2]");
 }
 
 TEST(JitTest, ToIValueRejectsNonTensorData) {

@@ -10,6 +10,7 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/jit/api/module.h>
 
+#include <algorithm>
 #include <exception>
 #include <string>
 #include <utility>
@@ -90,6 +91,15 @@ class Builder {
     TensorDict out{c10::IntArrayRef(batch)};
     for (auto& [key, entry] : values) {
       if (entry.is_tensor()) {
+        const c10::IntArrayRef sizes = entry.tensor().sizes();
+        if (!starts_with(sizes, batch)) {
+          std::vector<std::string> full = path;
+          full.push_back(key);
+          TORCH_CHECK(false, "from_ivalue: key ", NestedKey(full).str(),
+                      ": expected leading dims ", detail::shape_str(batch), ", got ",
+                      detail::shape_str(sizes.slice(
+                          0, std::min(sizes.size(), batch.size()))));
+        }
         out.set(key, entry.tensor());
         continue;
       }
