@@ -9,33 +9,25 @@
 //   and memcpy-ing the leaves into it.
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <tensordict/tensordict.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <string>
 
 #include "ratio_main.h"
+#include "scratch_dir.h"
 
 namespace {
 
-namespace fs = std::filesystem;
 using tensordict::TensorDict;
 
 // A scratch directory under the system temp dir, removed at exit.
 const std::string& ScratchDir() {
-  static const std::string dir = [] {
-    std::string tmpl = (fs::temp_directory_path() / "td_bench_memmap_XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-    std::atexit([] {
-      std::error_code ec;
-      fs::remove_all(ScratchDir(), ec);
-    });
-    return tmpl;
-  }();
-  return dir;
+  static const bench::ScratchDir dir("td_bench_memmap");
+  return dir.path;
 }
 
 TensorDict MakeDict(int64_t leaves, int64_t leaf_bytes) {
@@ -54,7 +46,7 @@ constexpr int64_t kWriteLeafBytes = 10 << 20;
 void BM_RawWrite50MB(benchmark::State& state) {
   TensorDict td = MakeDict(kWriteLeaves, kWriteLeafBytes);
   const std::string dir = ScratchDir() + "/raw";
-  fs::create_directories(dir);
+  ::mkdir(dir.c_str(), 0755);
   for (auto _ : state) {
     int64_t i = 0;
     for (const auto& k : td.keys()) {
@@ -128,7 +120,7 @@ void MemmapLikeBench(benchmark::State& state, bool sparse) {
     benchmark::DoNotOptimize(&td);
     state.PauseTiming();
     td = TensorDict({}, {});
-    fs::remove_all(dir);  // each iteration creates the files anew
+    bench::remove_tree(dir);  // each iteration creates the files anew
     state.ResumeTiming();
   }
 }

@@ -21,17 +21,16 @@
 #include <tensordict/tensordict.h>
 
 #include <stdlib.h>
-#include <sys/stat.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
 
 #include "ratio_main.h"
+#include "scratch_dir.h"
 
 namespace {
 
@@ -213,23 +212,8 @@ BENCHMARK(BM_RbAdd);
 // The files live under the system temp dir; the page cache holds them, so
 // these measure the mapped-memory write path, not the disk.
 
-// A fresh temp directory, removed on destruction.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string t =
-        (std::filesystem::temp_directory_path() / "td_rb_bench_XXXXXX").string();
-    if (mkdtemp(t.data()) == nullptr) std::abort();
-    path = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
-
 void BM_RbDiskAdd(benchmark::State& state) {
-  TempDir dir;
+  bench::ScratchDir dir("td_rb_bench");
   ReplayBuffer rb(ReplayBufferOptions(kCapacity).storage_dir(dir.path).seed(0));
   TensorDict row = make_batch(make_leaves(1), 1)[0];
   for (auto _ : state) benchmark::DoNotOptimize(rb.add(row));
@@ -237,7 +221,7 @@ void BM_RbDiskAdd(benchmark::State& state) {
 BENCHMARK(BM_RbDiskAdd);
 
 void BM_RbDiskExtend64(benchmark::State& state) {
-  TempDir dir;
+  bench::ScratchDir dir("td_rb_bench");
   ReplayBuffer rb(ReplayBufferOptions(kCapacity).storage_dir(dir.path).seed(0));
   TensorDict batch = make_batch(make_leaves(kExtend), kExtend);
   for (auto _ : state) benchmark::DoNotOptimize(rb.extend(batch));
@@ -245,7 +229,7 @@ void BM_RbDiskExtend64(benchmark::State& state) {
 BENCHMARK(BM_RbDiskExtend64);
 
 void BM_RbDiskSample256(benchmark::State& state) {
-  TempDir dir;
+  bench::ScratchDir dir("td_rb_bench");
   ReplayBuffer rb(ReplayBufferOptions(kCapacity).storage_dir(dir.path).seed(0));
   rb.extend(make_batch(filled().raw, kCapacity));
   for (auto _ : state) benchmark::DoNotOptimize(rb.sample(kSample));
@@ -371,7 +355,7 @@ void report_memory() {
 // and only the written pages reach RSS or the disk.
 void report_big_disk() {
   constexpr int64_t kBigRows = 8000000;
-  TempDir dir;
+  bench::ScratchDir dir("td_rb_bench");
   TensorDict batch = make_batch(make_leaves(kExtend), kExtend);
   const size_t rss0 = status_kb("VmRSS:");
   ReplayBuffer rb(ReplayBufferOptions(kBigRows).storage_dir(dir.path).seed(0));
@@ -379,15 +363,7 @@ void report_big_disk() {
   rb.extend(batch);  // allocates
   const auto t1 = std::chrono::steady_clock::now();
   for (int k = 0; k < 1000; ++k) rb.extend(batch);  // 64k rows, ~34 MB
-  size_t apparent = 0, on_disk = 0;
-  for (const auto& e :
-       std::filesystem::recursive_directory_iterator(dir.path)) {
-    struct stat st {};
-    if (e.is_regular_file() && ::stat(e.path().c_str(), &st) == 0) {
-      apparent += static_cast<size_t>(st.st_size);
-      on_disk += static_cast<size_t>(st.st_blocks) * 512;
-    }
-  }
+  const auto [apparent, on_disk] = bench::disk_use(dir.path);
   std::printf(
       "Disk-backed buffer, capacity %lld rows of 536 bytes (storage %.2f GB "
       "apparent):\n  first extend (allocation) %.2f ms; after %lld rows "

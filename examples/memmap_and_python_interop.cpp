@@ -7,6 +7,7 @@
 //
 // Usage: memmap_and_python_interop [output dir]   (default: a temp dir,
 // removed at exit). Exits nonzero when a check fails.
+#include <ftw.h>
 #include <nlohmann/json.hpp>
 #include <tensordict/persistence.h>
 #include <tensordict/tensordict.h>
@@ -31,6 +32,20 @@ void check(bool ok, const std::string& what) {
     std::cerr << "CHECK FAILED: " << what << "\n";
     ++failures;
   }
+}
+
+// Removes `path` and everything under it, as `rm -rf`. Not
+// std::filesystem::remove_all: pytorch.org's and pip's libtorch.so (2.5 and
+// later) export their own copy of it, which programs linked with them may
+// call, and it crashes (pytorch/pytorch#133437).
+void remove_tree(const std::string& path) {
+  ::nftw(
+      path.c_str(),
+      [](const char* p, const struct stat*, int, struct FTW*) {
+        ::remove(p);
+        return 0;
+      },
+      16, FTW_DEPTH | FTW_PHYS);
 }
 
 std::string read_file(const fs::path& p) {
@@ -190,7 +205,7 @@ int main(int argc, char** argv) {
   }
 
   std::cout << td << "\n";
-  if (cleanup) fs::remove_all(out);
+  if (cleanup) remove_tree(out.string());
   if (failures != 0) {
     std::cerr << failures << " check(s) failed\n";
     return 1;

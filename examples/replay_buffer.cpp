@@ -2,6 +2,7 @@
 // is checked here with TORCH_CHECK, so CI fails if one stops being true.
 #include <tensordict/tensordict.h>
 
+#include <ftw.h>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -21,6 +22,20 @@ using tensordict::SamplerWithoutReplacement;
 using tensordict::SliceSampler;
 using tensordict::SliceSamplerWithoutReplacement;
 using tensordict::TensorDict;
+
+// Removes `path` and everything under it, as `rm -rf`. Not
+// std::filesystem::remove_all: pytorch.org's and pip's libtorch.so (2.5 and
+// later) export their own copy of it, which programs linked with them may
+// call, and it crashes (pytorch/pytorch#133437).
+void remove_tree(const std::string& path) {
+  ::nftw(
+      path.c_str(),
+      [](const char* p, const struct stat*, int, struct FTW*) {
+        ::remove(p);
+        return 0;
+      },
+      16, FTW_DEPTH | FTW_PHYS);
+}
 
 // One environment step of `n` parallel environments.
 TensorDict make_step(int64_t n) {
@@ -246,7 +261,7 @@ int main() {
   ReplayBuffer resumed(ReplayBufferOptions(64).sampler(SamplerWithoutReplacement()));
   resumed.loads(tmpl + "/checkpoint");
   TORCH_CHECK(at::equal(resumed.sample(16).second.index, next));
-  std::filesystem::remove_all(tmpl);
+  remove_tree(tmpl);
   std::cout << "disk-backed buffer reopened intact\n";
   return 0;
 }

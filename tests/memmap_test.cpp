@@ -18,7 +18,6 @@
 #include <complex>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -30,15 +29,20 @@
 
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::ordered_json;
 using tensordict::TensorDict;
+using tensordict_test::Exists;
 using tensordict_test::ExpectThrowsMsg;
 using tensordict_test::ExpectThrowsMsgPrefix;
 using tensordict_test::ExpectUnchanged;
+using tensordict_test::FileSize;
+using tensordict_test::IsRegularFile;
+using tensordict_test::ListDir;
+using tensordict_test::ListTree;
+using tensordict_test::MakeDirs;
+using tensordict_test::RemoveTree;
 using tensordict_test::Snapshot;
 using tensordict_test::TakeSnapshot;
-
 using tensordict_test::TempDir;
 
 std::string ReadFile(const std::string& path) {
@@ -91,7 +95,7 @@ void ExpectSameDict(const TensorDict& a, const TensorDict& b) {
 void MakeDir(
     const std::string& dir, const std::string& meta,
     const std::vector<std::pair<std::string, std::string>>& files = {}) {
-  fs::create_directories(dir);
+  MakeDirs(dir);
   WriteFile(dir + "/meta.json", meta);
   for (const auto& f : files) WriteFile(dir + "/" + f.first, f.second);
 }
@@ -250,8 +254,8 @@ TEST(Memmap, ZeroElementLeavesGetNoFileAndLoadBack) {
   TempDir dir;
   TensorDict td({{"empty", torch::zeros({4, 0, 3})}, {"x", torch::ones({4})}}, {4});
   td.memmap_(dir.str());
-  EXPECT_FALSE(fs::exists(dir / "empty.memmap"));
-  EXPECT_TRUE(fs::exists(dir / "x.memmap"));
+  EXPECT_FALSE(Exists(dir / "empty.memmap"));
+  EXPECT_TRUE(Exists(dir / "x.memmap"));
   EXPECT_TRUE(td.is_memmap());
   TensorDict loaded = TensorDict::load_memmap(dir.str());
   EXPECT_EQ(loaded.get("empty").sizes(), (std::vector<int64_t>{4, 0, 3}));
@@ -293,14 +297,12 @@ TEST(Memmap, KeysAreStoredUnderTheirRawNamesUnlessIllegalOrAmbiguous) {
   td.set({"sub dir", "k 2"}, torch::zeros({2}));
   td.memmap_(dir.str());
   for (const auto& [k, file] : keys) {
-    EXPECT_TRUE(fs::is_regular_file(dir / (file + ".memmap"))) << file;
+    EXPECT_TRUE(IsRegularFile(dir / (file + ".memmap"))) << file;
   }
-  EXPECT_TRUE(fs::is_regular_file(dir / "sub dir/k%2F1.memmap"));
-  EXPECT_TRUE(fs::is_regular_file(dir / "sub dir/k 2.memmap"));
-  EXPECT_TRUE(fs::is_regular_file(dir / "sub dir/meta.json"));
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir.str()),
-                          fs::directory_iterator()),
-            static_cast<std::ptrdiff_t>(keys.size()) + 2);
+  EXPECT_TRUE(IsRegularFile(dir / "sub dir/k%2F1.memmap"));
+  EXPECT_TRUE(IsRegularFile(dir / "sub dir/k 2.memmap"));
+  EXPECT_TRUE(IsRegularFile(dir / "sub dir/meta.json"));
+  EXPECT_EQ(ListDir(dir.str()).size(), keys.size() + 2);
   TensorDict loaded = TensorDict::load_memmap(dir.str());
   ExpectSameDict(loaded, td);
   // meta.json keeps the raw keys.
@@ -363,17 +365,17 @@ TEST(Memmap, DirectoriesWithRawOrEscapedNamesLoadTheSame) {
 TEST(Memmap, WritingARawNameRemovesWhatAnEarlierWriteLeftUnderTheEscapedName) {
   TempDir dir;
   WriteFile(dir / "a%20b.memmap", "stale");
-  fs::create_directories(dir / "s%20t");
+  MakeDirs(dir / "s%20t");
   WriteFile(dir / "s%20t/meta.json", "{}");
   WriteFile(dir / "s%20t/x.memmap", "stale");
   WriteFile(dir / "other%20file", "kept");
   TensorDict({{"a b", torch::zeros({2})}, {{"s t", "x"}, torch::zeros({2})}},
              {2})
       .memmap_(dir.str());
-  EXPECT_FALSE(fs::exists(dir / "a%20b.memmap"));
-  EXPECT_FALSE(fs::exists(dir / "s%20t/meta.json"));
-  EXPECT_TRUE(fs::is_regular_file(dir / "a b.memmap"));
-  EXPECT_TRUE(fs::is_regular_file(dir / "s t/meta.json"));
+  EXPECT_FALSE(Exists(dir / "a%20b.memmap"));
+  EXPECT_FALSE(Exists(dir / "s%20t/meta.json"));
+  EXPECT_TRUE(IsRegularFile(dir / "a b.memmap"));
+  EXPECT_TRUE(IsRegularFile(dir / "s t/meta.json"));
   EXPECT_EQ(ReadFile(dir / "other%20file"), "kept");
 }
 
@@ -405,7 +407,7 @@ TEST(Memmap, MappedLeavesOutliveTheDictAndTheDirectoryEntry) {
     td.memmap_(dir.str());
     kept = td.get("x");
   }
-  fs::remove_all(dir.str());
+  RemoveTree(dir.str());
   EXPECT_TRUE(at::equal(kept, torch::arange(4)));
 }
 
@@ -434,7 +436,7 @@ TEST(Memmap, MemmapLikeMakesZeroFilledSparseFilesWithTheSameStructure) {
   EXPECT_FALSE(spec.is_memmap());
   EXPECT_EQ(storage.batch_size().vec(), std::vector<int64_t>{capacity});
   EXPECT_EQ(storage.get("obs").sizes(), (std::vector<int64_t>{capacity, 64}));
-  EXPECT_EQ(fs::file_size(dir / "obs.memmap"), static_cast<uintmax_t>(capacity * 64 * 4));
+  EXPECT_EQ(FileSize(dir / "obs.memmap"), static_cast<uint64_t>(capacity * 64 * 4));
   struct stat st {};
   ASSERT_EQ(::stat((dir / "obs.memmap").c_str(), &st), 0);
   EXPECT_LT(st.st_blocks * 512, capacity * 64 * 4);  // sparse: nothing written
@@ -456,8 +458,8 @@ TEST(Memmap, MemmapIntoItsOwnDirectoryRewritesTheFiles) {
   TensorDict again = TensorDict::load_memmap(dir.str());
   EXPECT_EQ(again.get("obs")[1][2].item<float>(), 15.0F);
   // Temporary files are all renamed away.
-  for (const auto& e : fs::recursive_directory_iterator(dir.str())) {
-    EXPECT_EQ(e.path().string().find("%tmp"), std::string::npos) << e.path();
+  for (const std::string& path : ListTree(dir.str())) {
+    EXPECT_EQ(path.find("%tmp"), std::string::npos) << path;
   }
 }
 
@@ -495,12 +497,7 @@ TEST(MemmapFormat, MetaJsonListsEntriesInInsertionOrderThenTheDictMetadata) {
   EXPECT_EQ(sub["device"], "cpu");
 
   // Exactly the expected files: no temporary leftovers.
-  std::vector<std::string> files;
-  for (const auto& e : fs::recursive_directory_iterator(dir.str())) {
-    files.push_back(fs::relative(e.path(), dir.str()).string());
-  }
-  std::sort(files.begin(), files.end());
-  EXPECT_EQ(files, (std::vector<std::string>{"alpha.memmap", "meta.json", "next",
+  EXPECT_EQ(ListTree(dir.str()), (std::vector<std::string>{"alpha.memmap", "meta.json", "next",
                                              "next/inner.memmap", "next/meta.json",
                                              "next/obs.memmap", "zeta.memmap"}));
 }
@@ -805,7 +802,7 @@ TEST(MemmapErrors, ReservedAndCollidingKeysAreRejectedBeforeAnythingIsWritten) {
             "' is reserved by the memmap format (meta.json uses \"shape\", \"device\" "
             "and \"_type\" for the dict's own metadata)");
     tensordict_test::ExpectUnchanged(td, snap);
-    EXPECT_FALSE(fs::exists(dir / "r"));
+    EXPECT_FALSE(Exists(dir / "r"));
   }
   TensorDict nested({{{"next", "shape"}, torch::zeros({2})}}, {2});
   ExpectThrowsMsg<c10::ValueError>(
@@ -836,7 +833,7 @@ TEST(MemmapErrors, ReservedAndCollidingKeysAreRejectedBeforeAnythingIsWritten) {
                                    "memmap: key '" + std::string(75, '/') +
                                        "' is too long for a file name ('" +
                                        escaped + ".memmap' has 232 bytes)");
-  EXPECT_FALSE(fs::exists(dir / "r"));
+  EXPECT_FALSE(Exists(dir / "r"));
 }
 
 TEST(MemmapErrors, APrefixThatIsAFileIsAClearErrorAndTheDictIsUnchanged) {
@@ -891,12 +888,12 @@ TEST(MemmapErrors, JsonNestedDeeperThan512LevelsIsRejectedWhileParsing) {
 // calls hang.
 TEST(MemmapErrors, FifosAndOtherNonRegularFilesAreRejectedWithoutBlocking) {
   TempDir dir;
-  fs::create_directories(dir / "meta");
+  MakeDirs(dir / "meta");
   ASSERT_EQ(::mkfifo((dir / "meta/meta.json").c_str(), 0644), 0);
   ExpectThrowsMsg(
       [&] { (void)TensorDict::load_memmap(dir / "meta"); },
       "load_memmap: '" + (dir / "meta/meta.json") + "' is not a regular file");
-  fs::create_directories(dir / "dirmeta/meta.json");
+  MakeDirs(dir / "dirmeta/meta.json");
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "dirmeta"); },
                   "load_memmap: '" + (dir / "dirmeta/meta.json") +
                       "' is not a regular file");
@@ -917,7 +914,7 @@ TEST(MemmapErrors, FifosAndOtherNonRegularFilesAreRejectedWithoutBlocking) {
       std::string(
           R"({"x": {"device": "cpu", "shape": [2], "dtype": "torch.int8"}, )") +
           kTail);
-  fs::create_symlink("/dev/zero", dir / "dev/x.memmap");
+  ASSERT_EQ(::symlink("/dev/zero", (dir / "dev/x.memmap").c_str()), 0);
   ExpectThrowsMsg(
       [&] { (void)TensorDict::load_memmap(dir / "dev", /*read_only=*/true); },
       "load_memmap: key 'x': '" + (dir / "dev/x.memmap") +
@@ -946,7 +943,7 @@ TEST(MemmapErrors, NestedTensorEntriesAndUnknownTypesAreRejected) {
 TEST(MemmapErrors, ADirectoryThatContainsItselfIsAnErrorNotARecursion) {
   TempDir dir;
   MakeDir(dir.str(), std::string(R"({"loop": {"type": "TensorDict"}, )") + kTail);
-  fs::create_directory_symlink(".", dir / "loop");
+  ASSERT_EQ(::symlink(".", (dir / "loop").c_str()), 0);
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir.str()); },
                   "load_memmap: '" + (dir / "loop") + "' is one of its own parent directories");
 }
@@ -992,8 +989,8 @@ TEST(MemmapCrash, AWriterKilledMidWayNeverLeavesMetaJsonDescribingMissingData) {
   // Kill the child as soon as its first temporary file shows up.
   bool seen = false;
   for (int i = 0; i < 20000 && !seen; ++i) {
-    for (const auto& e : fs::directory_iterator(dir.str())) {
-      if (e.path().filename().string().find("%tmp") != std::string::npos) seen = true;
+    for (const std::string& name : ListDir(dir.str())) {
+      if (name.find("%tmp") != std::string::npos) seen = true;
     }
     if (!seen) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
@@ -1234,11 +1231,9 @@ namespace {
 
 std::vector<std::string> TmpFilesIn(const std::string& dir) {
   std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
+  for (const std::string& name : ListDir(dir)) {
     if (name.find("%tmp.") != std::string::npos) out.push_back(name);
   }
-  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -1251,7 +1246,7 @@ std::vector<std::string> TmpFilesIn(const std::string& dir) {
 TEST(MemmapCrash, StaleTempFilesOfDeadWritersAreRemovedByTheNextWrite) {
   TempDir dir;
   const std::string pid = std::to_string(::getpid());
-  fs::create_directories(dir / "next");
+  MakeDirs(dir / "next");
   for (const std::string& name :
        {"obs.memmap%tmp." + pid + ".0", "meta.json%tmp." + pid + ".1",
         std::string("count.memmap%tmp.1.0123456789abcdef.7")}) {
@@ -1281,7 +1276,7 @@ TEST(MemmapCrash, StaleTempFilesOfDeadWritersAreRemovedByTheNextWrite) {
   EXPECT_EQ(TmpFilesIn(dir.str()), std::vector<std::string>{});
   ExpectSameDict(TensorDict::load(dir / "blob.td"), MakeNested());
   // In a directory of the user's, save() removes only its own file's.
-  fs::create_directories(dir / "user");
+  MakeDirs(dir / "user");
   WriteFile(dir / ("user/notes%tmp." + pid + ".0"), "not ours");
   WriteFile(dir / ("user/blob.td%tmp." + pid + ".0"), "stale");
   td.save(dir / "user/blob.td");
@@ -1313,7 +1308,7 @@ TEST(MemmapCrash, MemmapLikeReservesSpaceUnlessSparse) {
 TEST(MemmapCrash, AFullDiskIsAClearErrorWhenTheSpaceIsReserved) {
   TempDir dir;
   const std::string mnt = dir / "small";
-  fs::create_directories(mnt);
+  MakeDirs(mnt);
   if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=1m") != 0) {
     GTEST_SKIP() << "cannot mount a 1 MiB tmpfs at " << mnt << " ("
                  << std::strerror(errno)
@@ -1335,7 +1330,7 @@ TEST(MemmapCrash, AFullDiskIsAClearErrorWhenTheSpaceIsReserved) {
         << e.msg();
   }
   EXPECT_EQ(TmpFilesIn(mnt + "/buf"), std::vector<std::string>{});
-  EXPECT_FALSE(fs::exists(mnt + "/buf/meta.json"));
+  EXPECT_FALSE(Exists(mnt + "/buf/meta.json"));
 
   TensorDict sparse = tmpl.memmap_like(mnt + "/sparse", /*sparse=*/true);
   EXPECT_EQ(sparse.batch_size().vec(), std::vector<int64_t>{1 << 20});

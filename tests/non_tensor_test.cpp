@@ -7,7 +7,6 @@
 #include <tensordict/tensordict.h>
 
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -19,7 +18,6 @@
 
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 using tensordict::TensorDict;
 using tensordict_test::ExpectThrowsMsg;

@@ -14,7 +14,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -29,9 +28,9 @@
 
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 using tensordict::TensorDict;
+using tensordict_test::IsRegularFile;
 using tensordict_test::TempDir;
 
 constexpr const char* kSkipMessage =
@@ -135,7 +134,7 @@ TEST(PythonReference, Tensordict04LoadsWhatThisLibraryWritesWithRawKeyNames) {
   }
   td.memmap_(dir / "td");
   for (const auto& c : Cases()) {
-    ASSERT_TRUE(fs::is_regular_file(dir / ("td/" + c.file))) << c.file;
+    ASSERT_TRUE(IsRegularFile(dir / ("td/" + c.file))) << c.file;
   }
   ASSERT_TRUE(RunPython(kLoadScript, {dir / "td", dir / "out.json"}));
   const json out = json::parse(ReadFile(dir / "out.json"));
@@ -173,7 +172,7 @@ TEST(PythonReference, ThisLibraryLoadsWhatTensordict04WritesWithRawKeyNames) {
   }
   ASSERT_TRUE(RunPython(kWriteScript, args));
   for (const auto& c : raw) {
-    EXPECT_TRUE(fs::is_regular_file(dir / ("td/" + c.file))) << c.file;
+    EXPECT_TRUE(IsRegularFile(dir / ("td/" + c.file))) << c.file;
   }
   TensorDict td = TensorDict::load_memmap(dir / "td");
   std::vector<tensordict::NestedKey> expected;

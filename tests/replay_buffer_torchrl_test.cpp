@@ -10,7 +10,6 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -22,7 +21,6 @@
 
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 using tensordict::PrioritizedSampler;
 using tensordict::RandomSampler;
@@ -30,7 +28,13 @@ using tensordict::ReplayBuffer;
 using tensordict::ReplayBufferOptions;
 using tensordict::SamplerWithoutReplacement;
 using tensordict::TensorDict;
+using tensordict_test::Exists;
 using tensordict_test::ExpectThrowsMsg;
+using tensordict_test::IsRegularFile;
+using tensordict_test::ListTree;
+using tensordict_test::MakeDirs;
+using tensordict_test::ParentPath;
+using tensordict_test::RemoveTree;
 using tensordict_test::TempDir;
 
 std::string ReadFile(const std::string& path) {
@@ -39,7 +43,7 @@ std::string ReadFile(const std::string& path) {
 }
 
 void WriteFile(const std::string& path, const std::string& text) {
-  fs::create_directories(fs::path(path).parent_path());
+  MakeDirs(ParentPath(path));
   std::ofstream(path, std::ios::binary) << text;
 }
 
@@ -55,8 +59,9 @@ std::vector<double> ReadDoubles(const std::string& path) {
 // Every file under `dir` with its bytes.
 std::map<std::string, std::string> Files(const std::string& dir) {
   std::map<std::string, std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file()) out[e.path().string()] = ReadFile(e.path());
+  for (const std::string& rel : ListTree(dir)) {
+    const std::string path = dir + "/" + rel;
+    if (IsRegularFile(path)) out[path] = ReadFile(path);
   }
   return out;
 }
@@ -91,7 +96,7 @@ TEST(ReplayBufferTorchRL, ADiskBackedBufferKeepsTheLengthAndCursorTorchRLReads) 
             json::parse(R"({"cursor": 5})"));
   EXPECT_EQ(ReadFile(dir + "/buffer_metadata.json"), R"({"batch_size": null})");
   // RandomSampler.dumps writes nothing.
-  EXPECT_FALSE(fs::exists(dir + "/sampler"));
+  EXPECT_FALSE(Exists(dir + "/sampler"));
 
   // Each number has a fixed-width field, rewritten in place.
   rb.extend(Rows(5, 4));
@@ -152,7 +157,7 @@ TEST(ReplayBufferTorchRL, SamplerWithoutReplacementWritesAFreshEpoch) {
   EXPECT_EQ(ReadJson(dir + "/sampler/sampler_metadata.json"),
             json::parse(R"({"len_storage": 0, "_sample_list": null,
                             "drop_last": true, "_ran_out": false})"));
-  EXPECT_FALSE(fs::exists(dir + "/sampler/sumtree.memmap"));
+  EXPECT_FALSE(Exists(dir + "/sampler/sumtree.memmap"));
 }
 
 TEST(ReplayBufferTorchRL, ReopeningRewritesTheFilesForTheNewSampler) {
@@ -170,7 +175,7 @@ TEST(ReplayBufferTorchRL, ReopeningRewritesTheFilesForTheNewSampler) {
   }
   {
     ReplayBuffer rb(Disk(4, dir));  // RandomSampler: no sampler files
-    EXPECT_FALSE(fs::exists(dir + "/sampler"));
+    EXPECT_FALSE(Exists(dir + "/sampler"));
     EXPECT_EQ(ReadJson(dir + "/writer/metadata.json")["cursor"], 2);
     rb.add(Rows(2, 1)[0]);
   }
@@ -241,7 +246,7 @@ TEST(ReplayBufferTorchRL, OpensADirectoryTorchRLDumped) {
   EXPECT_TRUE(at::equal(index, torch::arange(8, torch::kInt64)));
 
   // Now it is a buffer of this library's, with TorchRL's files kept.
-  EXPECT_TRUE(fs::exists(dir + "/state/meta.json"));
+  EXPECT_TRUE(Exists(dir + "/state/meta.json"));
   EXPECT_EQ(ReadJson(dir + "/writer/metadata.json")["cursor"], 4);
   EXPECT_EQ(ReadJson(dir + "/sampler/sampler_metadata.json")["_max_priority"],
             64.0);
@@ -257,7 +262,7 @@ TEST(ReplayBufferTorchRL, ADumpThatIsNotFullIsOpenedWithItsRows) {
   ReplayBuffer rb(Disk(8, dir));
   EXPECT_EQ(rb.size(), 3);
   EXPECT_EQ(rb.cursor(), 3);
-  EXPECT_FALSE(fs::exists(dir + "/sampler"));
+  EXPECT_FALSE(Exists(dir + "/sampler"));
 }
 
 // Each damaged dump is rejected with its message, and nothing is written.
@@ -334,11 +339,11 @@ TEST(ReplayBufferTorchRL, ADamagedDumpIsRejectedAndLeftAsItWas) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.message);
-    fs::remove_all(dir);
+    RemoveTree(dir);
     WriteTorchRLDump(dir);
     const std::string path = dir + "/" + c.file;
     if (c.text == nullptr) {
-      fs::remove(path);
+      ::unlink(path.c_str());
     } else {
       WriteFile(path, c.text);
     }
