@@ -18,7 +18,7 @@
 #include <string>
 
 #include "ratio_main.h"
-#include "scratch_dir.h"
+#include "../tests/fs_util.h"
 
 namespace {
 
@@ -26,8 +26,9 @@ using tensordict::TensorDict;
 
 // A scratch directory under the system temp dir, removed at exit.
 const std::string& ScratchDir() {
-  static const bench::ScratchDir dir("td_bench_memmap");
-  return dir.path;
+  static const tensordict_test::TempDir dir("td_bench_memmap");
+  static const std::string path = dir.str();
+  return path;
 }
 
 TensorDict MakeDict(int64_t leaves, int64_t leaf_bytes) {
@@ -120,7 +121,7 @@ void MemmapLikeBench(benchmark::State& state, bool sparse) {
     benchmark::DoNotOptimize(&td);
     state.PauseTiming();
     td = TensorDict({}, {});
-    bench::remove_tree(dir);  // each iteration creates the files anew
+    tensordict_test::RemoveTree(dir);  // each iteration creates the files anew
     state.ResumeTiming();
   }
 }

@@ -17,6 +17,7 @@
 // gathers with one memcpy per row and key (the floor, informational).
 #include <ATen/CPUGeneratorImpl.h>
 #include <benchmark/benchmark.h>
+#include <sys/stat.h>
 #include <malloc.h>
 #include <tensordict/tensordict.h>
 
@@ -30,7 +31,7 @@
 #include <string>
 
 #include "ratio_main.h"
-#include "scratch_dir.h"
+#include "../tests/fs_util.h"
 
 namespace {
 
@@ -213,24 +214,24 @@ BENCHMARK(BM_RbAdd);
 // these measure the mapped-memory write path, not the disk.
 
 void BM_RbDiskAdd(benchmark::State& state) {
-  bench::ScratchDir dir("td_rb_bench");
-  ReplayBuffer rb(ReplayBufferOptions(kCapacity).storage_dir(dir.path).seed(0));
+  tensordict_test::TempDir dir("td_rb_bench");
+  ReplayBuffer rb(ReplayBufferOptions(kCapacity).storage_dir(dir.str()).seed(0));
   TensorDict row = make_batch(make_leaves(1), 1)[0];
   for (auto _ : state) benchmark::DoNotOptimize(rb.add(row));
 }
 BENCHMARK(BM_RbDiskAdd);
 
 void BM_RbDiskExtend64(benchmark::State& state) {
-  bench::ScratchDir dir("td_rb_bench");
-  ReplayBuffer rb(ReplayBufferOptions(kCapacity).storage_dir(dir.path).seed(0));
+  tensordict_test::TempDir dir("td_rb_bench");
+  ReplayBuffer rb(ReplayBufferOptions(kCapacity).storage_dir(dir.str()).seed(0));
   TensorDict batch = make_batch(make_leaves(kExtend), kExtend);
   for (auto _ : state) benchmark::DoNotOptimize(rb.extend(batch));
 }
 BENCHMARK(BM_RbDiskExtend64);
 
 void BM_RbDiskSample256(benchmark::State& state) {
-  bench::ScratchDir dir("td_rb_bench");
-  ReplayBuffer rb(ReplayBufferOptions(kCapacity).storage_dir(dir.path).seed(0));
+  tensordict_test::TempDir dir("td_rb_bench");
+  ReplayBuffer rb(ReplayBufferOptions(kCapacity).storage_dir(dir.str()).seed(0));
   rb.extend(make_batch(filled().raw, kCapacity));
   for (auto _ : state) benchmark::DoNotOptimize(rb.sample(kSample));
 }
@@ -355,15 +356,22 @@ void report_memory() {
 // and only the written pages reach RSS or the disk.
 void report_big_disk() {
   constexpr int64_t kBigRows = 8000000;
-  bench::ScratchDir dir("td_rb_bench");
+  tensordict_test::TempDir dir("td_rb_bench");
   TensorDict batch = make_batch(make_leaves(kExtend), kExtend);
   const size_t rss0 = status_kb("VmRSS:");
-  ReplayBuffer rb(ReplayBufferOptions(kBigRows).storage_dir(dir.path).seed(0));
+  ReplayBuffer rb(ReplayBufferOptions(kBigRows).storage_dir(dir.str()).seed(0));
   const auto t0 = std::chrono::steady_clock::now();
   rb.extend(batch);  // allocates
   const auto t1 = std::chrono::steady_clock::now();
   for (int k = 0; k < 1000; ++k) rb.extend(batch);  // 64k rows, ~34 MB
-  const auto [apparent, on_disk] = bench::disk_use(dir.path);
+  size_t apparent = 0, on_disk = 0;
+  for (const std::string& rel : tensordict_test::ListTree(dir.str())) {
+    struct stat st {};
+    if (::stat((dir / rel).c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      apparent += static_cast<size_t>(st.st_size);
+      on_disk += static_cast<size_t>(st.st_blocks) * 512;
+    }
+  }
   std::printf(
       "Disk-backed buffer, capacity %lld rows of 536 bytes (storage %.2f GB "
       "apparent):\n  first extend (allocation) %.2f ms; after %lld rows "
