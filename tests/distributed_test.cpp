@@ -8,6 +8,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dist_util.h"
@@ -130,6 +131,39 @@ TEST(Distributed, IsendAndIrecv) {
   {
     Peers peers({"irecv"});
     tensordict::Work work = tensordict::isend(WireDict(2), 1, peers.pg());
+    work.wait();
+    EXPECT_EQ(peers.Finish(), std::vector<int>{0});
+  }
+}
+
+// Polls `work.is_completed()` for up to 20 s; whether it turned true.
+bool CompletesWithoutWait(const tensordict::Work& work) {
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!work.is_completed()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+// A loop polling is_completed() ends once every message arrived, before any
+// wait() (Gloo's own works say they completed only once waited on); a
+// receive still writes only in wait().
+TEST(Distributed, IsCompletedTurnsTrueOnceTheMessagesArrived) {
+  {
+    Peers peers({"send"});
+    TensorDict td = ZeroWireDict();
+    tensordict::Work work = tensordict::irecv(td, 1, peers.pg());
+    EXPECT_TRUE(CompletesWithoutWait(work));
+    EXPECT_TRUE(Same(td, ZeroWireDict()));
+    work.wait();
+    EXPECT_TRUE(Same(td, WireDict(1)));
+    EXPECT_EQ(peers.Finish(), std::vector<int>{0});
+  }
+  {
+    Peers peers({"recv"});
+    tensordict::Work work = tensordict::isend(WireDict(2), 1, peers.pg());
+    EXPECT_TRUE(CompletesWithoutWait(work));
     work.wait();
     EXPECT_EQ(peers.Finish(), std::vector<int>{0});
   }

@@ -154,7 +154,11 @@ class Work {
   /// transfer's error, leaving the receiving dict unchanged. Waiting again
   /// returns at once (or throws the same error).
   void wait();
-  /// True once `wait()` would return without blocking.
+  /// True once `wait()` would return without blocking: every message has
+  /// arrived (or the transfer failed). The first call starts a thread that
+  /// waits for the messages (Gloo's works report completion only once
+  /// waited on), so a loop polling it ends; destroying a handle whose
+  /// messages are still in flight then waits for them (or the timeout).
   [[nodiscard]] bool is_completed() const;
 
   struct State;

@@ -3,7 +3,9 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
+#include <future>
 #include <limits>
 #include <string>
 #include <utility>
@@ -111,23 +113,56 @@ struct Work::State {
   detail::LeafCopies copies;
   bool done = false;
   std::string error;  // set when the transfer failed
+  /// Gloo's send and receive works say they completed only once waited on,
+  /// so `is_completed` waits on them on a thread of its own (started by its
+  /// first call), which sets `arrived`. Its future's destructor joins it.
+  std::future<void> waiter;
+  std::atomic<bool> arrived{false};
+
+  ~State() {
+    if (waiter.valid()) waiter.wait();
+  }
+
+  // Waits for every message; may run on the waiter thread.
+  void wait_messages() {
+    try {
+      for (size_t i = 0; i < works.size(); ++i) {
+        detail::on_wire(op, contexts[i], [&] { works[i]->wait(); });
+      }
+    } catch (const c10::Error& e) {
+      error = e.what_without_backtrace();
+    }
+    arrived = true;
+  }
 
   void wait() {
     if (!done) {
       done = true;
-      try {
-        for (size_t i = 0; i < works.size(); ++i) {
-          detail::on_wire(op, contexts[i], [&] { works[i]->wait(); });
+      if (waiter.valid()) {
+        waiter.get();
+      } else {
+        wait_messages();
+      }
+      if (error.empty()) {
+        try {
+          copies.write();
+        } catch (const c10::Error& e) {
+          error = e.what_without_backtrace();
         }
-        copies.write();
-      } catch (const c10::Error& e) {
-        error = e.what_without_backtrace();
       }
       works.clear();
       keep.clear();
       copies = detail::LeafCopies();
     }
     TORCH_CHECK(error.empty(), error);
+  }
+
+  bool is_completed() {
+    if (done) return true;
+    if (!waiter.valid()) {
+      waiter = std::async(std::launch::async, [this] { wait_messages(); });
+    }
+    return arrived;
   }
 };
 
@@ -142,11 +177,7 @@ void Work::wait() {
 }
 
 bool Work::is_completed() const {
-  if (!state_ || state_->done) return true;
-  for (const auto& w : state_->works) {
-    if (!w->isCompleted()) return false;
-  }
-  return true;
+  return !state_ || state_->is_completed();
 }
 
 // ---------------------------------------------------------------------------
