@@ -25,10 +25,9 @@ namespace {
 using tensordict::TensorDict;
 
 // A scratch directory under the system temp dir, removed at exit.
-const std::string& ScratchDir() {
+std::string ScratchDir() {
   static const tensordict_test::TempDir dir("td_bench_memmap");
-  static const std::string path = dir.str();
-  return path;
+  return dir.str();
 }
 
 TensorDict MakeDict(int64_t leaves, int64_t leaf_bytes) {

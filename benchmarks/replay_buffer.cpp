@@ -17,11 +17,11 @@
 // gathers with one memcpy per row and key (the floor, informational).
 #include <ATen/CPUGeneratorImpl.h>
 #include <benchmark/benchmark.h>
-#include <sys/stat.h>
 #include <malloc.h>
 #include <tensordict/tensordict.h>
 
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <cstdio>

@@ -943,7 +943,6 @@ TEST(ReplayBufferTest, AMovedBufferKeepsItsRows) {
 
 // ---- Disk-backed storage ------------------------------------------------------
 
-
 using tensordict_test::TempDir;
 
 ReplayBufferOptions DiskOptions(int64_t capacity, const std::string& dir) {

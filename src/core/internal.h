@@ -90,6 +90,10 @@ ImplPtr make_impl(std::vector<int64_t> batch_size,
 std::vector<int64_t> concat(c10::IntArrayRef a, c10::IntArrayRef b);
 /// Whether `shape` starts with `prefix`.
 bool starts_with(c10::IntArrayRef shape, c10::IntArrayRef prefix);
+/// Checks that `value` (to be set at `key`) is defined and its leading dims
+/// are `batch`; errors start with `context` (such as "from_ivalue: ").
+void check_leading_dims(const NestedKey& key, const at::Tensor& value,
+                        c10::IntArrayRef batch, const char* context = "");
 /// `cuda` becomes `cuda:0`; other devices are unchanged.
 at::Device normalize_device(at::Device d);
 /// `prefix + key`, or `key` when `prefix` is null.

@@ -352,18 +352,18 @@ TensorDictImpl* create_path(TensorDictImpl* cur, size_t from,
   return cur;
 }
 
-void check_leading_dims(const NestedKey& key, const at::Tensor& value,
-                        c10::IntArrayRef batch) {
-  TORCH_CHECK_VALUE(value.defined(), "key ", key.str(),
+}  // namespace
+
+void detail::check_leading_dims(const NestedKey& key, const at::Tensor& value,
+                                c10::IntArrayRef batch, const char* context) {
+  TORCH_CHECK_VALUE(value.defined(), context, "key ", key.str(),
                     ": cannot set an undefined tensor");
   auto sizes = value.sizes();
   const bool ok = starts_with(sizes, batch);
-  TORCH_CHECK(ok, "key ", key.str(), ": expected leading dims ",
+  TORCH_CHECK(ok, context, "key ", key.str(), ": expected leading dims ",
               shape_str(batch), ", got ",
               shape_str(sizes.slice(0, std::min(sizes.size(), batch.size()))));
 }
-
-}  // namespace
 
 const TensorDict& TensorDict::set(const NestedKey& key,
                                   const at::Tensor& value) const {

@@ -10,7 +10,6 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/jit/api/module.h>
 
-#include <algorithm>
 #include <exception>
 #include <string>
 #include <utility>
@@ -91,22 +90,17 @@ class Builder {
     TensorDict out{c10::IntArrayRef(batch)};
     for (auto& [key, entry] : values) {
       if (entry.is_tensor()) {
-        const c10::IntArrayRef sizes = entry.tensor().sizes();
-        if (!starts_with(sizes, batch)) {
-          std::vector<std::string> full = path;
-          full.push_back(key);
-          TORCH_CHECK(false, "from_ivalue: key ", NestedKey(full).str(),
-                      ": expected leading dims ", detail::shape_str(batch), ", got ",
-                      detail::shape_str(sizes.slice(
-                          0, std::min(sizes.size(), batch.size()))));
-        }
+        std::vector<std::string> full = path;
+        full.push_back(key);
+        detail::check_leading_dims(NestedKey(full), entry.tensor(), batch,
+                                   "from_ivalue: ");
         out.set(key, entry.tensor());
         continue;
       }
       TensorDict child = entry.tensordict();
       // An empty sub-dict takes its parent's batch size, as in Python.
       if (child.keys().empty() &&
-          !starts_with(child.batch_size(), batch)) {
+          !detail::starts_with(child.batch_size(), batch)) {
         child = TensorDict(c10::IntArrayRef(batch));
       }
       out.set(key, child);
@@ -115,11 +109,6 @@ class Builder {
   }
 
  private:
-  static bool starts_with(c10::IntArrayRef shape, const std::vector<int64_t>& prefix) {
-    return shape.size() >= prefix.size() &&
-           std::equal(prefix.begin(), prefix.end(), shape.begin());
-  }
-
   // Python's `_set_max_batch_size`: the leading dims the first value shares
   // with every other one (empty sub-dicts after the first are skipped).
   std::vector<int64_t> inferred_batch(
