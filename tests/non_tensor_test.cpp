@@ -235,7 +235,7 @@ TEST(NonTensor, StackingEqualValuesKeepsOneAndOthersMakeAStack) {
       "change of its batch size from [3] to []");
 }
 
-// Comparisons as Python 0.4's (tests/python_reference_test.cpp checks the
+// Comparisons as Python 0.4's (tests/python_ops_test.cpp checks the
 // reprs against it): values compare element by element; a comparison with a
 // scalar, or of NonTensorData with a stack, gives None values.
 TEST(NonTensor, ComparisonsCompareValuesAsPythonDoes) {

@@ -1,5 +1,5 @@
 // Tests of the element-wise, reduction, selection and padding ops (Python
-// tensordict's semantics; PythonReference.OpsMatchTensordict04 compares
+// tensordict's semantics; PythonReference.OpsMatchTensordict compares
 // them with Python): each against LibTorch on the leaves, batch sizes,
 // nested dicts, and the errors.
 #include <gtest/gtest.h>
