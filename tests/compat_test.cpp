@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "core/compat.h"
 
@@ -145,6 +147,26 @@ TEST(Compat, DisableLibuvClearsTheFlagWhereTheOptionsHaveIt) {
   StoreOptionsWithoutLibUV without;
   tensordict::detail::disable_libuv(without);  // compiles, changes nothing
   EXPECT_EQ(without.port, 0);
+}
+
+// Both layouts, on any LibTorch: what Python's init_process_group does in
+// torch 1.13 (one group prefix, a barrier every rank waits at) and in 2.x
+// (the group's prefix, then the device's; a barrier nobody waits at by
+// default). PythonReference's Gloo tests check the one of this LibTorch
+// against a live Python peer.
+TEST(Compat, PythonWorldIsTheStoreLayoutOfPythonsDefaultGroup) {
+  using tensordict::detail::python_world;
+  const auto v113 = python_world(113);
+  EXPECT_EQ(v113.group_prefixes, (std::vector<std::string>{"0"}));
+  EXPECT_EQ(v113.barrier_key, "store_based_barrier_key:1");
+  EXPECT_TRUE(v113.wait_at_barrier);
+  for (int version : {200, 206, 214}) {
+    const auto v2 = python_world(version);
+    EXPECT_EQ(v2.group_prefixes, (std::vector<std::string>{"0/", "cpu/"})) << version;
+    EXPECT_EQ(v2.barrier_key, "store_based_barrier_key:0") << version;
+    EXPECT_FALSE(v2.wait_at_barrier) << version;
+  }
+  EXPECT_EQ(python_world().wait_at_barrier, tensordict::detail::kTorchVersion < 200);
 }
 
 TEST(Compat, OptionalIsLibTorchsOptional) {

@@ -13,6 +13,9 @@
 //    (no tensor has names there);
 //  - `disable_libuv`: c10d's `TCPStoreOptions::useLibUV`, true by default
 //    from 2.4, which fails where LibTorch was built without libuv (Debian);
+//  - `python_world`: the store keys of Python's `init_process_group`, whose
+//    default group sits under one store prefix in 1.13 and two (the group,
+//    then the device) in 2.x, with a barrier that only 1.13 waits at;
 //  - `Optional`: `c10::optional`, which 2.x made an alias of
 //    `std::optional`;
 //  - the language standard: LibTorch 2.13's headers need C++20
@@ -24,6 +27,7 @@
 #include <torch/version.h>
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -75,6 +79,24 @@ inline auto disable_libuv(Options& o) -> decltype(void(o.useLibUV = false)) {
 }
 template <typename Options, typename... Ignored>
 inline void disable_libuv(Options&, Ignored...) {}
+
+/// Where Python's `init_process_group("gloo", ...)` puts the default group in
+/// the TCPStore, for a LibTorch of version `torch_version` (kTorchVersion's
+/// numbering): under PrefixStore("default_pg"), the Gloo backend's store is
+/// PrefixStore("0") in 1.13 and PrefixStore("0/") then PrefixStore("cpu/")
+/// in 2.x. Every rank then adds 1 to `barrier_key` in the "default_pg"
+/// store. 1.13 waits there until all ranks came; 2.x waits only when
+/// TORCH_DIST_INIT_BARRIER=1, and then for `barrier_key + ":last_worker"`,
+/// which the last rank to arrive sets.
+struct PythonWorld {
+  std::vector<std::string> group_prefixes;
+  std::string barrier_key;
+  bool wait_at_barrier;
+};
+inline PythonWorld python_world(int torch_version = kTorchVersion) {
+  if (torch_version < 200) return {{"0"}, "store_based_barrier_key:1", true};
+  return {{"0/", "cpu/"}, "store_based_barrier_key:0", false};
+}
 
 /// `c10::optional` in 1.13, where it is its own class; `std::optional` where
 /// LibTorch made `c10::optional` an alias of it (the same type either way).

@@ -10,8 +10,10 @@
 #endif
 
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <thread>
+#include <vector>
 #include <string>
 
 #include "core/compat.h"
@@ -77,18 +79,24 @@ Group make_gloo_group(int rank, int size, const GlooGroupOptions& options) {
       return Group(c10::make_intrusive<c10d::ProcessGroupGloo>(
           store, rank, size, gloo_options));
     }
-    // Python's init_process_group (torch 1.13): the default group's store is
-    // PrefixStore("default_pg"), the group's own PrefixStore("0") under it;
-    // every rank then checks in at a store-based barrier, and rank 0 hands
-    // out the group's sequence number.
+    // Python's init_process_group: the default group's store is
+    // PrefixStore("default_pg"), the Gloo backend's its prefixes under it
+    // (compat.h's python_world); every rank checks in at a store-based
+    // barrier, which only 1.13 waits at. On 2.x this rank joins it without
+    // waiting, so that a Python rank with TORCH_DIST_INIT_BARRIER=1 goes on.
+    const detail::PythonWorld layout = detail::python_world();
     auto world = c10::make_intrusive<c10d::PrefixStore>("default_pg", tcp);
-    auto store = c10::make_intrusive<c10d::PrefixStore>("0", world);
+    c10::intrusive_ptr<c10d::Store> store = world;
+    for (const std::string& prefix : layout.group_prefixes) {
+      store = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
+    }
     auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size,
                                                           gloo_options);
-    const std::string barrier = "store_based_barrier_key:1";
-    world->add(barrier, 1);
+    if (world->add(layout.barrier_key, 1) == size && !layout.wait_at_barrier) {
+      world->set(layout.barrier_key + ":last_worker", std::vector<uint8_t>{'1'});
+    }
     const auto deadline = std::chrono::steady_clock::now() + options.timeout;
-    while (world->add(barrier, 0) != size) {
+    while (layout.wait_at_barrier && world->add(layout.barrier_key, 0) != size) {
       TORCH_CHECK(std::chrono::steady_clock::now() < deadline,
                   "timed out after ", options.timeout.count(),
                   " ms waiting for every rank at the store-based barrier");

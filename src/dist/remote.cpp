@@ -54,7 +54,7 @@ ordered_json to_python_meta(const ordered_json& ours, const std::string& path) {
       {"leaves", std::move(leaves)},
       {"cls_metadata",
        {{"device", device == "None" ? ordered_json() : ordered_json(device)},
-        {"names", nullptr},
+        {"names", ordered_json(ours["batch_size"].size(), nullptr)},
         {"batch_size", ours["batch_size"]},
         {"is_locked", false}}}};
   for (auto& [key, sub] : subs.items()) out[key] = std::move(sub);
