@@ -1208,6 +1208,10 @@ TEST(PickleSave, WritesANestedDictOfTensorsThatPickleLoadReadsBack) {
   // torch.save's zip format.
   ASSERT_GE(bytes.size(), 4U);
   EXPECT_EQ(std::string(bytes.data(), 2), "PK");
+  // No TorchScript type tags: torch.load(weights_only=True) refuses their
+  // global (PythonReference.TorchLoadWithWeightsOnlyReadsPickleSave).
+  EXPECT_EQ(std::string(bytes.begin(), bytes.end()).find("restore_type_tag"),
+            std::string::npos);
   c10::IValue v = torch::jit::pickle_load(bytes);
   ASSERT_TRUE(v.isGenericDict());
   c10::impl::GenericDict d = v.toGenericDict();

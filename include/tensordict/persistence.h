@@ -139,7 +139,9 @@ namespace tensordict {
 /// Serializes `td` as a nested `dict` of tensors (sub-dicts become nested
 /// dicts, insertion order kept) with `torch::pickle_save`. Python reads the
 /// bytes with `torch.load(io.BytesIO(data))`, or from a file they were
-/// written to. The leaves are detached; their data is copied into the bytes.
+/// written to, also with `weights_only=True` (the default from torch 2.6):
+/// the pickle holds only dicts, strings and tensors. The leaves are
+/// detached; their data is copied into the bytes.
 ///
 /// Example:
 /// ```

@@ -5,7 +5,11 @@
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
-#include <torch/csrc/jit/serialization/pickle.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
+
+#include <vector>
 
 #include "core/internal.h"
 #include "core/non_tensor.h"
@@ -39,12 +43,38 @@ c10::IValue to_generic_dict(const detail::TensorDictImpl& root) {
   return out;
 }
 
+// torch::jit::pickle_save's zip archive, with the pickler's type tags off:
+// they wrap each dict in torch.jit._pickle.restore_type_tag, a global that
+// torch.load refuses in weights_only mode (its default from torch 2.6).
+std::vector<char> pickle_untagged(const c10::IValue& v) {
+  std::vector<char> pickled;
+  torch::jit::Pickler pickler(
+      [&](const char* p, size_t n) { pickled.insert(pickled.end(), p, p + n); },
+      /*tensor_table=*/nullptr, /*type_renamer=*/nullptr,
+      /*memoized_class_types=*/nullptr, /*get_tensor_id=*/nullptr,
+      /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(v);
+  pickler.stop();
+  std::vector<char> out;
+  {
+    caffe2::serialize::PyTorchStreamWriter writer([&](const void* p, size_t n) {
+      const char* bytes = static_cast<const char*>(p);
+      out.insert(out.end(), bytes, bytes + n);
+      return n;
+    });
+    torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(),
+                                       pickler.tensorData(), writer);
+  }  // the writer's destructor writes the archive's end
+  return out;
+}
+
 }  // namespace
 
 std::vector<char> pickle_save(const TensorDict& td) {
   detail::check_no_non_tensor("pickle_save", "a pickled dict of tensors",
                               detail::TensorDictImpl::of(td));
-  return torch::jit::pickle_save(to_generic_dict(detail::TensorDictImpl::of(td)));
+  return pickle_untagged(to_generic_dict(detail::TensorDictImpl::of(td)));
 }
 
 }  // namespace tensordict
