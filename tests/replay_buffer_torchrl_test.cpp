@@ -1,7 +1,7 @@
 // A disk-backed ReplayBuffer and TorchRL's replay-buffer directory
 // (ReplayBuffer.dumps / loads, TorchRL 0.4): the files a storage_dir keeps
 // for TorchRL, and opening a directory TorchRL dumped. The directories
-// TorchRL itself writes and loads are tested in python_reference_test.cpp;
+// TorchRL itself writes and loads are tested in python_torchrl_test.cpp;
 // here the files are checked against the layout and built by hand.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -15,6 +15,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "test_util.h"
@@ -28,6 +29,7 @@ using tensordict::ReplayBuffer;
 using tensordict::ReplayBufferOptions;
 using tensordict::SamplerWithoutReplacement;
 using tensordict::TensorDict;
+using tensordict::TorchRLVersion;
 using tensordict_test::Exists;
 using tensordict_test::ExpectThrowsMsg;
 using tensordict_test::IsRegularFile;
@@ -110,31 +112,43 @@ TEST(ReplayBufferTorchRL, ADiskBackedBufferKeepsTheLengthAndCursorTorchRLReads) 
   EXPECT_EQ(ReadJson(dir + "/writer/metadata.json")["cursor"], 0);
 }
 
+// The largest priority is [value, null] for TorchRL 0.14 (the default), a
+// number for 0.4.
 TEST(ReplayBufferTorchRL, APrioritizedBufferKeepsTheTreesTorchRLReads) {
-  TempDir tmp;
-  const std::string dir = tmp / "rb";
-  ReplayBuffer rb(Disk(4, dir).sampler(
-      PrioritizedSampler().alpha(0.5).beta(0.25).eps(0.01)));
-  rb.extend(Rows(0, 3));
-  const std::string meta = dir + "/sampler/sampler_metadata.json";
-  EXPECT_EQ(ReadJson(meta),
-            json::parse(R"({"_alpha": 0.5, "_beta": 0.25, "_eps": 0.01,
-                            "_max_priority": 1.0, "_max_capacity": 4})"));
-  EXPECT_TRUE(ReadJson(meta)["_max_priority"].is_number_float());
-  const double m1 = std::sqrt(1.01);
-  EXPECT_EQ(ReadDoubles(dir + "/sampler/sumtree.memmap"),
-            (std::vector<double>{m1, m1, m1, 0}));
-  EXPECT_EQ(ReadDoubles(dir + "/sampler/mintree.memmap"),
-            (std::vector<double>{m1, m1, m1, FLT_MAX}));
+  for (const auto version : {TorchRLVersion::v0_14, TorchRLVersion::v0_4}) {
+    const bool v014 = version == TorchRLVersion::v0_14;
+    auto max_priority = [&](const char* value) {
+      return json::parse(v014 ? std::string("[") + value + ", null]" : value);
+    };
+    TempDir tmp;
+    const std::string dir = tmp / "rb";
+    ReplayBuffer rb(Disk(4, dir).torchrl_version(version).sampler(
+        PrioritizedSampler().alpha(0.5).beta(0.25).eps(0.01)));
+    rb.extend(Rows(0, 3));
+    const std::string meta = dir + "/sampler/sampler_metadata.json";
+    EXPECT_EQ(ReadFile(meta).find(v014 ? "\"_max_priority\": [1.0" : "\"_max_priority\": 1.0"),
+              std::string("{\"_alpha\": 0.5, \"_beta\": 0.25, \"_eps\": 0.01, ").size());
+    EXPECT_EQ(ReadJson(meta),
+              json::parse(v014 ? R"({"_alpha": 0.5, "_beta": 0.25, "_eps": 0.01,
+                                     "_max_priority": [1.0, null], "_max_capacity": 4,
+                                     "_schema_version": 1})"
+                               : R"({"_alpha": 0.5, "_beta": 0.25, "_eps": 0.01,
+                                     "_max_priority": 1.0, "_max_capacity": 4})"));
+    const double m1 = std::sqrt(1.01);
+    EXPECT_EQ(ReadDoubles(dir + "/sampler/sumtree.memmap"),
+              (std::vector<double>{m1, m1, m1, 0}));
+    EXPECT_EQ(ReadDoubles(dir + "/sampler/mintree.memmap"),
+              (std::vector<double>{m1, m1, m1, FLT_MAX}));
 
-  rb.update_priority(torch::tensor({0, 2}), torch::tensor({4.0, 0.5}));
-  EXPECT_EQ(ReadJson(meta)["_max_priority"], 4.0);
-  EXPECT_EQ(ReadDoubles(dir + "/sampler/sumtree.memmap"),
-            (std::vector<double>{std::pow(4.01, 0.5), m1, std::pow(0.51, 0.5), 0}));
-  rb.add(Rows(3, 1)[0]);  // a new row gets the largest priority
-  EXPECT_EQ(ReadDoubles(dir + "/sampler/sumtree.memmap")[3], std::pow(4.01, 0.5));
-  rb.clear();
-  EXPECT_EQ(ReadJson(meta)["_max_priority"], 1.0);
+    rb.update_priority(torch::tensor({0, 2}), torch::tensor({4.0, 0.5}));
+    EXPECT_EQ(ReadJson(meta)["_max_priority"], max_priority("4.0"));
+    EXPECT_EQ(ReadDoubles(dir + "/sampler/sumtree.memmap"),
+              (std::vector<double>{std::pow(4.01, 0.5), m1, std::pow(0.51, 0.5), 0}));
+    rb.add(Rows(3, 1)[0]);  // a new row gets the largest priority
+    EXPECT_EQ(ReadDoubles(dir + "/sampler/sumtree.memmap")[3], std::pow(4.01, 0.5));
+    rb.clear();
+    EXPECT_EQ(ReadJson(meta)["_max_priority"], max_priority("1.0"));
+  }
 }
 
 TEST(ReplayBufferTorchRL, ARowOfMassZeroHoldsTheMinTreesInitialValue) {
@@ -183,7 +197,8 @@ TEST(ReplayBufferTorchRL, ReopeningRewritesTheFilesForTheNewSampler) {
   ReplayBuffer rb(Disk(4, dir).sampler(PrioritizedSampler().alpha(1).eps(0)));
   EXPECT_EQ(ReadDoubles(dir + "/sampler/sumtree.memmap"),
             (std::vector<double>{1, 1, 1, 0}));
-  EXPECT_EQ(ReadJson(dir + "/sampler/sampler_metadata.json")["_max_priority"], 1.0);
+  EXPECT_EQ(ReadJson(dir + "/sampler/sampler_metadata.json")["_max_priority"],
+            json::parse("[1.0, null]"));
   EXPECT_EQ(ReadJson(dir + "/storage/storage_metadata.json")["len"], 3);
 }
 
@@ -249,7 +264,30 @@ TEST(ReplayBufferTorchRL, OpensADirectoryTorchRLDumped) {
   EXPECT_TRUE(Exists(dir + "/state/meta.json"));
   EXPECT_EQ(ReadJson(dir + "/writer/metadata.json")["cursor"], 4);
   EXPECT_EQ(ReadJson(dir + "/sampler/sampler_metadata.json")["_max_priority"],
-            64.0);
+            json::parse("[64.0, null]"));
+}
+
+// TorchRL 0.14 writes "_max_priority" as [value, row] ([null, null] before
+// any row had a priority, when the next row gets priority 1), and
+// "_max_capacity" as a float.
+TEST(ReplayBufferTorchRL, OpensTheMaxPriorityPairOfTorchRL014) {
+  for (const auto& [text, max_p] : std::vector<std::pair<std::string, double>>{
+           {"[64.0, 7.0]", 64.0}, {"[25, 4]", 25.0}, {"[null, null]", 1.0}}) {
+    TempDir tmp;
+    const std::string dir = tmp / "rb";
+    WriteTorchRLDump(dir);
+    WriteFile(dir + "/sampler/sampler_metadata.json",
+              R"({"_alpha": 0.5, "_beta": 0.4, "_eps": 0.0, "_max_priority": )" + text +
+                  R"(, "_max_capacity": 8.0, "_schema_version": 1})");
+    ReplayBuffer rb(Disk(8, dir).sampler(PrioritizedSampler().alpha(0.5).eps(0)));
+    const TensorDict state = TensorDict::load_memmap(dir + "/state");
+    EXPECT_EQ(state.get("max_priority").item<double>(), max_p) << text;
+    TensorDict priority = TensorDict::load_memmap(dir + "/priority");
+    EXPECT_TRUE(at::allclose(priority.get("priority"),
+                             torch::tensor({1., 4., 9., 16., 25., 36., 49., 64.},
+                                           torch::kFloat64)))
+        << text;
+  }
 }
 
 TEST(ReplayBufferTorchRL, ADumpThatIsNotFullIsOpenedWithItsRows) {
@@ -320,6 +358,22 @@ TEST(ReplayBufferTorchRL, ADamagedDumpIsRejectedAndLeftAsItWas) {
        "ReplayBuffer: '" + pmeta +
            "': expected _alpha > 0, _eps >= 0 and _max_priority >= 0, got 0, "
            "0 and 1",
+       false},
+      {"sampler/sampler_metadata.json",
+       R"({"_alpha": 0.5, "_beta": 0.4, "_eps": 0.0, "_max_priority": [1.0], "_max_capacity": 8})",
+       "ReplayBuffer: '" + pmeta +
+           "': \"_max_priority\" must be a finite number or [value, index], "
+           "got [1.0]",
+       false},
+      {"sampler/sampler_metadata.json",
+       R"({"_alpha": 0.5, "_beta": 0.4, "_eps": 0.0, "_max_priority": ["a", 1], "_max_capacity": 8})",
+       "ReplayBuffer: '" + pmeta +
+           "': \"_max_priority\" must be a finite number or [value, index], "
+           "got [\"a\",1]",
+       false},
+      {"sampler/sampler_metadata.json",
+       R"({"_alpha": 0.5, "_beta": 0.4, "_eps": 0.0, "_max_priority": 1.0, "_max_capacity": 8.5})",
+       "ReplayBuffer: '" + pmeta + "': \"_max_capacity\" must be an integer, got 8.5",
        false},
       {"sampler/sumtree.memmap", nullptr,
        "ReplayBuffer: '" + dir +

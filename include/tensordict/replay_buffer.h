@@ -277,6 +277,10 @@ struct RateLimiter {
 ///                      .sampler(PrioritizedSampler().alpha(0.7))
 ///                      .seed(0);
 /// ```
+/// The TorchRL version whose `ReplayBuffer.loads` reads a `storage_dir`
+/// (`ReplayBufferOptions::torchrl_version`).
+enum class TorchRLVersion { v0_4, v0_14 };
+
 struct ReplayBufferOptions {
   /* implicit */ ReplayBufferOptions(int64_t capacity)  // NOLINT
       : capacity_(capacity) {}
@@ -300,8 +304,9 @@ struct ReplayBufferOptions {
   /// creation or `clear()`: `cursor() == rows_written % capacity`, `size()
   /// == min(rows_written, capacity)`), `max_priority`, `priorities_valid`.
   ///
-  /// TorchRL. The directory is also what TorchRL 0.4's
-  /// `ReplayBuffer.dumps(dir)` writes for a `LazyMemmapStorage(capacity)`
+  /// TorchRL. The directory is also what TorchRL's (0.14's, or 0.4's: see
+  /// `torchrl_version`) `ReplayBuffer.dumps(dir)` writes for a
+  /// `LazyMemmapStorage(capacity)`
   /// buffer, so `TensorDictReplayBuffer(storage=LazyMemmapStorage(capacity),
   /// sampler=...).loads(dir)` in Python loads it: `storage/` plus TorchRL's
   /// `storage/storage_metadata.json` (the length), `writer/metadata.json`
@@ -358,6 +363,15 @@ struct ReplayBufferOptions {
   /// later, the row write that needs a new page dies with SIGBUS (the kernel
   /// cannot report the error through a memory store).
   TORCH_ARG(bool, sparse_storage) = false;
+  /// With `storage_dir`: the TorchRL version whose `loads` reads the
+  /// directory. The two differ in one field, a `PrioritizedSampler`'s
+  /// largest priority in `sampler/sampler_metadata.json`: TorchRL 0.14
+  /// writes `[value, row]` (with "_schema_version": 1) and cannot read 0.4's
+  /// plain number, which 0.4 needs. This library writes `[value, null]` for
+  /// 0.14 (the row matters to TorchRL only with
+  /// `max_priority_within_buffer=True`, which has no counterpart here).
+  /// Opening a directory reads both forms, whatever this option says.
+  TORCH_ARG(TorchRLVersion, torchrl_version) = TorchRLVersion::v0_14;
   /// Shares the buffer with the processes forked after its construction
   /// (TorchRL's `ReplayBuffer(..., shared=True)`): actor processes `add` and
   /// `extend`, a learner process samples, each through its own copy of this

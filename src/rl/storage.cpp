@@ -94,6 +94,7 @@ ReplayStorage::ReplayStorage(const ReplayBufferOptions& options)
       storage_(std::vector<Item>{}, {capacity_}, device_) {
   storage_.lock_();  // storage() hands it out: its leaves are cached
   sparse_files_ = options.sparse_storage();
+  torchrl_version_ = options.torchrl_version();
   shared_ = options.shared();
   if (options.storage_dir()) {
     open_dir(*options.storage_dir());
@@ -555,7 +556,7 @@ void ReplayStorage::create_state(double max_priority,
 void ReplayStorage::write_torchrl_files() {
   priorities_.torchrl = nullptr;
   torchrl_.write(dir_, sampler_, capacity_, size_, cursor_, priorities_.raw,
-                 *priorities_.max);
+                 *priorities_.max, torchrl_version_);
   priorities_.torchrl = &torchrl_;
 }
 

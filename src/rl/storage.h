@@ -237,6 +237,7 @@ class ReplayStorage {
   bool shared_ = false;          // ReplayBufferOptions::shared
   int owner_pid_ = 0;            // made dir_ in /dev/shm (0: none did)
   bool sparse_files_ = false;    // memmap_like's `sparse` for dir_
+  TorchRLVersion torchrl_version_ = TorchRLVersion::v0_14;  // of dir_'s files
   TensorDict disk_state_;        // state/ (keeps the mappings alive)
   TensorDict disk_priority_;     // priority/
   int64_t* rows_ptr_ = nullptr;  // state/rows_written

@@ -20,6 +20,7 @@
 #include "core/non_tensor.h"
 #include "io/files.h"
 #include "rl/sampler_config.h"
+#include "rl/storage.h"
 
 namespace tensordict {
 namespace detail {
@@ -73,12 +74,18 @@ const ordered_json& field(const ordered_json& j, const char* key,
   return *it;
 }
 
+// An integer; with `float_ok`, also a float of integral value (TorchRL 0.14
+// writes the sampler's "_max_capacity" as 16.0).
 int64_t int_field(const ordered_json& j, const char* key,
-                  const std::string& path) {
+                  const std::string& path, bool float_ok = false) {
   const ordered_json& v = field(j, key, path);
-  TORCH_CHECK(v.is_number_integer(), kWhat, ": '", path, "': \"", key,
-              "\" must be an integer, got ", v.dump());
-  return v.get<int64_t>();
+  const bool integral_float =
+      float_ok && v.is_number_float() && std::abs(v.get<double>()) < 9.0e15 &&
+      v.get<double>() == std::floor(v.get<double>());
+  TORCH_CHECK(v.is_number_integer() || integral_float, kWhat, ": '", path,
+              "': \"", key, "\" must be an integer, got ", v.dump());
+  return integral_float ? static_cast<int64_t>(v.get<double>())
+                        : v.get<int64_t>();
 }
 
 double float_field(const ordered_json& j, const char* key,
@@ -88,6 +95,23 @@ double float_field(const ordered_json& j, const char* key,
               path, "': \"", key, "\" must be a finite number, got ",
               v.dump());
   return v.get<double>();
+}
+
+// TorchRL's "_max_priority": a number (TorchRL 0.4), or [value, index]
+// (0.14: the largest raw priority and the row that holds it; both null
+// before any row had a priority, when the next row gets priority 1).
+double max_priority_field(const ordered_json& j, const std::string& path) {
+  const ordered_json& v = field(j, "_max_priority", path);
+  const bool pair = v.is_array() && v.size() == 2 &&
+                    (v[1].is_null() || v[1].is_number());
+  const ordered_json& value = pair ? v[0] : v;
+  if (pair && value.is_null()) return kInitialMaxPriority;
+  TORCH_CHECK(value.is_number() && std::isfinite(value.get<double>()), kWhat,
+              ": '", path,
+              "': \"_max_priority\" must be a finite number or [value, "
+              "index], got ",
+              v.dump());
+  return value.get<double>();
 }
 
 }  // namespace
@@ -121,7 +145,8 @@ void JsonNumberField::set(double v) const {
 
 void TorchRLFiles::write(const std::string& dir, const SamplerConfig& sampler,
                          int64_t capacity, int64_t size, int64_t cursor,
-                         const double* raw, double max_priority) {
+                         const double* raw, double max_priority,
+                         TorchRLVersion version) {
   *this = TorchRLFiles();
   size_t at = 0;
   std::string text = with_field("{\"metadata\": {}, \"is_pytree\": false, \"len\": ",
@@ -168,12 +193,17 @@ void TorchRLFiles::write(const std::string& dir, const SamplerConfig& sampler,
                            /*map=*/true, kWhat);
     sum_ = static_cast<double*>(sum_file_.data_ptr());
     min_ = static_cast<double*>(min_file_.data_ptr());
+    // TorchRL 0.14: [value, row] and a schema version (see
+    // ReplayBufferOptions::torchrl_version); 0.4: the value.
+    const bool v014 = version == TorchRLVersion::v0_14;
     text = with_field("{\"_alpha\": " + py_float_repr(p->alpha()) +
                           ", \"_beta\": " + py_float_repr(p->beta()) +
                           ", \"_eps\": " + py_float_repr(p->eps()) +
-                          ", \"_max_priority\": ",
+                          ", \"_max_priority\": " + (v014 ? "[" : ""),
                       JsonNumberField::kFloatWidth,
-                      ", \"_max_capacity\": " + std::to_string(capacity) + "}",
+                      std::string(v014 ? ", null]" : "") +
+                          ", \"_max_capacity\": " + std::to_string(capacity) +
+                          (v014 ? ", \"_schema_version\": 1}" : "}"),
                       at);
     max_priority_ = write_json_with_field(sdir, "sampler_metadata.json", text,
                                           at, JsonNumberField::kFloatWidth);
@@ -243,8 +273,9 @@ TorchRLDump read_torchrl_dump(const std::string& dir, int64_t capacity,
   if (!pmeta || !pmeta->is_object() || !pmeta->contains("_alpha")) return out;
   const double alpha = float_field(*pmeta, "_alpha", ppath);
   const double eps = float_field(*pmeta, "_eps", ppath);
-  const double max_p = float_field(*pmeta, "_max_priority", ppath);
-  const int64_t max_capacity = int_field(*pmeta, "_max_capacity", ppath);
+  const double max_p = max_priority_field(*pmeta, ppath);
+  const int64_t max_capacity =
+      int_field(*pmeta, "_max_capacity", ppath, /*float_ok=*/true);
   TORCH_CHECK(alpha > 0 && eps >= 0 && max_p >= 0, kWhat, ": '", ppath,
               "': expected _alpha > 0, _eps >= 0 and _max_priority >= 0, got ",
               alpha, ", ", eps, " and ", max_p);

@@ -84,7 +84,7 @@ class TorchRLFiles {
   // the file that cannot be written.
   void write(const std::string& dir, const SamplerConfig& sampler,
              int64_t capacity, int64_t size, int64_t cursor, const double* raw,
-             double max_priority);
+             double max_priority, TorchRLVersion version);
   [[nodiscard]] bool bound() const { return len_.bound(); }
   // After a write or clear().
   void set_counts(int64_t size, int64_t cursor) const {
