@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <exception>
 #include <thread>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "core/compat.h"
 

@@ -90,10 +90,12 @@ class Builder {
     TensorDict out{c10::IntArrayRef(batch)};
     for (auto& [key, entry] : values) {
       if (entry.is_tensor()) {
-        std::vector<std::string> full = path;
-        full.push_back(key);
-        detail::check_leading_dims(NestedKey(full), entry.tensor(), batch,
-                                   "from_ivalue: ");
+        if (!detail::starts_with(entry.tensor().sizes(), batch)) {
+          std::vector<std::string> full = path;
+          full.push_back(key);
+          detail::check_leading_dims(NestedKey(full), entry.tensor(), batch,
+                                     "from_ivalue: ");
+        }
         out.set(key, entry.tensor());
         continue;
       }
