@@ -17,19 +17,12 @@
 // the deleter).
 #include <ATen/ATen.h>
 #include <fcntl.h>
-#include <dirent.h>
-#include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
-#include <chrono>
-#include <cstdio>
-#include <random>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -51,25 +44,32 @@
 
 namespace tensordict {
 
+using detail::errno_str;
+using detail::Fd;
 using detail::ImplPtr;
+using detail::join_path;
+using detail::map_storage;
 using detail::Node;
+using detail::open_regular_file;
+using detail::read_json;
+using detail::read_small_file;
+using detail::remove_stale_tmps;
+using detail::rename_or_throw;
+using detail::Space;
+using detail::tensor_on;
 using detail::TensorDictImpl;
+using detail::TmpFiles;
+using detail::write_all;
 using ordered_json = nlohmann::ordered_json;
 
 namespace {
 
 constexpr const char* kTdType = "<class 'tensordict._td.TensorDict'>";
 constexpr size_t kMaxFileName = 255;
-// How deeply the loaders let JSON nest. A dict nested 64 levels deep (the
-// loaders' limit) needs about 130 in a saved file's metadata and 3 in a
-// meta.json.
-constexpr int kMaxJsonDepth = 512;
 
 // ---------------------------------------------------------------------------
 // Small helpers
 // ---------------------------------------------------------------------------
-
-std::string errno_str(int err) { return std::strerror(err); }
 
 // "key obs" / "key ('next', 'obs')", like the rest of the library.
 std::string key_repr(const std::vector<std::string>& parts) {
@@ -87,104 +87,6 @@ std::string key_repr(const detail::KeyPath& path) {
   parts.reserve(path.parts.size());
   for (const std::string* p : path.parts) parts.push_back(*p);
   return key_repr(parts);
-}
-
-std::string join_path(const std::string& dir, const std::string& name) {
-  if (dir.empty()) return name;
-  if (dir.back() == '/') return dir + name;
-  return dir + "/" + name;
-}
-
-// A file descriptor closed on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) {
-      if (fd_ >= 0) ::close(fd_);
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  [[nodiscard]] int get() const { return fd_; }
-  [[nodiscard]] bool valid() const { return fd_ >= 0; }
-
- private:
-  int fd_;
-};
-
-// Opens `path` to read (and write, when `writable`) and checks that it is a
-// regular file, whose status goes to `st`. The open does not block
-// (O_NONBLOCK), so a FIFO or a device cannot hang a loader. Returns an invalid
-// Fd when `path` does not exist; other failures throw, with messages that
-// start with `context` (such as "load_memmap: key 'x': ").
-Fd open_regular_file(const std::string& path, bool writable,
-                     const std::string& context, struct stat& st) {
-  Fd fd(::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_NONBLOCK |
-                                 O_NOCTTY | O_CLOEXEC));
-  if (!fd.valid()) {
-    const int err = errno;
-    if (err == ENOENT) return fd;
-    TORCH_CHECK(false, context, "cannot open '", path, "': ", errno_str(err));
-  }
-  TORCH_CHECK(::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode), context, "'",
-              path, "' is not a regular file");
-  return fd;
-}
-
-// The DataPtr context of a mapped file: unmapped by `unmap_deleter`.
-struct Mapping {
-  void* addr;
-  size_t length;
-};
-
-void unmap_deleter(void* ctx) {
-  auto* m = static_cast<Mapping*>(ctx);
-  ::munmap(m->addr, m->length);
-  delete m;
-}
-
-// A byte storage over `length` bytes of `fd` starting at offset 0, of which
-// the first `nbytes` are visible to tensors. `what` names the file in errors.
-c10::Storage map_storage(int fd, size_t length, size_t nbytes, bool writable,
-                         bool shared, const std::string& what) {
-  const int prot = writable ? (PROT_READ | PROT_WRITE) : PROT_READ;
-  void* addr = ::mmap(nullptr, length, prot, shared ? MAP_SHARED : MAP_PRIVATE,
-                      fd, 0);
-  const int err = errno;
-  TORCH_CHECK(addr != MAP_FAILED, "cannot map '", what, "': ", errno_str(err));
-  auto* ctx = new Mapping{addr, length};
-  return c10::Storage(c10::Storage::use_byte_size_t(), nbytes,
-                      c10::DataPtr(addr, ctx, &unmap_deleter,
-                                   c10::Device(c10::DeviceType::CPU)),
-                      /*allocator=*/nullptr, /*resizable=*/false);
-}
-
-// A tensor of `dtype` and `shape` (C-contiguous) at byte `offset` of
-// `storage`.
-at::Tensor tensor_on(const c10::Storage& storage, int64_t byte_offset,
-                     at::ScalarType dtype, c10::IntArrayRef shape,
-                     const at::TensorOptions& base = at::TensorOptions()) {
-  const int64_t item = static_cast<int64_t>(c10::elementSize(dtype));
-  if (storage.device().is_cpu()) {
-    // Direct construction: no dispatcher round trips (this runs once per
-    // leaf in load_memmap and consolidate).
-    at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
-        c10::Storage(storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
-        caffe2::TypeMeta::fromScalarType(dtype));
-    t.unsafeGetTensorImpl()->set_storage_offset(byte_offset / item);
-    t.unsafeGetTensorImpl()->set_sizes_contiguous(shape);
-    return t;
-  }
-  at::Tensor t = at::empty({0}, base.dtype(dtype));
-  t.set_(storage, byte_offset / item, shape, c10::contiguous_strides(shape));
-  return t;
 }
 
 // ---- dtypes ---------------------------------------------------------------
@@ -286,11 +188,6 @@ bool is_reserved_key(const std::string& k) {
 
 namespace detail {
 
-bool is_mapped_tensor(const at::Tensor& t) {
-  return t.defined() && t.has_storage() &&
-         t.storage().data_ptr().get_deleter() == &unmap_deleter;
-}
-
 /// The escaped form of a key (Python tensordict >= 0.13's file names): each
 /// byte of `/<>:"|?*\`, space, `%` and the control characters becomes `%XX`;
 /// "" is "%", "." and ".." are "%2E" and "%2E%2E".
@@ -386,12 +283,6 @@ struct LeafPlan {
   at::Tensor mapped;    // the new leaf
 };
 
-// How `memmap_like` (and the replay buffer's storage files) get their zeros.
-enum class Space {
-  kReserve,  // allocated up front (posix_fallocate): a full disk fails here
-  kSparse,   // holes, allocated when written: a full disk is a SIGBUS later
-};
-
 // One directory of the plan: a dict level.
 struct DirPlan {
   TensorDictImpl* impl;
@@ -406,94 +297,6 @@ struct DirPlan {
 struct MemmapPlan {
   std::vector<DirPlan> dirs;       // every level, parents first
   std::vector<size_t> meta_order;  // indices into `dirs`, sub-dicts first
-};
-
-// Temporary files. A name is "<final>%tmp.<pid>.<nonce>.<n>": the nonce is
-// random per process, so that names never repeat across processes or
-// restarts (a restarted container's PID 1 included). Every temporary name
-// contains "%tmp", which no entry's name contains (see raw_name_ok; in an
-// escaped name '%' is always followed by two hex digits), so it never
-// collides with a real entry. A writer holds an
-// exclusive flock on each of its temporary files until the write ends, so
-// that the next write into a directory (`remove_stale_tmps`) removes exactly
-// the temporary files that nobody holds: those of writers that died.
-constexpr const char* kTmpMark = "%tmp.";
-
-const std::string& process_nonce() {
-  static const std::string nonce = [] {
-    std::random_device rd;
-    const uint64_t v =
-        ((uint64_t{rd()} << 32) | rd()) ^
-        static_cast<uint64_t>(
-            std::chrono::steady_clock::now().time_since_epoch().count());
-    char buf[17];
-    std::snprintf(buf, sizeof(buf), "%016llx",
-                  static_cast<unsigned long long>(v));
-    return std::string(buf);
-  }();
-  return nonce;
-}
-
-std::atomic<uint64_t> g_tmp_counter{0};
-
-std::string tmp_name(const std::string& dir, const std::string& final_name) {
-  return join_path(dir, final_name + kTmpMark + std::to_string(::getpid()) +
-                            "." + process_nonce() + "." +
-                            std::to_string(g_tmp_counter++));
-}
-
-// Removes the temporary files in `dir` that no live writer holds: those of
-// `final_name` (`save` writes into a directory of the user's), or with an
-// empty `final_name` all of them (a memmap directory is ours).
-void remove_stale_tmps(const std::string& dir,
-                       const std::string& final_name = std::string()) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return;
-  const std::string mine = final_name + kTmpMark;
-  std::vector<std::string> names;
-  while (const dirent* e = ::readdir(d)) {
-    const bool ours =
-        final_name.empty()
-            ? std::strstr(e->d_name, kTmpMark) != nullptr
-            : std::strncmp(e->d_name, mine.c_str(), mine.size()) == 0;
-    if (ours) names.emplace_back(e->d_name);
-  }
-  ::closedir(d);
-  for (const auto& name : names) {
-    const std::string path = join_path(dir, name);
-    Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
-    struct stat st {};
-    if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      continue;
-    }
-    // Held: a live writer's. Free: its writer died (or just finished and
-    // renamed it, when unlink finds nothing).
-    if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) ::unlink(path.c_str());
-  }
-}
-
-// The temporary files of one write, each locked until the write ends.
-class TmpFiles {
- public:
-  TmpFiles() = default;
-  TmpFiles(const TmpFiles&) = delete;
-  TmpFiles& operator=(const TmpFiles&) = delete;
-  ~TmpFiles() {
-    for (int fd : fds_) ::close(fd);
-  }
-  // A new, locked temporary file next to `final_name` in `dir`, holding
-  // `size` bytes of `data`, or `size` zero bytes laid out as `space` says
-  // when `data` is null. Sets `path`; returns its descriptor (owned here).
-  int create(const std::string& dir, const std::string& final_name,
-             const void* data, size_t size, Space space, std::string& path);
-  // Removes every file created (after a failed write).
-  void remove_all() {
-    for (const auto& p : paths_) ::unlink(p.c_str());
-  }
-
- private:
-  std::vector<std::string> paths_;
-  std::vector<int> fds_;
 };
 
 constexpr const char* kNonTensorDataType =
@@ -640,57 +443,6 @@ MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
   return plan;
 }
 
-void write_all(int fd, const void* data, size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const size_t chunk = std::min<size_t>(n, size_t{1} << 30);
-    const ssize_t w = ::write(fd, p, chunk);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      TORCH_CHECK(false, "cannot write '", path, "': ", errno_str(err));
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
-int TmpFiles::create(const std::string& dir, const std::string& final_name,
-                     const void* data, size_t size, Space space,
-                     std::string& path) {
-  for (int attempt = 0;; ++attempt) {
-    TORCH_CHECK(attempt < 8, "cannot create a temporary file in '", dir,
-                "': each one was removed as it was created");
-    path = tmp_name(dir, final_name);
-    const int fd =
-        ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    const int err = errno;
-    TORCH_CHECK(fd >= 0, "cannot create '", path, "': ", errno_str(err));
-    fds_.push_back(fd);
-    paths_.push_back(path);
-    // Another writer's remove_stale_tmps may have taken it between open and
-    // flock: then it is gone, and a new name is tried.
-    struct stat st {};
-    if (::flock(fd, LOCK_EX) == 0 && ::fstat(fd, &st) == 0 && st.st_nlink > 0) {
-      break;
-    }
-  }
-  const int fd = fds_.back();
-  if (data != nullptr) {
-    write_all(fd, data, size, path);
-  } else if (size > 0 && space == Space::kReserve) {
-    // posix_fallocate returns the error instead of setting errno.
-    const int e = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
-    TORCH_CHECK(e == 0, "cannot reserve ", size, " bytes for '", path, "': ",
-                errno_str(e));
-  } else if (size > 0) {
-    const int r = ::ftruncate(fd, static_cast<off_t>(size));
-    const int e = errno;
-    TORCH_CHECK(r == 0, "cannot size '", path, "': ", errno_str(e));
-  }
-  return fd;
-}
-
 void make_dirs(const MemmapPlan& plan) {
   for (const DirPlan& p : plan.dirs) detail::make_dir(p.dir);
 }
@@ -722,13 +474,6 @@ void write_leaves(MemmapPlan& plan, WriteMode mode, Space space,
                                     static_cast<size_t>(nbytes), true, true, lp.tmp);
       lp.mapped = tensor_on(st, 0, dtype, old.sizes());
     }
-  }
-}
-
-void rename_or_throw(const std::string& from, const std::string& to) {
-  if (::rename(from.c_str(), to.c_str()) != 0) {
-    const int err = errno;
-    TORCH_CHECK(false, "cannot rename '", from, "' to '", to, "': ", errno_str(err));
   }
 }
 
@@ -819,77 +564,6 @@ struct LoadCtx {
   std::vector<std::pair<dev_t, ino_t>> stack;  // directories being loaded
 };
 
-// The contents of the small file `path`, or nullopt when it does not exist.
-// Messages start with `fn`.
-c10::optional<std::string> read_small_file(const std::string& path,
-                                           const char* fn) {
-  struct stat st {};
-  Fd fd = open_regular_file(path, /*writable=*/false,
-                            std::string(fn) + ": ", st);
-  if (!fd.valid()) return c10::nullopt;
-  TORCH_CHECK(st.st_size <= (int64_t{64} << 20), fn, ": '", path,
-              "' is too large (", st.st_size, " bytes)");
-  std::string out(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < out.size()) {
-    const ssize_t r = ::read(fd.get(), &out[got], out.size() - got);
-    if (r < 0 && errno == EINTR) continue;
-    const int err = errno;
-    TORCH_CHECK(r >= 0, fn, ": cannot read '", path, "': ", errno_str(err));
-    if (r == 0) break;
-    got += static_cast<size_t>(r);
-  }
-  out.resize(got);
-  return out;
-}
-
-// Throws the c10::Error for `e`, raised while parsing or reading the JSON
-// that `subject` names (see read_json).
-[[noreturn]] void throw_json_error(const nlohmann::json::exception& e,
-                                   const char* fn, const std::string& subject) {
-  if (const auto* pe = dynamic_cast<const nlohmann::json::parse_error*>(&e)) {
-    TORCH_CHECK(false, fn, ": ", subject,
-                " is not valid JSON (syntax error at byte ", pe->byte, ")");
-  }
-  // "[json.exception.<kind>.<id>] <what>", where <what> may quote a long
-  // token of the file.
-  std::string what = e.what();
-  const size_t start = what.find("] ");
-  if (start != std::string::npos) what.erase(0, start + 2);
-  if (what.size() > 200) what = what.substr(0, 200) + "...";
-  TORCH_CHECK(false, fn, ": ", subject, " is not usable JSON (", what, ")");
-}
-
-// Parses the JSON text [begin, end) and returns `read(json)`. Every JSON
-// failure is a c10::Error naming `subject` ("'<path>'" for a meta.json,
-// "'<path>': the metadata" for a saved file's metadata): a syntax error,
-// nesting deeper than kMaxJsonDepth, and any other nlohmann exception, in
-// parsing (a number out of range, such as 1e400) or in `read` (a field read
-// as the wrong type). `read`'s own errors pass through.
-//
-// Deep nesting is rejected while parsing, before any deep value is built:
-// ordered_json copies values recursively (an object that grows copies its
-// entries), so a deep one overflows the stack.
-template <typename Read>
-auto read_json(const char* begin, const char* end, const char* fn,
-               const std::string& subject, const Read& read) {
-  try {
-    const ordered_json j = ordered_json::parse(
-        begin, end,
-        [&](int depth, ordered_json::parse_event_t event, ordered_json&) {
-          // `depth` counts the containers around the one that starts.
-          TORCH_CHECK(depth < kMaxJsonDepth ||
-                          (event != ordered_json::parse_event_t::object_start &&
-                           event != ordered_json::parse_event_t::array_start),
-                      fn, ": ", subject, " nests JSON values more than ",
-                      kMaxJsonDepth, " levels deep");
-          return true;
-        });
-    return read(j);
-  } catch (const nlohmann::json::exception& e) {
-    throw_json_error(e, fn, subject);
-  }
-}
 
 // Python's batch size / device entries of a level.
 std::vector<int64_t> parse_batch(const ordered_json& meta, const std::string& path,
@@ -1540,95 +1214,4 @@ ImplPtr dict_from_consolidated_meta(const nlohmann::ordered_json& meta,
 }
 
 }  // namespace detail
-
-// ===========================================================================
-// Small files next to memmap directories (io/files.h)
-// ===========================================================================
-
-namespace detail {
-
-bool path_exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-bool dir_is_empty(const std::string& dir, const char* fn) {
-  DIR* d = ::opendir(dir.c_str());
-  const int err = errno;
-  TORCH_CHECK(d != nullptr, fn, ": cannot list '", dir, "': ",
-              std::strerror(err));
-  bool empty = true;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") {
-      empty = false;
-      break;
-    }
-  }
-  ::closedir(d);
-  return empty;
-}
-
-void make_dir(const std::string& dir) {
-  // mkdir -p, one component at a time.
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = dir.find('/', pos + 1);
-    const std::string cur = dir.substr(0, pos);
-    if (cur.empty()) continue;
-    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
-      const int err = errno;
-      TORCH_CHECK(false, "cannot create directory '", cur, "': ",
-                  errno_str(err));
-    }
-  }
-  struct stat st {};
-  TORCH_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), "'", dir,
-              "' exists and is not a directory");
-}
-
-at::Tensor write_file(const std::string& dir, const std::string& name,
-                      const void* data, size_t size, bool map,
-                      const char* fn) {
-  const std::string path = join_path(dir, name);
-  TmpFiles tmps;
-  try {
-    make_dir(dir);
-    remove_stale_tmps(dir, name);
-    std::string tmp;
-    (void)tmps.create(dir, name, data, size, Space::kSparse, tmp);
-    rename_or_throw(tmp, path);
-  } catch (const c10::Error& e) {
-    tmps.remove_all();
-    TORCH_CHECK(false, fn, ": ", e.msg());
-  }
-  return map ? map_file(path, static_cast<int64_t>(size), fn) : at::Tensor();
-}
-
-at::Tensor map_file(const std::string& path, int64_t nbytes, const char* fn) {
-  struct stat st {};
-  Fd fd = open_regular_file(path, /*writable=*/true, std::string(fn) + ": ",
-                            st);
-  if (!fd.valid()) return at::Tensor();
-  TORCH_CHECK(st.st_size >= nbytes, fn, ": '", path, "' holds ", st.st_size,
-              " bytes, expected ", nbytes);
-  if (nbytes == 0) return at::empty({0}, at::kByte);
-  c10::Storage storage =
-      map_storage(fd.get(), static_cast<size_t>(nbytes),
-                  static_cast<size_t>(nbytes), /*writable=*/true,
-                  /*shared=*/true, path);
-  return tensor_on(storage, 0, at::kByte, {nbytes});
-}
-
-c10::optional<ordered_json> read_json_file(const std::string& path,
-                                           const char* fn) {
-  const c10::optional<std::string> text = read_small_file(path, fn);
-  if (!text) return c10::nullopt;
-  return read_json(text->data(), text->data() + text->size(), fn,
-                   "'" + path + "'",
-                   [](const ordered_json& j) { return j; });
-}
-
-}  // namespace detail
-
 }  // namespace tensordict
