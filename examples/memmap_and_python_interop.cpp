@@ -145,6 +145,18 @@ int main(int argc, char** argv) {
   TensorDict storage = td.memmap_like((out / "storage").string());
   check(!storage.any(), "memmap_like is zero-filled");
 
+  // --- 4b. The directory as one .tdz archive (Python tensordict 0.14's) ------
+  const std::string archive = (out / "rollout.tdz").string();
+  TensorDict snap = td.memmap(archive);  // copy-on-write views into the file
+  check((TensorDict::load_memmap(archive) == td).all(), "archive values");
+  check(read_file(out / "rollout.tdz").substr(0, 2) == "PK" && !snap.is_locked(),
+        "a zip file, whose dict is not locked (as in Python)");
+  TensorDict live = TensorDict::load_memmap(archive);  // writes reach the file
+  live[1] = loaded[0];
+  tensordict::refresh_archive_checksums(archive);  // for unzip and zipfile
+  check((TensorDict::load_memmap(archive, /*read_only=*/true)[1] == loaded[0]).all(),
+        "row write reached the archive");
+
   // --- 5. One file: consolidate + save / load -------------------------------
   TensorDict packed = td.consolidate();
   check(packed.is_consolidated(), "consolidated");

@@ -635,9 +635,12 @@ TEST(MemmapErrors, MissingOrNonTensorDictDirectoriesAreClearErrors) {
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir.str()); },
                   "load_memmap: '" + dir.str() +
                       "' is not a TensorDict memmap directory: it has no meta.json");
+  // A file is read as a .tdz archive (archive_test.cpp), as in Python.
   WriteFile(dir / "file", "x");
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "file"); },
-                  "load_memmap: '" + (dir / "file") + "' is not a directory");
+                  "load_memmap: '" + (dir / "file") +
+                      "' is a file but not a TensorDict archive (a zip file "
+                      "with a top-level meta.json entry): it holds 1 bytes");
   // A NonTensorData directory from Python is not a TensorDict.
   ExpectThrowsMsg(
       [&] { (void)TensorDict::load_memmap(DataDir() + "/newest/mmap_example/nested/string"); },

@@ -1,12 +1,17 @@
 // tensordict/persistence.h — TensorDicts on disk, and over to Python.
 //
-// Three routes, each readable by Python:
+// Four routes, each readable by Python:
 //
 //  - a memmap directory (`memmap_`, `memmap`, `memmap_like`,
 //    `TensorDict::load_memmap`), in the layout Python tensordict's
 //    `TensorDict.memmap(prefix)` writes, so Python's
 //    `TensorDict.load_memmap(prefix)` opens what these write, and the
 //    reverse. The leaves stay in the files;
+//  - a `.tdz` archive (`memmap("x.tdz")`, `memmap_like("x.tdz")`,
+//    `TensorDict::load_memmap("x.tdz")`): the same directory in one zip
+//    file, as Python tensordict 0.14 writes it for a prefix ending in
+//    ".tdz" (and `pack_memmap`); the leaves are views into one mapping of
+//    the file;
 //  - one file (`consolidate`, `save`, `TensorDict::load`), for shipping a
 //    dict as a single blob;
 //  - `pickle_save` (below), `torch.save`'s format, for `torch.load`.
@@ -89,6 +94,37 @@
 // renames it into place. Nothing calls `fsync`: the files survive a killed
 // process, not a power cut.
 //
+// Archive. A path ending in ".tdz" given to `memmap` or `memmap_like` names
+// an archive, not a directory (`memmap_` throws: it would keep the leaves in
+// the dict, but an archive cannot hold them in place); `load_memmap` reads
+// any regular file as one. The archive is a zip file whose entries are the
+// files of the memmap directory above, by their paths under it
+// ("meta.json", "next/obs.memmap"), at each level `meta.json` first, then
+// the leaves by name, then each sub-directory by name, depth first. Entries
+// are STORED, each local header carries a zip64 block (sizes in it) and a
+// leaf's payload starts at a multiple of 64 bytes, padded by an extra block
+// with id 0x6474 ahead of the zip64 one: tensordict 0.14's `_archive.py`
+// layout, which `unzip` and Python's `zipfile` read, so unzipping gives the
+// directory. Readers also take archives from other zip tools (`zip -0 -r` of
+// a memmap directory): directory entries, leaves at any offset, deflated
+// entries, zip64 or not.
+//
+// A dict over an archive is what Python makes of one: not locked, not
+// `is_memmap()`, no `saved_path()`; its leaves print as shared tensors.
+// `memmap` returns it copy-on-write (writes into it stay in memory, as
+// Python's mode "r"); `memmap_like` and `load_memmap(path)` map the file
+// shared, so writes into the leaves reach it (Python's mode "r+"), and
+// `load_memmap(path, true)` copy-on-write. Writes never update the CRC-32s
+// the zip format keeps: `refresh_archive_checksums` (below) does, for tools
+// that check them. A leaf that cannot be viewed in place (deflated, or at an
+// offset its dtype cannot be read at) is read into memory, which only a
+// copy-on-write load allows: a writable one throws rather than take writes
+// that would never reach the file. Writing an archive is all-or-nothing: the
+// same checks as a directory's before any I/O, then one temporary file
+// renamed into place, so a dict loaded from the old file keeps its data.
+// The zeros of `memmap_like` are holes or reserved space, as for a
+// directory, and never written.
+//
 // Single file (`save`, `load`): `[data][metadata JSON][int64 little-endian
 // length of the JSON]`. The data is the consolidated buffer (see
 // `consolidate`): every leaf C-contiguous at an 8-byte aligned offset (16 for
@@ -122,6 +158,16 @@
 //    regular file (a FIFO or a device: opened without blocking, then
 //    rejected), a shape that does not start with the batch size, a nested
 //    (jagged) tensor, or a directory that contains itself.
+//  - for an archive, `load_memmap` also throws for a file that is not a zip
+//    file with a top-level meta.json, and for any record of it that does not
+//    fit the file or contradicts another (the end record, the central
+//    directory, a local header, an entry's size), for a duplicate entry, an
+//    encrypted one, a name neither UTF-8-flagged nor ASCII, an entry
+//    compressed otherwise than with deflate (read only when used), a
+//    deflated one that declares more bytes than its data can hold or inflates
+//    to fewer, and a meta.json whose CRC-32 does not match; `memmap` and
+//    `memmap_like` also throw `c10::ValueError` for a path that is a
+//    directory.
 //  - `consolidate` throws `c10::ValueError` for a non-strided leaf or leaves
 //    on different devices.
 //  - `load` throws for a missing file, one that is not a regular file, one
@@ -130,6 +176,7 @@
 //    outside the data.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "tensordict/tensor_dict.h"
@@ -149,5 +196,14 @@ namespace tensordict {
 ///   std::ofstream("td.pt", std::ios::binary).write(bytes.data(), bytes.size());
 /// ```
 [[nodiscard]] std::vector<char> pickle_save(const TensorDict& td);
+
+/// Recomputes the CRC-32 that the zip format stores for each uncompressed
+/// entry of the archive `path`, after writes through a dict loaded from it
+/// with `read_only = false` (or made by `memmap_like`), which do not update
+/// them. `load_memmap` never checks a leaf's CRC-32, but Python's `zipfile`,
+/// `unpack_memmap` and `unzip` do. As Python's
+/// `tensordict.refresh_archive_checksums`. Throws as `load_memmap` does for
+/// a file that is not an archive.
+void refresh_archive_checksums(const std::string& path);
 
 }  // namespace tensordict

@@ -581,11 +581,16 @@ class TensorDict {
   /// added later would never reach the disk, so adding one is an error
   /// until `unlock_()`. A locked dict may be memory-mapped (no key changes).
   /// Returns `*this`. Throws before writing anything when the dict cannot
-  /// be stored; a failed call leaves the dict unchanged.
+  /// be stored, or when `prefix` ends in ".tdz" (an archive cannot hold the
+  /// leaves in place: use `memmap`); a failed call leaves the dict
+  /// unchanged.
   const TensorDict& memmap_(const std::string& prefix) const;
   /// A memory-mapped copy under `prefix` (new dict and new tensors over the
   /// files, on the CPU and locked, as `memmap_` leaves a dict); this dict is
-  /// unchanged. Same errors as `memmap_`.
+  /// unchanged. Same errors as `memmap_`. A `prefix` ending in ".tdz" names
+  /// a `.tdz` archive, Python tensordict 0.14's single-file form of the
+  /// directory (persistence.h): the result is then, as in Python, a dict of
+  /// copy-on-write views into the archive, not locked.
   TensorDict memmap(const std::string& prefix) const;
   /// A memory-mapped dict under `prefix` with this dict's structure, batch
   /// sizes, shapes and dtypes, zero-filled. Only shapes are read and no data
@@ -596,7 +601,9 @@ class TensorDict {
   /// too small for them is a clear "No space left on device" error here. With
   /// `sparse`, the files are created with holes instead: instant and free
   /// until written, but a disk that fills up later makes a row write through
-  /// the mapping die with SIGBUS, which no error can report.
+  /// the mapping die with SIGBUS, which no error can report. A `prefix`
+  /// ending in ".tdz" makes a zero-filled archive, and a dict whose writes
+  /// reach it (not locked, as in Python).
   [[nodiscard]] TensorDict memmap_like(const std::string& prefix,
                                        bool sparse = false) const;
   /// Opens a memmap directory (written by this library or by Python),
@@ -604,7 +611,10 @@ class TensorDict {
   /// `read_only`; with `read_only` the files are mapped copy-on-write, so
   /// writes into the leaves stay in this process's memory. A dict saved with
   /// a non-CPU device is moved there after mapping (a copy). The result is
-  /// locked at every level, like `memmap_`'s.
+  /// locked at every level, like `memmap_`'s. A `prefix` that is a file is
+  /// read as a `.tdz` archive (persistence.h): its leaves are views into one
+  /// mapping of it, shared or copy-on-write as above, and the dict is not
+  /// locked, as in Python.
   [[nodiscard]] static TensorDict load_memmap(const std::string& prefix,
                                               bool read_only = false);
   /// True when this dict was memory-mapped (`saved_path()` is set) and every

@@ -152,8 +152,12 @@ ImplPtr gather_rows(const TensorDictImpl& src, const at::Tensor& index);
 
 // ---- Persistence (memmap.cpp) ---------------------------------------------
 
-/// True when `t`'s storage is a file mapping made by this library.
+/// True when `t`'s storage is a file mapping made by this library (a memmap
+/// leaf's file, or a file of `TensorDict::save`), not a `.tdz` archive's.
 bool is_mapped_tensor(const at::Tensor& t);
+/// True when `t`'s storage is the mapping of a `.tdz` archive: a plain
+/// tensor, shared, as Python's leaves over an archive are.
+bool is_archive_tensor(const at::Tensor& t);
 /// True when `impl` has a consolidated buffer and every leaf (sub-dicts
 /// included) lives in its storage.
 bool is_consolidated_impl(const TensorDictImpl& impl);

@@ -61,7 +61,9 @@ namespace {
 struct Mapping {
   void* addr;
   size_t length;
+  bool archive;  // a whole .tdz archive, whose leaves are no memmap leaves
 };
+
 
 void unmap_deleter(void* ctx) {
   auto* m = static_cast<Mapping*>(ctx);
@@ -69,18 +71,25 @@ void unmap_deleter(void* ctx) {
   delete m;
 }
 
+const Mapping* mapping_of(const at::Tensor& t) {
+  if (!t.defined() || !t.has_storage()) return nullptr;
+  const c10::DataPtr& ptr = t.storage().data_ptr();
+  if (ptr.get_deleter() != &unmap_deleter) return nullptr;
+  return static_cast<const Mapping*>(ptr.get_context());
+}
+
 }  // namespace
 
 // A byte storage over `length` bytes of `fd` starting at offset 0, of which
 // the first `nbytes` are visible to tensors. `what` names the file in errors.
 c10::Storage map_storage(int fd, size_t length, size_t nbytes, bool writable,
-                         bool shared, const std::string& what) {
+                         bool shared, const std::string& what, bool archive) {
   const int prot = writable ? (PROT_READ | PROT_WRITE) : PROT_READ;
   void* addr = ::mmap(nullptr, length, prot, shared ? MAP_SHARED : MAP_PRIVATE,
                       fd, 0);
   const int err = errno;
   TORCH_CHECK(addr != MAP_FAILED, "cannot map '", what, "': ", errno_str(err));
-  auto* ctx = new Mapping{addr, length};
+  auto* ctx = new Mapping{addr, length, archive};
   return c10::Storage(c10::Storage::use_byte_size_t(), nbytes,
                       c10::DataPtr(addr, ctx, &unmap_deleter,
                                    c10::Device(c10::DeviceType::CPU)),
@@ -109,8 +118,13 @@ at::Tensor tensor_on(const c10::Storage& storage, int64_t byte_offset,
 }
 
 bool is_mapped_tensor(const at::Tensor& t) {
-  return t.defined() && t.has_storage() &&
-         t.storage().data_ptr().get_deleter() == &unmap_deleter;
+  const Mapping* m = mapping_of(t);
+  return m != nullptr && !m->archive;
+}
+
+bool is_archive_tensor(const at::Tensor& t) {
+  const Mapping* m = mapping_of(t);
+  return m != nullptr && m->archive;
 }
 
 // Temporary files. A name is "<final>%tmp.<pid>.<nonce>.<n>": the nonce is

@@ -70,10 +70,12 @@ Fd open_regular_file(const std::string& path, bool writable,
 
 /// A byte storage over `length` bytes of `fd` from offset 0 (`mmap`, shared
 /// or private copy-on-write), of which the first `nbytes` are visible to
-/// tensors; unmapped when the last tensor on it dies (`is_mapped_tensor`).
+/// tensors; unmapped when the last tensor on it dies. Its tensors are
+/// `is_mapped_tensor`, or `is_archive_tensor` for an `archive`'s mapping.
 /// `what` names the file in errors.
 c10::Storage map_storage(int fd, size_t length, size_t nbytes, bool writable,
-                         bool shared, const std::string& what);
+                         bool shared, const std::string& what,
+                         bool archive = false);
 
 /// A tensor of `dtype` and `shape` (C-contiguous) at byte `byte_offset` (a
 /// multiple of the item size) of `storage`.

@@ -27,6 +27,8 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -35,6 +37,7 @@
 #include "core/internal.h"
 #include "core/non_tensor.h"
 #include "core/tree.h"
+#include "io/archive.h"
 #include "io/files.h"
 #include "tensordict/persistence.h"
 
@@ -555,13 +558,94 @@ void memmap_impl(TensorDictImpl& impl, const std::string& prefix, WriteMode mode
   commit(plan, mode);
 }
 
+// Writes `impl` as the archive `path` (tensordict/persistence.h): the files
+// of the memmap directory plan_memmap plans, in Python's order
+// (`_iter_memmap_dir`): at each level meta.json, the leaves by file name,
+// then each sub-directory by name, depth first.
+void archive_impl(TensorDictImpl& impl, const std::string& path, WriteMode mode,
+                  const char* fn, Space space) {
+  MemmapPlan plan = plan_memmap(impl, path, fn);  // validates; no I/O
+  struct stat st {};
+  TORCH_CHECK_VALUE(::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode), fn,
+                    ": '", path,
+                    "' is a directory, so no archive can be written there");
+  std::map<std::string, std::vector<size_t>> children;  // by parent directory
+  for (size_t i = 1; i < plan.dirs.size(); ++i) {
+    const std::string& d = plan.dirs[i].dir;
+    children[d.substr(0, d.rfind('/'))].push_back(i);
+  }
+  auto base_name = [](const std::string& p) { return p.substr(p.rfind('/') + 1); };
+  std::vector<at::Tensor> sources;  // the contiguous CPU bytes, kept alive
+  std::vector<detail::ArchiveFile> files;
+  std::function<void(size_t)> add = [&](size_t i) {
+    const DirPlan& p = plan.dirs[i];
+    const std::string rel =
+        i == 0 ? std::string() : p.dir.substr(path.size() + 1) + "/";
+    files.push_back(detail::ArchiveFile{rel + "meta.json", p.meta.data(),
+                                        p.meta.size(), /*align=*/false});
+    std::vector<const LeafPlan*> leaves;
+    for (const LeafPlan& lp : p.leaves) leaves.push_back(&lp);
+    std::sort(leaves.begin(), leaves.end(),
+              [](const LeafPlan* a, const LeafPlan* b) { return a->name < b->name; });
+    for (const LeafPlan* lp : leaves) {
+      const at::Tensor& t = *lp->leaf;
+      const auto nbytes = static_cast<uint64_t>(t.numel()) * t.element_size();
+      if (nbytes == 0) continue;  // zero-element leaf: no file
+      const void* data = nullptr;
+      if (mode == WriteMode::kCopy) {
+        at::Tensor src = t.detach();
+        if (!src.device().is_cpu()) src = src.to(at::kCPU);
+        sources.push_back(src.contiguous());
+        data = sources.back().data_ptr();
+      }
+      files.push_back(detail::ArchiveFile{rel + lp->name, data, nbytes, true});
+    }
+    auto it = children.find(p.dir);
+    if (it == children.end()) return;
+    std::vector<size_t> subs = it->second;
+    std::sort(subs.begin(), subs.end(), [&](size_t a, size_t b) {
+      return base_name(plan.dirs[a].dir) < base_name(plan.dirs[b].dir);
+    });
+    for (size_t j : subs) add(j);
+  };
+  add(0);
+  try {
+    detail::write_archive(path, files, space);
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, fn, ": ", e.msg());
+  }
+}
+
 // ===========================================================================
 // Loading
 // ===========================================================================
 
+// What load_memmap reads: a directory tree, or an archive (`archive` set),
+// whose entries it names as paths under the archive's: "<archive>/sub/x".
 struct LoadCtx {
   bool read_only;
   std::vector<std::pair<dev_t, ino_t>> stack;  // directories being loaded
+  const detail::Archive* archive = nullptr;
+
+  // The archive entry that `path` names ("" for the archive's root).
+  std::string entry(const std::string& path) const {
+    const std::string& root = archive->path();
+    return path.size() > root.size() ? path.substr(root.size() + 1) : std::string();
+  }
+  // The small file `path` (a meta.json), or nullopt when there is none.
+  c10::optional<std::string> read_text(const std::string& path) const {
+    return archive != nullptr ? archive->read_small(entry(path))
+                              : read_small_file(path, "load_memmap");
+  }
+  // Whether a file or directory exists at `path` (or the stat fails for
+  // another reason than its absence, which the load then reports).
+  bool exists(const std::string& path) const {
+    if (archive != nullptr) {
+      return archive->is_file(entry(path)) || archive->is_dir(entry(path));
+    }
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 || errno != ENOENT;
+  }
 };
 
 
@@ -595,14 +679,18 @@ c10::optional<at::Device> parse_device(const ordered_json& meta,
 }
 
 // The JSON object in `dir`/meta.json (which must exist) for `krepr`'s entry.
-ordered_json read_entry_meta(const std::string& dir, const std::string& krepr) {
+ordered_json read_entry_meta(const LoadCtx& ctx, const std::string& dir,
+                             const std::string& krepr) {
   const std::string path = join_path(dir, "meta.json");
-  c10::optional<ordered_json> j = detail::read_json_file(path, "load_memmap");
-  TORCH_CHECK(j.has_value(), "load_memmap: key ", krepr, ": '", path,
+  const c10::optional<std::string> text = ctx.read_text(path);
+  TORCH_CHECK(text.has_value(), "load_memmap: key ", krepr, ": '", path,
               "' is missing");
-  TORCH_CHECK(j->is_object(), "load_memmap: '", path,
-              "' must hold a JSON object, got ", dump(*j));
-  return std::move(*j);
+  ordered_json j = read_json(text->data(), text->data() + text->size(),
+                             "load_memmap", "'" + path + "'",
+                             [](const ordered_json& v) { return v; });
+  TORCH_CHECK(j.is_object(), "load_memmap: '", path,
+              "' must hold a JSON object, got ", dump(j));
+  return j;
 }
 
 // The non-tensor entry (Python's NonTensorData or NonTensorStack) stored in
@@ -611,11 +699,11 @@ ordered_json read_entry_meta(const std::string& dir, const std::string& krepr) {
 // parent's (newer versions write none). NonTensorStack: "data", the values
 // as nested lists over the parent's batch size (the only field Python 0.4
 // reads back).
-ImplPtr load_non_tensor(const std::string& dir, bool stack,
+ImplPtr load_non_tensor(const LoadCtx& ctx, const std::string& dir, bool stack,
                         const std::vector<int64_t>& parent_batch,
                         const std::string& krepr) {
   const std::string path = join_path(dir, "meta.json");
-  const ordered_json meta = read_entry_meta(dir, krepr);
+  const ordered_json meta = read_entry_meta(ctx, dir, krepr);
   const char* want = stack ? kNonTensorStackType : kNonTensorDataType;
   auto type_it = meta.find("_type");
   TORCH_CHECK(type_it != meta.end() && *type_it == want, "load_memmap: '",
@@ -630,10 +718,9 @@ ImplPtr load_non_tensor(const std::string& dir, bool stack,
   if (!stack) {
     std::vector<int64_t> batch = parent_batch;
     const std::string td_dir = join_path(dir, "_tensordict");
-    struct stat st {};
-    if (::stat(join_path(td_dir, "meta.json").c_str(), &st) == 0) {
-      const std::string td_path = join_path(td_dir, "meta.json");
-      batch = parse_batch(read_entry_meta(td_dir, krepr), td_path, "shape",
+    const std::string td_path = join_path(td_dir, "meta.json");
+    if (ctx.exists(td_path)) {
+      batch = parse_batch(read_entry_meta(ctx, td_dir, krepr), td_path, "shape",
                           "load_memmap");
       TORCH_CHECK(detail::starts_with(batch, parent_batch), "load_memmap: '",
                   td_path, "': the batch size ", detail::shape_str(batch),
@@ -683,22 +770,26 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
 ImplPtr load_dir(const std::string& dir, std::vector<std::string>& key_path,
                  LoadCtx& ctx) {
   struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) {
+  if (ctx.archive != nullptr) {
+    TORCH_CHECK(ctx.archive->is_dir(ctx.entry(dir)), "load_memmap: '", dir,
+                "' is not a directory of the archive");
+  } else if (::stat(dir.c_str(), &st) != 0) {
     const int err = errno;
     TORCH_CHECK(err != ENOENT, "load_memmap: '", dir, "' does not exist");
     TORCH_CHECK(false, "load_memmap: cannot open '", dir, "': ", errno_str(err));
-  }
-  TORCH_CHECK(S_ISDIR(st.st_mode), "load_memmap: '", dir, "' is not a directory");
-  for (const auto& s : ctx.stack) {
-    TORCH_CHECK(!(s.first == st.st_dev && s.second == st.st_ino),
-                "load_memmap: '", dir, "' is one of its own parent directories");
+  } else {
+    TORCH_CHECK(S_ISDIR(st.st_mode), "load_memmap: '", dir, "' is not a directory");
+    for (const auto& s : ctx.stack) {
+      TORCH_CHECK(!(s.first == st.st_dev && s.second == st.st_ino),
+                  "load_memmap: '", dir, "' is one of its own parent directories");
+    }
   }
   TORCH_CHECK(ctx.stack.size() < 64, "load_memmap: '", dir,
               "' is nested more than 64 levels deep");
   ctx.stack.emplace_back(st.st_dev, st.st_ino);
 
   const std::string path = join_path(dir, "meta.json");
-  const c10::optional<std::string> text = read_small_file(path, "load_memmap");
+  const c10::optional<std::string> text = ctx.read_text(path);
   TORCH_CHECK(text.has_value(), "load_memmap: '", dir,
               "' is not a TensorDict memmap directory: it has no meta.json");
   ImplPtr impl =
@@ -726,7 +817,9 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
   auto impl = detail::make_impl(parse_batch(meta, path, "shape", "load_memmap"),
                                 c10::nullopt);
   const c10::optional<at::Device> device = parse_device(meta, path, "load_memmap");
-  impl->saved_path = dir;
+  // As in Python, a dict over an archive is no memmap dict: not locked, its
+  // non-tensor values free to change (the archive is never rewritten).
+  if (ctx.archive == nullptr) impl->saved_path = dir;
 
   for (auto it = meta.begin(); it != meta.end(); ++it) {
     const std::string& key = it.key();
@@ -748,9 +841,8 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
       const std::vector<std::string> names = file_name_candidates(key);
       std::string sub_dir;
       for (const auto& name : names) {
-        struct stat sst {};
         const std::string candidate = join_path(dir, name);
-        if (::stat(candidate.c_str(), &sst) == 0 || errno != ENOENT) {
+        if (ctx.exists(candidate)) {
           sub_dir = candidate;
           break;
         }
@@ -762,7 +854,7 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
                       : std::string());
       ImplPtr sub =
           non_tensor
-              ? load_non_tensor(sub_dir, type == "NonTensorStack",
+              ? load_non_tensor(ctx, sub_dir, type == "NonTensorStack",
                                 impl->batch_size, krepr)
               : load_dir(sub_dir, key_path, ctx);
       TORCH_CHECK(detail::starts_with(sub->batch_size, impl->batch_size),
@@ -803,6 +895,20 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
     at::Tensor leaf;
     if (*nbytes == 0) {
       leaf = at::empty(*shape, at::TensorOptions().dtype(*dtype));
+    } else if (ctx.archive != nullptr) {
+      const std::vector<std::string> names = file_name_candidates(key);
+      for (const auto& name : names) {
+        leaf = ctx.archive->leaf(ctx.entry(join_path(dir, name + ".memmap")),
+                                 *dtype, *shape, *nbytes,
+                                 "load_memmap: key " + krepr + ": ");
+        if (leaf.defined()) break;
+      }
+      TORCH_CHECK(
+          leaf.defined(), "load_memmap: key ", krepr, ": leaf entry '",
+          join_path(dir, names[0] + ".memmap"), "' is missing",
+          names.size() > 1
+              ? " (and so is '" + join_path(dir, names[1] + ".memmap") + "')"
+              : std::string());
     } else {
       const std::vector<std::string> names = file_name_candidates(key);
       std::string file;
@@ -1018,6 +1124,10 @@ ImplPtr consolidated_to(const TensorDictImpl& impl, at::Device device,
 // ===========================================================================
 
 const TensorDict& TensorDict::memmap_(const std::string& prefix) const {
+  TORCH_CHECK_VALUE(!detail::is_archive_path(prefix), "memmap_: '", prefix,
+                    "' names an archive (.tdz), which cannot hold this dict's "
+                    "leaves in place: memmap(\"", prefix,
+                    "\") writes it and returns a dict over it");
   // Each stored tensor is replaced by one with the same values over its
   // file; no key changes, so a locked dict may be memory-mapped (as in
   // Python).
@@ -1027,6 +1137,11 @@ const TensorDict& TensorDict::memmap_(const std::string& prefix) const {
 
 TensorDict TensorDict::memmap(const std::string& prefix) const {
   ImplPtr copy = detail::shallow_copy(*impl_);
+  if (detail::is_archive_path(prefix)) {
+    // As in Python: the dict over the archive is copy-on-write.
+    archive_impl(*copy, prefix, WriteMode::kCopy, "memmap", Space::kReserve);
+    return load_memmap(prefix, /*read_only=*/true);
+  }
   memmap_impl(*copy, prefix, WriteMode::kCopy, "memmap");
   return TensorDict(std::move(copy));
 }
@@ -1034,18 +1149,31 @@ TensorDict TensorDict::memmap(const std::string& prefix) const {
 TensorDict TensorDict::memmap_like(const std::string& prefix,
                                    bool sparse) const {
   ImplPtr copy = detail::shallow_copy(*impl_);
-  memmap_impl(*copy, prefix, WriteMode::kZeros, "memmap_like",
-              sparse ? Space::kSparse : Space::kReserve);
+  const Space space = sparse ? Space::kSparse : Space::kReserve;
+  if (detail::is_archive_path(prefix)) {
+    // As in Python: writes into the dict reach the archive.
+    archive_impl(*copy, prefix, WriteMode::kZeros, "memmap_like", space);
+    return load_memmap(prefix, /*read_only=*/false);
+  }
+  memmap_impl(*copy, prefix, WriteMode::kZeros, "memmap_like", space);
   return TensorDict(std::move(copy));
 }
 
 TensorDict TensorDict::load_memmap(const std::string& prefix, bool read_only) {
   TORCH_CHECK_VALUE(!prefix.empty(), "load_memmap: the directory name is empty");
   LoadCtx ctx{read_only, {}};
+  std::unique_ptr<detail::Archive> archive;
+  struct stat st {};
+  if (::stat(prefix.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    archive = std::make_unique<detail::Archive>(prefix, read_only, "load_memmap");
+    ctx.archive = archive.get();
+  }
   std::vector<std::string> key_path;
   ImplPtr root = load_dir(prefix, key_path, ctx);
-  detail::for_each_level(*root,
-                         [](TensorDictImpl& level) { level.locked = true; });
+  if (archive == nullptr) {
+    detail::for_each_level(*root,
+                           [](TensorDictImpl& level) { level.locked = true; });
+  }
   return TensorDict(std::move(root));
 }
 

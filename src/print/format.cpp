@@ -91,14 +91,18 @@ std::string indent(const std::string& text, size_t n) {
 std::string py_bool(bool b) { return b ? "True" : "False"; }
 
 // A leaf over a file mapped by this library prints as Python prints a
-// MemoryMappedTensor, which always reports itself shared.
+// MemoryMappedTensor, which always reports itself shared; one over an
+// archive as Python's leaves over an archive, shared tensors (their storage
+// is torch.from_file's mapping), though the dict does not report itself so.
 std::string tensor_repr(const at::Tensor& t) {
   const bool mapped = detail::is_mapped_tensor(t);
+  const bool shared =
+      mapped || detail::is_archive_tensor(t) || detail::tensor_is_shared(t);
   return std::string(mapped ? "MemoryMappedTensor" : "Tensor") +
          "(shape=torch.Size(" + detail::shape_str(t.sizes()) +
          "), device=" + detail::device_name(t.device()) +
          ", dtype=" + detail::dtype_name(t.scalar_type()) + ", is_shared=" +
-         py_bool(mapped || detail::tensor_is_shared(t)) + ")";
+         py_bool(shared) + ")";
 }
 
 // The repr of one level, given the "key: repr" of each of its entries.

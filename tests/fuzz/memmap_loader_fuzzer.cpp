@@ -1,5 +1,6 @@
-// libFuzzer target for the memmap directory loader (TensorDict::load_memmap)
-// and the single-file loader (TensorDict::load).
+// libFuzzer target for the memmap directory loader (TensorDict::load_memmap),
+// the `.tdz` archive loader (load_memmap of a file) and the single-file
+// loader (TensorDict::load).
 //
 // Input format: one input describes a small directory, as sections
 //
@@ -13,7 +14,10 @@
 // Each input is materialized in a fresh temporary directory, loaded with
 // load_memmap (every leaf byte is then read, so a mapping shorter than its
 // tensor would fault), written back with memmap() and reloaded. The raw input
-// is also given to TensorDict::load as a file. Clear errors (c10::Error) are
+// is also given to TensorDict::load as a file, and to load_memmap as an
+// archive, read-only and writable, then written back as an archive and
+// reloaded; a directory that loads is written as an archive and reloaded
+// too (seeds: corpus/archive_*, Python 0.14's). Clear errors (c10::Error) are
 // the expected outcome for most inputs; anything else (a crash, an ASan
 // report, an uncaught exception) is a bug.
 #include <fcntl.h>
@@ -129,7 +133,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     TensorDict copy = td.memmap(root + "/out");
     TensorDict again = TensorDict::load_memmap(root + "/out");
     if (Touch(again) != before || again.keys(true) != td.keys(true)) std::abort();
+    TensorDict packed = td.memmap(root + "/out.tdz");
+    if (Touch(TensorDict::load_memmap(root + "/out.tdz")) != before) std::abort();
   } catch (const c10::Error&) {
+  }
+  WriteFile(root + "/in.tdz", reinterpret_cast<const char*>(data), size);
+  for (bool read_only : {true, false}) {
+    try {
+      TensorDict td = TensorDict::load_memmap(root + "/in.tdz", read_only);
+      const uint64_t before = Touch(td);
+      (void)td.memmap(root + "/again.tdz");
+      if (Touch(TensorDict::load_memmap(root + "/again.tdz")) != before) std::abort();
+    } catch (const c10::Error&) {
+    }
   }
   WriteFile(root + "/file.bin", reinterpret_cast<const char*>(data), size);
   try {
