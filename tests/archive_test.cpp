@@ -296,7 +296,7 @@ TEST(Archive, EntriesAreTheMemmapDirectorysFilesMetaJsonFirstAtEveryLevel) {
     if (leaf) EXPECT_EQ(Rd16(bytes, e.header + 30 + e.name.size()), 0x6474) << e.name;
   }
   EXPECT_EQ(names, (std::vector<std::string>{
-                       "meta.json", "a b.memmap", "c.memmap", "obs.memmap",
+                       "meta.json", "a%20b.memmap", "c.memmap", "obs.memmap",
                        "empty/meta.json", "next/meta.json", "next/done.memmap",
                        "next/reward.memmap", "note/meta.json",
                        "note/_tensordict/meta.json"}));

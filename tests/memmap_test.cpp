@@ -268,6 +268,33 @@ TEST(Memmap, ZeroElementLeavesGetNoFileAndLoadBack) {
             (std::vector<int64_t>{0, 5}));
 }
 
+// By default, as Python tensordict >= 0.13 (robust_key=True): every key
+// escaped.
+TEST(Memmap, KeysAreStoredUnderTheirEscapedNamesByDefault) {
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> keys = {
+      {"obs", "obs"},          {"x y", "x%20y"},     {"100%", "100%25"},
+      {"q?*", "q%3F%2A"},      {"t\tn", "t%09n"},    {"caf\xc3\xa9", "caf\xc3\xa9"},
+      {".hidden", ".hidden"},  {"a/b", "a%2Fb"},     {".", "%2E"},
+      {"a%20b", "a%2520b"},    {"<>:\"|\\", "%3C%3E%3A%22%7C%5C"}};
+  TensorDict td({}, {2});
+  int64_t i = 0;
+  for (const auto& [k, file] : keys) td.set(k, torch::full({2}, ++i));
+  td.set({"sub dir", "k 2"}, torch::zeros({2}));
+  td.memmap_(dir.str());
+  for (const auto& [k, file] : keys) {
+    EXPECT_TRUE(IsRegularFile(dir / (file + ".memmap"))) << file;
+  }
+  EXPECT_TRUE(IsRegularFile(dir / "sub%20dir/k%202.memmap"));
+  EXPECT_EQ(ListDir(dir.str()).size(), keys.size() + 2);
+  ExpectSameDict(TensorDict::load_memmap(dir.str()), td);
+  // An archive names its entries the same way.
+  (void)td.memmap(dir / "td.tdz");
+  ExpectSameDict(TensorDict::load_memmap(dir / "td.tdz"), td);
+}
+
+// MemmapKeyNames::kRaw, for Python tensordict 0.4 to 0.12, which read raw
+// names only.
 TEST(Memmap, KeysAreStoredUnderTheirRawNamesUnlessIllegalOrAmbiguous) {
   TempDir dir;
   const std::vector<std::pair<std::string, std::string>> keys = {
@@ -295,7 +322,7 @@ TEST(Memmap, KeysAreStoredUnderTheirRawNamesUnlessIllegalOrAmbiguous) {
   for (const auto& [k, file] : keys) td.set(k, torch::full({2}, ++i));
   td.set({"sub dir", "k/1"}, torch::zeros({2}));
   td.set({"sub dir", "k 2"}, torch::zeros({2}));
-  td.memmap_(dir.str());
+  td.memmap_(dir.str(), tensordict::MemmapKeyNames::kRaw);
   for (const auto& [k, file] : keys) {
     EXPECT_TRUE(IsRegularFile(dir / (file + ".memmap"))) << file;
   }
@@ -346,7 +373,8 @@ TEST(Memmap, DirectoriesWithRawOrEscapedNamesLoadTheSame) {
     for (const auto& k : td.keys(true, true)) bytes += TensorBytes(td.get(k));
     EXPECT_EQ(bytes, "abcdefghij") << d;
   }
-  // When neither name is there, the error names both.
+  // When neither name is there, the error names both, in the order tried:
+  // "a b"'s escaped name is the key "a%20b", so its raw name comes first.
   MakeDir(dir / "none", meta);
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "none"); },
                   "load_memmap: key 'a b': leaf file '" +
@@ -355,28 +383,42 @@ TEST(Memmap, DirectoriesWithRawOrEscapedNamesLoadTheSame) {
   MakeDir(dir / "nosub",
           std::string(R"({"s t": {"type": "TensorDict"}, )") + kTail);
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "nosub"); },
-                  "load_memmap: '" + (dir / "nosub/s t") +
-                      "' does not exist (nor does '" + (dir / "nosub/s%20t") +
+                  "load_memmap: '" + (dir / "nosub/s%20t") +
+                      "' does not exist (nor does '" + (dir / "nosub/s t") +
                       "')");
 }
 
 // Readers that try the escaped name first (Python tensordict >= 0.13) must not
-// find what an earlier write left there.
-TEST(Memmap, WritingARawNameRemovesWhatAnEarlierWriteLeftUnderTheEscapedName) {
+// find what an earlier write left there, nor readers of raw names (0.4) what
+// an earlier raw write left.
+TEST(Memmap, WritingAKeyRemovesWhatAnEarlierWriteLeftUnderItsOtherName) {
   TempDir dir;
   WriteFile(dir / "a%20b.memmap", "stale");
   MakeDirs(dir / "s%20t");
   WriteFile(dir / "s%20t/meta.json", "{}");
   WriteFile(dir / "s%20t/x.memmap", "stale");
   WriteFile(dir / "other%20file", "kept");
-  TensorDict({{"a b", torch::zeros({2})}, {{"s t", "x"}, torch::zeros({2})}},
-             {2})
-      .memmap_(dir.str());
+  const TensorDict td({{"a b", torch::zeros({2})}, {{"s t", "x"}, torch::zeros({2})}},
+                      {2});
+  (void)td.memmap(dir.str(), tensordict::MemmapKeyNames::kRaw);
   EXPECT_FALSE(Exists(dir / "a%20b.memmap"));
   EXPECT_FALSE(Exists(dir / "s%20t/meta.json"));
   EXPECT_TRUE(IsRegularFile(dir / "a b.memmap"));
   EXPECT_TRUE(IsRegularFile(dir / "s t/meta.json"));
   EXPECT_EQ(ReadFile(dir / "other%20file"), "kept");
+  // And the other way round.
+  WriteFile(dir / "other file", "kept");
+  (void)td.memmap(dir.str());
+  EXPECT_FALSE(Exists(dir / "a b.memmap"));
+  EXPECT_FALSE(Exists(dir / "s t/meta.json"));
+  EXPECT_TRUE(IsRegularFile(dir / "a%20b.memmap"));
+  EXPECT_TRUE(IsRegularFile(dir / "s%20t/meta.json"));
+  EXPECT_EQ(ReadFile(dir / "other file"), "kept");
+  // The raw name of "a%20b" is the escaped name of "a b": it stays.
+  (void)TensorDict({{"a b", torch::zeros({2})}}, {2}).memmap(dir / "both");
+  (void)TensorDict({{"a%20b", torch::ones({2})}}, {2}).memmap(dir / "both");
+  EXPECT_TRUE(IsRegularFile(dir / "both/a%20b.memmap"));
+  EXPECT_TRUE(IsRegularFile(dir / "both/a%2520b.memmap"));
 }
 
 TEST(Memmap, IndexedWritesGoStraightToTheFile) {

@@ -131,8 +131,11 @@ TEST(PythonReference, TensordictLoadsTheArchivesThisLibraryWrites) {
   if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
   TempDir dir;
   const TensorDict td = MakeDict();
-  (void)td.memmap(dir / "cpp.tdz");
-  TensorDict buf = td.memmap_like(dir / "buf.tdz");
+  // Escaped file names, as 0.14 writes them; raw ones for 0.4 to read.
+  const auto names = PythonArchives() ? tensordict::MemmapKeyNames::kEscaped
+                                      : tensordict::MemmapKeyNames::kRaw;
+  (void)td.memmap(dir / "cpp.tdz", names);
+  TensorDict buf = td.memmap_like(dir / "buf.tdz", /*sparse=*/false, names);
   for (size_t i = 0; i < KeySpecs().size(); ++i) buf.get(Key(KeySpecs()[i])).copy_(Value(i));
   tensordict::refresh_archive_checksums(dir / "buf.tdz");
   ASSERT_TRUE(RunPython(kReadScript, {dir / "out.json", dir / "cpp.tdz", dir / "buf.tdz"}));

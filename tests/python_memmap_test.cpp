@@ -25,15 +25,16 @@ using tensordict_test::ReadFile;
 using tensordict_test::RunPython;
 using tensordict_test::TempDir;
 
-// Keys that need care as file names, the file this library stores each in,
-// and the one Python >= 0.13 stores it in (escaped wherever the key holds a
-// byte that needs it). Python 0.4 to 0.12 read and write raw names only, so
-// they skip the entries this library escapes.
+// Keys that need care as file names, the file this library stores each in
+// with MemmapKeyNames::kRaw, and the one Python >= 0.13 stores it in, as this
+// library does by default (escaped wherever the key holds a byte that needs
+// it). Python 0.4 to 0.12 read and write raw names only, so they skip the
+// entries that kRaw escapes.
 struct KeyCase {
   std::vector<std::string> key;
   std::string file;     // relative to the root directory
   std::string py_file;  // what Python >= 0.13 writes
-  bool escaped;
+  bool escaped;         // by kRaw
 };
 
 const std::vector<KeyCase>& Cases() {
@@ -80,30 +81,38 @@ with open(sys.argv[2], "w") as f:
 
 TEST(PythonReference, TensordictLoadsTheFileNamesThisLibraryWrites) {
   if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
-  TempDir dir;
-  TensorDict td({}, {2});
-  for (size_t i = 0; i < Cases().size(); ++i) {
-    td.set(ToNestedKey(Cases()[i].key), Value(i));
+  // Python 0.4 reads raw names only: kRaw is what it needs.
+  std::vector<tensordict::MemmapKeyNames> modes = {tensordict::MemmapKeyNames::kRaw};
+  if (PythonEscapes()) modes.push_back(tensordict::MemmapKeyNames::kEscaped);
+  for (const auto names : modes) {
+    const bool raw = names == tensordict::MemmapKeyNames::kRaw;
+    SCOPED_TRACE(raw ? "kRaw" : "kEscaped");
+    TempDir dir;
+    TensorDict td({}, {2});
+    for (size_t i = 0; i < Cases().size(); ++i) {
+      td.set(ToNestedKey(Cases()[i].key), Value(i));
+    }
+    td.set("empty sub", TensorDict({}, {2}));
+    td.set({"sub dir", "e"}, TensorDict({}, {2, 0}));
+    td.memmap_(dir / "td", names);
+    for (const auto& c : Cases()) {
+      const std::string& file = raw ? c.file : c.py_file;
+      ASSERT_TRUE(IsRegularFile(dir / ("td/" + file))) << file;
+    }
+    ASSERT_TRUE(RunPython(kLoadScript, {dir / "td", dir / "out.json"}));
+    const json out = json::parse(ReadFile(dir / "out.json"));
+    std::vector<std::vector<std::string>> keys;
+    std::vector<std::vector<double>> values;
+    for (size_t i = 0; i < Cases().size(); ++i) {
+      if (Cases()[i].escaped && !PythonEscapes()) continue;
+      keys.push_back(Cases()[i].key);
+      values.push_back({static_cast<double>(i), i + 0.5});
+    }
+    // Python lists sub-dicts after the leaves; 0.4 skips escaped names.
+    EXPECT_EQ(out["keys"].get<std::vector<std::vector<std::string>>>(), keys);
+    EXPECT_EQ(out["values"].get<std::vector<std::vector<double>>>(), values);
+    EXPECT_EQ(out["empty"].dump(), R"js([["('sub dir', 'e')",[2,0]],["empty sub",[2]]])js");
   }
-  td.set("empty sub", TensorDict({}, {2}));
-  td.set({"sub dir", "e"}, TensorDict({}, {2, 0}));
-  td.memmap_(dir / "td");
-  for (const auto& c : Cases()) {
-    ASSERT_TRUE(IsRegularFile(dir / ("td/" + c.file))) << c.file;
-  }
-  ASSERT_TRUE(RunPython(kLoadScript, {dir / "td", dir / "out.json"}));
-  const json out = json::parse(ReadFile(dir / "out.json"));
-  std::vector<std::vector<std::string>> keys;
-  std::vector<std::vector<double>> values;
-  for (size_t i = 0; i < Cases().size(); ++i) {
-    if (Cases()[i].escaped && !PythonEscapes()) continue;
-    keys.push_back(Cases()[i].key);
-    values.push_back({static_cast<double>(i), i + 0.5});
-  }
-  // Python lists sub-dicts after the leaves; 0.4 skips escaped names.
-  EXPECT_EQ(out["keys"].get<std::vector<std::vector<std::string>>>(), keys);
-  EXPECT_EQ(out["values"].get<std::vector<std::vector<double>>>(), values);
-  EXPECT_EQ(out["empty"].dump(), R"js([["('sub dir', 'e')",[2,0]],["empty sub",[2]]])js");
 }
 
 // Writes a directory with the keys given as "a" or "sub|b" (values as above),

@@ -50,23 +50,27 @@
 // float32, float64, float16, bfloat16, int8, int16, int32, int64, uint8, bool,
 // complex64 and complex128, named as in Python (`torch.float32`).
 //
-// File names. A file or sub-directory is named after the raw key ("a b" is
-// stored in `a b.memmap`), which every Python version reads, unless the key
-// is not one legal file name (empty, `.`, `..`, or with a `/` or NUL) or
-// could be read as another name: `%`, or a `%` followed by two hex digits or
-// by `tmp`. Those keys get their escaped name, Python tensordict >= 0.13's:
-// each byte of `/<>:"|?*\`, space, `%` and the control characters written
-// `%XX` (uppercase hex), the empty key `%`, and `.` and `..` `%2E` and
-// `%2E%2E`. So "a/b" is stored in `a%2Fb.memmap` and "a%20b" in
-// `a%2520b.memmap` (`a%20b` is the escaped name of "a b"). Python 0.4 to 0.12
-// look for raw names only and silently skip escaped entries. Readers try the
-// name this library writes, then the other form, so directories from every
-// Python version load. Writing a key under its raw name removes a leaf file,
-// or a sub-dict's `meta.json`, left under its escaped name by an earlier
-// write, which readers that try the escaped name first would take for the
-// key's data. Readers ignore bytes past a leaf's data (Python sometimes
-// writes some). A non-tensor value that Python pickled (not JSON:
-// `other.pickle`, or a stack's "data": "pickle.pkl") cannot be read: a
+// File names. A file or sub-directory is named after the key escaped as
+// Python tensordict >= 0.13 does by default (`robust_key=True`): each byte of
+// `/<>:"|?*\`, space, `%` and the control characters written `%XX`
+// (uppercase hex), the empty key `%`, and `.` and `..` `%2E` and `%2E%2E`.
+// So "a b" is stored in `a%20b.memmap` and "a/b" in `a%2Fb.memmap`; a key
+// without those bytes ("obs") keeps its name. Python 0.4 to 0.12 look for raw
+// names only and silently skip the entries whose names differ: for them,
+// write with `MemmapKeyNames::kRaw`, which names a file after the raw key
+// ("a b" in `a b.memmap`) unless the key is not one legal file name (empty,
+// `.`, `..`, or with a `/` or NUL) or could be read as another name: `%`, or
+// a `%` followed by two hex digits or by `tmp`; those keys keep their escaped
+// names. Readers try the escaped name, then the raw one, as Python >= 0.13
+// does (but the raw one first where the escaped name is another key of the
+// same dict, which 0.4 stored there), so directories from every Python
+// version load. Writing a key under
+// one name removes a leaf file, or a sub-dict's `meta.json`, that an earlier
+// write in the other mode left under its other name, which readers of that
+// name would take for the key's data (a raw name only where kRaw would use
+// it, so it is no other key's name). Readers ignore bytes past a leaf's data
+// (Python sometimes writes some). A non-tensor value that Python pickled (not
+// JSON: `other.pickle`, or a stack's "data": "pickle.pkl") cannot be read: a
 // c10::Error names the entry.
 //
 // A memory-mapped dict (`memmap_`, `memmap`, `memmap_like`, `load_memmap`) is

@@ -104,6 +104,20 @@ class Entry {
 /// A `{key, value}` pair, as taken by the constructor.
 using Item = std::pair<NestedKey, Entry>;
 
+/// The file names that `memmap_`, `memmap` and `memmap_like` give keys
+/// (Python's `robust_key`; tensordict/persistence.h states both forms).
+/// Readers take either.
+enum class MemmapKeyNames {
+  /// Python tensordict >= 0.13's default (`robust_key=True`): each key
+  /// escaped ("a b" in `a%20b.memmap`). Python 0.4 to 0.12 read raw names
+  /// only and skip the entries whose escaped name differs.
+  kEscaped,
+  /// Raw where the key is one unambiguous file name ("a b" in
+  /// `a b.memmap`), escaped elsewhere ("a/b" in `a%2Fb.memmap`): what every
+  /// Python version reads.
+  kRaw,
+};
+
 /// A keyed, nested container of tensors that share leading batch dimensions.
 ///
 /// Example:
@@ -583,15 +597,18 @@ class TensorDict {
   /// Returns `*this`. Throws before writing anything when the dict cannot
   /// be stored, or when `prefix` ends in ".tdz" (an archive cannot hold the
   /// leaves in place: use `memmap`); a failed call leaves the dict
-  /// unchanged.
-  const TensorDict& memmap_(const std::string& prefix) const;
+  /// unchanged. `names`: the files' names, escaped as Python 0.14 writes
+  /// them, or raw for Python 0.4 to 0.12.
+  const TensorDict& memmap_(const std::string& prefix,
+                            MemmapKeyNames names = MemmapKeyNames::kEscaped) const;
   /// A memory-mapped copy under `prefix` (new dict and new tensors over the
   /// files, on the CPU and locked, as `memmap_` leaves a dict); this dict is
   /// unchanged. Same errors as `memmap_`. A `prefix` ending in ".tdz" names
   /// a `.tdz` archive, Python tensordict 0.14's single-file form of the
   /// directory (persistence.h): the result is then, as in Python, a dict of
   /// copy-on-write views into the archive, not locked.
-  TensorDict memmap(const std::string& prefix) const;
+  TensorDict memmap(const std::string& prefix,
+                    MemmapKeyNames names = MemmapKeyNames::kEscaped) const;
   /// A memory-mapped dict under `prefix` with this dict's structure, batch
   /// sizes, shapes and dtypes, zero-filled. Only shapes are read and no data
   /// is copied. Typical use: an on-disk buffer from an expanded row,
@@ -604,8 +621,9 @@ class TensorDict {
   /// the mapping die with SIGBUS, which no error can report. A `prefix`
   /// ending in ".tdz" makes a zero-filled archive, and a dict whose writes
   /// reach it (not locked, as in Python).
-  [[nodiscard]] TensorDict memmap_like(const std::string& prefix,
-                                       bool sparse = false) const;
+  [[nodiscard]] TensorDict memmap_like(
+      const std::string& prefix, bool sparse = false,
+      MemmapKeyNames names = MemmapKeyNames::kEscaped) const;
   /// Opens a memmap directory (written by this library or by Python),
   /// zero-copy: O(number of keys), whatever the data size. Read-write unless
   /// `read_only`; with `read_only` the files are mapped copy-on-write, so

@@ -222,11 +222,11 @@ using detail::escape_key;
 
 // ---- file names -------------------------------------------------------------
 //
-// A key is stored under its raw name wherever that is a legal file name that
-// no other key's escaped name equals, so that every Python version finds it:
-// 0.4 to 0.12 read raw names only, 0.13 and later read the escaped name and
-// then the raw one. Other keys are stored under their escaped names. Readers
-// try both.
+// A key is stored under its escaped name (MemmapKeyNames::kEscaped, Python
+// >= 0.13's), or (kRaw) under its raw name wherever that is a legal file
+// name that no other key's escaped name equals, so that every Python version
+// finds it: 0.4 to 0.12 read raw names only, 0.13 and later read the escaped
+// name and then the raw one. Readers try both, in 0.13's order.
 
 bool is_hex(char c) {
   return std::isxdigit(static_cast<unsigned char>(c)) != 0;
@@ -255,21 +255,23 @@ bool raw_name_ok(const std::string& key) {
 }
 
 // The name of `key`'s file (plus ".memmap" for a leaf) or sub-directory.
-std::string file_name(const std::string& key) {
-  return raw_name_ok(key) ? key : escape_key(key);
+std::string file_name(const std::string& key, MemmapKeyNames names) {
+  return names == MemmapKeyNames::kRaw && raw_name_ok(key) ? key
+                                                            : escape_key(key);
 }
 
-// The names a reader tries for `key`, in order: file_name(key), then the
-// other form (the escaped name, or the raw one where it is one file name),
-// which other writers may have used.
-std::vector<std::string> file_name_candidates(const std::string& key) {
-  if (raw_name_ok(key)) {
-    std::string escaped = escape_key(key);
-    if (escaped == key) return {key};
-    return {key, std::move(escaped)};
-  }
-  if (is_single_file_name(key)) return {escape_key(key), key};
-  return {escape_key(key)};
+// The names a reader tries for `key`, an entry of `meta`, in order: the
+// escaped name, then the raw one where it is one file name, as Python >=
+// 0.13 reads; but the raw one first when the escaped name is another key of
+// `meta`, which Python 0.4 to 0.12 stored under that raw name ("a b" and
+// "a%20b" in `a b.memmap` and `a%20b.memmap`; Python >= 0.13 would read "a
+// b" from "a%20b"'s file).
+std::vector<std::string> file_name_candidates(const std::string& key,
+                                              const ordered_json& meta) {
+  std::string escaped = escape_key(key);
+  if (escaped == key || !is_single_file_name(key)) return {std::move(escaped)};
+  if (meta.contains(escaped)) return {key, std::move(escaped)};
+  return {std::move(escaped), key};
 }
 
 // ===========================================================================
@@ -328,7 +330,7 @@ ordered_json non_tensor_meta(const TensorDictImpl& level) {
 // Validates the tree under `root` and builds the write plan, without touching
 // the file system.
 MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
-                       const char* fn) {
+                       MemmapKeyNames key_names, const char* fn) {
   MemmapPlan plan;
   // Each level being planned, the innermost last: its directory, its
   // meta.json so far and the file-system names it uses.
@@ -352,7 +354,7 @@ MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
                         " is not valid UTF-8, which meta.json cannot hold");
     }
     const char* suffix = is_dict ? "" : ".memmap";
-    std::string name = file_name(key) + suffix;
+    std::string name = file_name(key, key_names) + suffix;
     TORCH_CHECK_VALUE(name.size() + 32 <= kMaxFileName, fn, ": key ",
                       key_repr(path), " is too long for a file name ('", name,
                       "' has ", name.size(), " bytes)");
@@ -362,14 +364,20 @@ MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
                         name, "', which another entry of the same dict uses");
     }
     names.push_back(name);
-    // No entry is stored under this escaped name: it holds a '%' and a hex
-    // digit pair, so it is no raw name, and no other key escapes to it.
+    // What an earlier write in the other mode left under the key's other
+    // name, which no other entry uses: an escaped name holds a '%' and a hex
+    // digit pair, so it is no raw name and no other key escapes to it; a raw
+    // one (raw_name_ok) holds no such pair, so it is no other key's name.
     const std::string escaped = escape_key(key) + suffix;
-    if (escaped != name) {
+    const std::string other =
+        name != escaped ? escaped
+        : raw_name_ok(key) && key + suffix != name ? key + suffix
+                                                   : std::string();
+    if (!other.empty()) {
       DirPlan& d = plan.dirs[levels.back().dir];
       d.stale.push_back(is_dict
-                            ? join_path(join_path(d.dir, escaped), "meta.json")
-                            : join_path(d.dir, escaped));
+                            ? join_path(join_path(d.dir, other), "meta.json")
+                            : join_path(d.dir, other));
     }
     return name;
   };
@@ -538,9 +546,10 @@ void commit(MemmapPlan& plan, WriteMode mode) {
 // Writes `impl` (already a private copy for memmap/memmap_like) under
 // `prefix` and points its leaves at the files.
 void memmap_impl(TensorDictImpl& impl, const std::string& prefix, WriteMode mode,
-                 const char* fn, Space space = Space::kReserve) {
+                 MemmapKeyNames names, const char* fn,
+                 Space space = Space::kReserve) {
   TORCH_CHECK_VALUE(!prefix.empty(), fn, ": the directory name is empty");
-  MemmapPlan plan = plan_memmap(impl, prefix, fn);  // validates; no I/O
+  MemmapPlan plan = plan_memmap(impl, prefix, names, fn);  // validates; no I/O
   TmpFiles tmps;
   try {
     make_dirs(plan);
@@ -563,8 +572,8 @@ void memmap_impl(TensorDictImpl& impl, const std::string& prefix, WriteMode mode
 // (`_iter_memmap_dir`): at each level meta.json, the leaves by file name,
 // then each sub-directory by name, depth first.
 void archive_impl(TensorDictImpl& impl, const std::string& path, WriteMode mode,
-                  const char* fn, Space space) {
-  MemmapPlan plan = plan_memmap(impl, path, fn);  // validates; no I/O
+                  MemmapKeyNames names, const char* fn, Space space) {
+  MemmapPlan plan = plan_memmap(impl, path, names, fn);  // validates; no I/O
   struct stat st {};
   TORCH_CHECK_VALUE(::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode), fn,
                     ": '", path,
@@ -838,7 +847,7 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
           type == "NonTensorData" || type == "NonTensorStack";
       TORCH_CHECK(type == "TensorDict" || non_tensor, "load_memmap: '", path,
                   "': key ", krepr, " has unsupported type \"", type, "\"");
-      const std::vector<std::string> names = file_name_candidates(key);
+      const std::vector<std::string> names = file_name_candidates(key, meta);
       std::string sub_dir;
       for (const auto& name : names) {
         const std::string candidate = join_path(dir, name);
@@ -896,7 +905,7 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
     if (*nbytes == 0) {
       leaf = at::empty(*shape, at::TensorOptions().dtype(*dtype));
     } else if (ctx.archive != nullptr) {
-      const std::vector<std::string> names = file_name_candidates(key);
+      const std::vector<std::string> names = file_name_candidates(key, meta);
       for (const auto& name : names) {
         leaf = ctx.archive->leaf(ctx.entry(join_path(dir, name + ".memmap")),
                                  *dtype, *shape, *nbytes,
@@ -910,7 +919,7 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
               ? " (and so is '" + join_path(dir, names[1] + ".memmap") + "')"
               : std::string());
     } else {
-      const std::vector<std::string> names = file_name_candidates(key);
+      const std::vector<std::string> names = file_name_candidates(key, meta);
       std::string file;
       struct stat fst {};
       Fd fd;
@@ -1123,7 +1132,8 @@ ImplPtr consolidated_to(const TensorDictImpl& impl, at::Device device,
 // Public API
 // ===========================================================================
 
-const TensorDict& TensorDict::memmap_(const std::string& prefix) const {
+const TensorDict& TensorDict::memmap_(const std::string& prefix,
+                                      MemmapKeyNames names) const {
   TORCH_CHECK_VALUE(!detail::is_archive_path(prefix), "memmap_: '", prefix,
                     "' names an archive (.tdz), which cannot hold this dict's "
                     "leaves in place: memmap(\"", prefix,
@@ -1131,31 +1141,33 @@ const TensorDict& TensorDict::memmap_(const std::string& prefix) const {
   // Each stored tensor is replaced by one with the same values over its
   // file; no key changes, so a locked dict may be memory-mapped (as in
   // Python).
-  memmap_impl(*impl_, prefix, WriteMode::kCopy, "memmap_");
+  memmap_impl(*impl_, prefix, WriteMode::kCopy, names, "memmap_");
   return *this;
 }
 
-TensorDict TensorDict::memmap(const std::string& prefix) const {
+TensorDict TensorDict::memmap(const std::string& prefix,
+                              MemmapKeyNames names) const {
   ImplPtr copy = detail::shallow_copy(*impl_);
   if (detail::is_archive_path(prefix)) {
     // As in Python: the dict over the archive is copy-on-write.
-    archive_impl(*copy, prefix, WriteMode::kCopy, "memmap", Space::kReserve);
+    archive_impl(*copy, prefix, WriteMode::kCopy, names, "memmap",
+                 Space::kReserve);
     return load_memmap(prefix, /*read_only=*/true);
   }
-  memmap_impl(*copy, prefix, WriteMode::kCopy, "memmap");
+  memmap_impl(*copy, prefix, WriteMode::kCopy, names, "memmap");
   return TensorDict(std::move(copy));
 }
 
-TensorDict TensorDict::memmap_like(const std::string& prefix,
-                                   bool sparse) const {
+TensorDict TensorDict::memmap_like(const std::string& prefix, bool sparse,
+                                   MemmapKeyNames names) const {
   ImplPtr copy = detail::shallow_copy(*impl_);
   const Space space = sparse ? Space::kSparse : Space::kReserve;
   if (detail::is_archive_path(prefix)) {
     // As in Python: writes into the dict reach the archive.
-    archive_impl(*copy, prefix, WriteMode::kZeros, "memmap_like", space);
+    archive_impl(*copy, prefix, WriteMode::kZeros, names, "memmap_like", space);
     return load_memmap(prefix, /*read_only=*/false);
   }
-  memmap_impl(*copy, prefix, WriteMode::kZeros, "memmap_like", space);
+  memmap_impl(*copy, prefix, WriteMode::kZeros, names, "memmap_like", space);
   return TensorDict(std::move(copy));
 }
 

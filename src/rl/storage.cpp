@@ -516,7 +516,11 @@ TensorDict ReplayStorage::allocate_disk(const TensorDictImpl& value,
                                         int64_t value_bd) {
   TensorDict tmpl =
       TensorDictImpl::wrap(expanded_template(value, value_bd, {capacity_}));
-  TensorDict st = tmpl.memmap_like(sub("storage"), sparse_files_);
+  // TorchRL 0.4 reads raw file names only.
+  TensorDict st = tmpl.memmap_like(sub("storage"), sparse_files_,
+                                   torchrl_version_ == TorchRLVersion::v0_4
+                                       ? MemmapKeyNames::kRaw
+                                       : MemmapKeyNames::kEscaped);
   if (rows_ptr_ == nullptr) create_state(kInitialMaxPriority, nullptr);
   write_torchrl_files();
   return st;
