@@ -13,6 +13,7 @@
 
 #include "dist_util.h"
 #include "test_util.h"
+#include "test_paths.h"
 
 namespace {
 
@@ -39,7 +40,7 @@ class Peers {
     const int size = static_cast<int>(scenarios.size()) + 1;
     for (size_t i = 0; i < scenarios.size(); ++i) {
       pids_.push_back(tensordict_test::Spawn(
-          {TENSORDICT_DIST_PEER, scenarios[i], std::to_string(i + 1),
+          {tensordict_test::DistPeerPath(), scenarios[i], std::to_string(i + 1),
            std::to_string(size), std::to_string(port),
            std::to_string(timeout.count())}));
     }

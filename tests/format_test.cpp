@@ -12,9 +12,7 @@
 #include <string>
 #include <vector>
 
-#ifndef TENSORDICT_TEST_DATA_DIR
-#error "TENSORDICT_TEST_DATA_DIR must be defined (the path of tests/data)"
-#endif
+#include "test_paths.h"
 
 namespace {
 
@@ -39,7 +37,7 @@ struct Fixture {
 
 // Reads tests/data/repr/<name>.txt.
 Fixture ReadFixture(const std::string& name) {
-  const std::string path = std::string(TENSORDICT_TEST_DATA_DIR) + "/repr/" + name + ".txt";
+  const std::string path = tensordict_test::TestDataDir() + "/repr/" + name + ".txt";
   std::ifstream in(path, std::ios::binary);
   EXPECT_TRUE(in.good()) << "cannot open " << path;
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "test_paths.h"
 
 namespace {
 
@@ -20,7 +21,7 @@ using tensordict_test::ExpectThrowsMsg;
 std::string TypeOf(const c10::IValue& v) { return v.type()->annotation_str(); }
 
 torch::jit::Module Load(const std::string& name) {
-  return torch::jit::load(std::string(TENSORDICT_TEST_DATA_DIR) + "/jit/" + name);
+  return torch::jit::load(tensordict_test::TestDataDir() + "/jit/" + name);
 }
 
 // A Dict[str, Any] holding `items` in order.

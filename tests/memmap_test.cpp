@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "test_paths.h"
 
 namespace {
 
@@ -71,7 +72,7 @@ std::vector<std::string> JsonKeys(const ordered_json& j) {
   return out;
 }
 
-std::string DataDir() { return TENSORDICT_TEST_DATA_DIR "/memmap"; }
+std::string DataDir() { return tensordict_test::TestDataDir() + "/memmap"; }
 
 TensorDict MakeNested() {
   return TensorDict({{"obs", torch::arange(6, torch::kFloat32).reshape({2, 3})},

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "test_paths.h"
 
 namespace {
 
@@ -64,7 +65,7 @@ TEST(NnTest, AStdFunctionAndATorchScriptModuleWorkTheSame) {
       [](const Tensors& in) -> Tensors { return {in[0] + in[1], in[0] * in[1]}; },
       {"a", "b"}, {"s", "p"});
   TensorDictModule scripted(
-      torch::jit::load(std::string(TENSORDICT_TEST_DATA_DIR) + "/jit/two_out.pt"),
+      torch::jit::load(tensordict_test::TestDataDir() + "/jit/two_out.pt"),
       {"a", "b"}, {"s", "p"});
   for (const TensorDictModule* m : {&fn, &scripted}) {
     TensorDict td({{"a", torch::full({2}, 2.f)}, {"b", torch::full({2}, 4.f)}}, {2});

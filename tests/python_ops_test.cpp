@@ -15,6 +15,7 @@
 #include "../examples/cartpole.h"
 #include "python_reference.h"
 #include "test_util.h"
+#include "test_paths.h"
 
 using nlohmann::json;
 using tensordict::TensorDict;
@@ -120,7 +121,7 @@ TEST(PythonReference, FromIValueInfersTheBatchSizesOfPythonsFromDict) {
 TEST(PythonReference, ThePolicyTrainedAndScriptedInPythonRunsInCpp) {
   if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
   TempDir dir;
-  const std::string script = ReadFile(std::string(TENSORDICT_TEST_DATA_DIR) +
+  const std::string script = ReadFile(tensordict_test::TestDataDir() +
                                       "/../../examples/python/train_cartpole_policy.py");
   ASSERT_TRUE(RunPython(script, {dir / "policy.pt"}));
   torch::jit::Module policy = torch::jit::load(dir / "policy.pt");

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "fs_util.h"
+#include "test_paths.h"
 
 namespace tensordict_test {
 
@@ -101,7 +102,7 @@ inline bool TensordictAtLeast(int major, int minor) {
 // tutorial `docs/tutorials/<tutorial>`, with `from` replaced by `to`.
 inline std::string TutorialPython(const std::string& tutorial, const std::string& name,
                                   const std::string& from, const std::string& to) {
-  const std::string md = ReadFile(std::string(TENSORDICT_TEST_DATA_DIR) +
+  const std::string md = ReadFile(tensordict_test::TestDataDir() +
                                   "/../../docs/tutorials/" + tutorial);
   const std::string marker = "<!-- ci: python " + name + " -->\n```python\n";
   const size_t start = md.find(marker);
