@@ -173,12 +173,7 @@ void write_archive(const std::string& path,
   struct stat st {};
   TORCH_CHECK_VALUE(::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode), "'",
                     path, "' is a directory, so no archive can be written there");
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : path.substr(0, slash);
-  const std::string name =
-      slash == std::string::npos ? path : path.substr(slash + 1);
+  const auto [dir, name] = split_path(path);
   const auto [time, date] = dos_now();
 
   // Where each file goes: its local header, then its payload.

@@ -36,6 +36,12 @@ std::string join_path(const std::string& dir, const std::string& name) {
   return dir + "/" + name;
 }
 
+std::pair<std::string, std::string> split_path(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
 // Opens `path` to read (and write, when `writable`) and checks that it is a
 // regular file, whose status goes to `st`. The open does not block
 // (O_NONBLOCK), so a FIFO or a device cannot hang a loader. Returns an invalid

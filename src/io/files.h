@@ -36,6 +36,10 @@ std::string errno_str(int err);
 /// `dir`/`name` (`name` alone for an empty `dir`).
 std::string join_path(const std::string& dir, const std::string& name);
 
+/// `path`'s directory ("." when it has none, "/" for the root) and its last
+/// component: where `save` and the archive writer put their temporary files.
+std::pair<std::string, std::string> split_path(const std::string& path);
+
 /// A file descriptor closed on scope exit.
 class Fd {
  public:

@@ -1274,12 +1274,7 @@ void TensorDict::save(const std::string& path) const {
   } catch (const nlohmann::json::exception&) {
     TORCH_CHECK_VALUE(false, "save: a key is not valid UTF-8");
   }
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : path.substr(0, slash);
-  const std::string name =
-      slash == std::string::npos ? path : path.substr(slash + 1);
+  const auto [dir, name] = detail::split_path(path);
   TmpFiles tmps;
   try {
     remove_stale_tmps(dir, name);
