@@ -454,8 +454,8 @@ TEST(ArithmeticTest, DictsWithDifferentKeysListTheDifferences) {
   TensorDict a = MakeDict();
   TensorDict b({{"a", torch::ones({4, 3})}}, {4});
   const std::string diff =
-      ": TensorDicts have different keys: missing from the left-hand side: []; "
-      "missing from the right-hand side: [('next', 'obs')]";
+      ": TensorDicts have different keys: missing from the right-hand side: "
+      "[('next', 'obs')]";
   ExpectThrowsMsg([&] { (void)(a + b); }, "add" + diff);
   ExpectThrowsMsg([&] { (void)(a / b); }, "div" + diff);
   Snapshot s = TakeSnapshot(a);

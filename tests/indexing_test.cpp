@@ -762,12 +762,14 @@ TEST(IndexedWriteErrors, UncastableDtypeLeavesTheDictUnchanged) {
   TensorDict row({{"a", torch::ones({3})}, {"new", torch::ones({1})}, {"i", torch::ones({}) * 1.5}}, {});
   ExpectThrowsMsg<c10::TypeError>(
       [&] { td[2] = row; },
-      "key i: cannot cast the value's dtype torch.float32 to the buffer's dtype torch.int64");
+      "key i: cannot cast the value's dtype torch.float32 to the stored dtype torch.int64"
+      " (a write never casts to a lower kind, such as floating point to integer)");
   ExpectUnchanged(td, s);
   TensorDict crow({{"a", torch::ones({3}, torch::kComplexFloat)}}, {});
   ExpectThrowsMsg<c10::TypeError>(
       [&] { td[2] = crow; },
-      "key a: cannot cast the value's dtype torch.complex64 to the buffer's dtype torch.float32");
+      "key a: cannot cast the value's dtype torch.complex64 to the stored dtype torch.float32"
+      " (a write never casts to a lower kind, such as floating point to integer)");
   ExpectUnchanged(td, s);
 }
 

@@ -415,11 +415,20 @@ TEST(Memmap, WritingAKeyRemovesWhatAnEarlierWriteLeftUnderItsOtherName) {
   EXPECT_TRUE(IsRegularFile(dir / "a%20b.memmap"));
   EXPECT_TRUE(IsRegularFile(dir / "s%20t/meta.json"));
   EXPECT_EQ(ReadFile(dir / "other file"), "kept");
-  // The raw name of "a%20b" is the escaped name of "a b": it stays.
-  (void)TensorDict({{"a b", torch::zeros({2})}}, {2}).memmap(dir / "both");
-  (void)TensorDict({{"a%20b", torch::ones({2})}}, {2}).memmap(dir / "both");
+  // The raw name of "a%20b" is the escaped name of "a b": in one dict, both
+  // keep their files, write after write.
+  const TensorDict pair({{"a b", torch::zeros({2})}, {"a%20b", torch::ones({2})}},
+                        {2});
+  (void)pair.memmap(dir / "both");
+  (void)pair.memmap(dir / "both");
   EXPECT_TRUE(IsRegularFile(dir / "both/a%20b.memmap"));
   EXPECT_TRUE(IsRegularFile(dir / "both/a%2520b.memmap"));
+  // A later dict without "a b" removes its file: the directory holds the
+  // new dict alone.
+  (void)TensorDict({{"a%20b", torch::ones({2})}}, {2}).memmap(dir / "both");
+  EXPECT_FALSE(Exists(dir / "both/a%20b.memmap"));
+  EXPECT_TRUE(IsRegularFile(dir / "both/a%2520b.memmap"));
+  EXPECT_TRUE(TensorDict::load_memmap(dir / "both").get("a%20b").equal(torch::ones({2})));
 }
 
 TEST(Memmap, IndexedWritesGoStraightToTheFile) {

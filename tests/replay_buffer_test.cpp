@@ -776,16 +776,14 @@ TEST(ReplayBufferTest, WritesWithOtherKeysShapesOrDtypesThrowAndChangeNothing) {
   TensorDict missing = Row(5).exclude({"done"});
   ExpectThrowsMsg([&] { rb.add(missing); },
                   "ReplayBuffer::add: TensorDicts have different keys: "
-                  "missing from the storage: []; missing from the row: "
-                  "[done]");
+                  "missing from the row: [done]");
   ExpectSame(rb, before);
 
   TensorDict extra = Rows(2, 5);
   extra.set("reward", torch::zeros({2, 1}));
   ExpectThrowsMsg([&] { rb.extend(extra); },
                   "ReplayBuffer::extend: TensorDicts have different keys: "
-                  "missing from the storage: [reward]; missing from the "
-                  "batch: []");
+                  "missing from the storage: [reward]");
   ExpectSame(rb, before);
 
   TensorDict renamed = Rows(2, 5);
@@ -809,8 +807,9 @@ TEST(ReplayBufferTest, WritesWithOtherKeysShapesOrDtypesThrowAndChangeNothing) {
   dtype.set("done", torch::zeros({1}));
   ExpectThrowsMsg<c10::TypeError>(
       [&] { rb.add(dtype); },
-      "ReplayBuffer::add: key done: expected dtype torch.bool, got "
-      "torch.float32");
+      "ReplayBuffer::add: key done: cannot cast the value's dtype "
+      "torch.float32 to the stored dtype torch.bool (a write never casts to "
+      "a lower kind, such as floating point to integer)");
   ExpectSame(rb, before);
 
   ExpectThrowsMsg([&] { rb.add(Rows(2, 5)); },

@@ -15,6 +15,9 @@ using tensordict::GaeResult;
 using tensordict::RolloutBuffer;
 using tensordict::TensorDict;
 using tensordict_test::ExpectThrowsMsg;
+using tensordict_test::ExpectUnchanged;
+using tensordict_test::Snapshot;
+using tensordict_test::TakeSnapshot;
 
 namespace {
 
@@ -246,12 +249,46 @@ TEST(RolloutBufferTest, FirstStepAllocatesTheWholeRolloutAndLaterStepsWriteInPla
   for (int64_t t = 0; t < 5; ++t) buf.step(t, MakeStep(3, t));
   EXPECT_TRUE(buf.data().get("observation").is_same(obs));
   EXPECT_TRUE(buf.data().get("action").equal(torch::arange(15).view({5, 3})));
-  // A key that a later step brings is allocated then.
-  TensorDict extra = MakeStep(3, 4);
-  extra.set("mask", torch::ones({3}, torch::kBool));
-  buf.step(4, extra);
-  EXPECT_TRUE(buf.data().get("mask").equal(
-      torch::tensor({0, 0, 0, 0, 1}, torch::kBool).unsqueeze(1).expand({5, 3})));
+}
+
+// A partial step would leave the previous rollout's values in place (and a
+// new key would be zeros in the steps before it): every step brings the
+// first step's keys, and a failed step changes nothing.
+TEST(RolloutBufferTest, AStepWithOtherKeysThanTheFirstThrowsNamingThemAndChangesNothing) {
+  RolloutBuffer buf(4, 2);
+  for (int64_t t = 0; t < 4; ++t) buf.step(t, MakeStep(2, t));
+  buf.data().set("advantage", torch::zeros({4, 2, 1}));  // not a step key
+  const Snapshot before = TakeSnapshot(buf.data());
+  TensorDict partial = MakeStep(2, 7);
+  partial.erase({"next", "reward"});
+  ExpectThrowsMsg(
+      [&] { buf.step(1, partial); },
+      "RolloutBuffer::step: TensorDicts have different keys: missing from "
+      "step 1: [('next', 'reward')]");
+  ExpectUnchanged(buf.data(), before);
+  TensorDict extra = MakeStep(2, 7);
+  extra.set("mask", torch::ones({2}, torch::kBool));
+  ExpectThrowsMsg(
+      [&] { buf.step(2, extra); },
+      "RolloutBuffer::step: TensorDicts have different keys: missing from "
+      "the first step: [mask]");
+  ExpectUnchanged(buf.data(), before);
+  extra.erase("action");
+  ExpectThrowsMsg(
+      [&] { buf.step(3, extra); },
+      "RolloutBuffer::step: TensorDicts have different keys: missing from "
+      "the first step: [mask]; missing from step 3: [action]");
+  ExpectUnchanged(buf.data(), before);
+  // The next rollout: the same keys, in another order, are accepted.
+  TensorDict reordered({{{"next", "terminated"}, torch::ones({2, 1}, torch::kBool)},
+                        {{"next", "done"}, torch::ones({2, 1}, torch::kBool)},
+                        {{"next", "reward"}, torch::full({2, 1}, 3.0f)},
+                        {{"next", "observation"}, torch::zeros({2, 3})},
+                        {"action", torch::tensor({7, 8})},
+                        {"observation", torch::zeros({2, 3})}},
+                       {2});
+  buf.step(0, reordered);
+  EXPECT_TRUE(buf.data().get({"next", "reward"})[0].eq(3.0f).all().item<bool>());
 }
 
 TEST(RolloutBufferTest, StepRejectsAnOutOfRangeStepAndAWrongBatchSize) {

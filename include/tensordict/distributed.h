@@ -79,6 +79,8 @@ namespace tensordict {
 /// ```
 class Group {
  public:
+  /// Any c10d group: a `ProcessGroup` (LibTorch 1.x's groups, and 2.x's
+  /// wrapper) or a `Backend` (2.x's `ProcessGroupGloo`, `ProcessGroupNCCL`).
   template <typename T,
             typename = std::enable_if_t<
                 std::is_base_of<c10d::ProcessGroup, T>::value ||
@@ -88,8 +90,10 @@ class Group {
         is_backend_(std::is_base_of<c10d::Backend, T>::value) {}
   /// A group held elsewhere (made with `c10::make_intrusive`, as every
   /// c10d group is): shares its ownership.
+  ///@{
   Group(c10d::ProcessGroup& group);  // NOLINT
   Group(c10d::Backend& group);       // NOLINT
+  ///@}
 
   /// This process's rank in the group.
   [[nodiscard]] int rank() const;
@@ -112,8 +116,10 @@ class Group {
 struct GlooGroupOptions {
   /// The rendezvous: rank 0 serves a `c10d::TCPStore` at host:port and the
   /// other ranks connect to it.
+  ///@{
   std::string host = "127.0.0.1";
   int port = 29500;
+  ///@}
   /// The group's timeout: a collective or a receive that waits longer
   /// throws. Also bounds the rendezvous.
   std::chrono::milliseconds timeout = std::chrono::seconds(30);
@@ -144,10 +150,14 @@ struct GlooGroupOptions {
 /// that is not waited on writes nothing.
 class Work {
  public:
+  /// A handle with no transfer: `wait()` returns at once. Moved-from
+  /// handles are such handles too.
+  ///@{
   Work();
   ~Work();
   Work(Work&&) noexcept;
   Work& operator=(Work&&) noexcept;
+  ///@}
 
   /// Blocks until every message of the transfer completed (or the group's
   /// timeout passed), then, for a receive, writes the data. Throws the

@@ -35,15 +35,20 @@ inline std::string render_indexed(const IndexedTensorDict& td) {
 }  // namespace detail
 }  // namespace tensordict
 
+namespace fmt {
+/// `fmt::format("{}", td)`: Python's repr, as `operator<<`.
 template <>
-struct fmt::formatter<tensordict::TensorDict>
+struct formatter<tensordict::TensorDict>
     : tensordict::detail::StringFormatter<tensordict::TensorDict,
                                           &tensordict::repr> {};
+/// `fmt::format("{}", td[i])`: the indexed dict's repr.
 template <>
-struct fmt::formatter<tensordict::IndexedTensorDict>
+struct formatter<tensordict::IndexedTensorDict>
     : tensordict::detail::StringFormatter<tensordict::IndexedTensorDict,
                                           &tensordict::detail::render_indexed> {};
+/// `fmt::format("{}", key)`: `obs` or `('next', 'obs')`.
 template <>
-struct fmt::formatter<tensordict::NestedKey>
+struct formatter<tensordict::NestedKey>
     : tensordict::detail::StringFormatter<tensordict::NestedKey,
                                           &tensordict::detail::render_key> {};
+}  // namespace fmt

@@ -71,6 +71,9 @@ class NestedKey {
   /// Python's rendering: `obs` or `('next', 'obs')`.
   [[nodiscard]] std::string str() const;
 
+  /// Component-wise comparisons (`<` orders lexicographically by
+  /// component, for use as a map key).
+  ///@{
   friend bool operator==(const NestedKey& a, const NestedKey& b) {
     return a.parts_ == b.parts_;
   }
@@ -80,6 +83,7 @@ class NestedKey {
   friend bool operator<(const NestedKey& a, const NestedKey& b) {
     return a.parts_ < b.parts_;
   }
+  ///@}
 
  private:
   void validate() const;

@@ -184,6 +184,7 @@ class TensorDictModule {
   /// tensors, or a result does not fit the dict.
   const TensorDict& operator()(const TensorDict& td) const;
 
+  /// The keys the computation reads, in the order of its arguments.
   [[nodiscard]] const std::vector<NestedKey>& in_keys() const {
     return in_keys_;
   }
@@ -203,6 +204,7 @@ class TensorDictModule {
  protected:
   /// A sequence of `modules` (TensorDictSequential).
   explicit TensorDictModule(std::vector<TensorDictModule> modules);
+  /// A sequence's modules (empty for a single computation).
   [[nodiscard]] const std::vector<TensorDictModule>& children() const {
     return children_;
   }
@@ -210,9 +212,12 @@ class TensorDictModule {
  private:
   // The computation, wrapped (every public constructor ends here), and the
   // number of tensors it takes when that is known (a torch::nn module's).
+  // (Hidden from the API reference, which would list it as a class.)
+  /// @cond
   struct Wrapped {
     size_t arity = static_cast<size_t>(-1);
   };
+  /// @endcond
   TensorDictModule(Function fn, std::vector<NestedKey> in_keys,
                    std::vector<NestedKey> out_keys, Wrapped);
 
@@ -242,9 +247,12 @@ class TensorDictModule {
 /// file). It is a `TensorDictModule`, so sequences nest.
 class TensorDictSequential : public TensorDictModule {
  public:
+  /// Runs `modules` in order on each call.
   explicit TensorDictSequential(std::vector<TensorDictModule> modules);
 
+  /// The number of modules.
   [[nodiscard]] size_t size() const { return children().size(); }
+  /// The `i`-th module; throws an IndexError for `i >= size()`.
   [[nodiscard]] const TensorDictModule& operator[](size_t i) const;
   /// As `TensorDictModule::select_out_keys`: the intermediate keys are
   /// removed after a call.

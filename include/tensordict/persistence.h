@@ -73,6 +73,14 @@
 // JSON: `other.pickle`, or a stack's "data": "pickle.pkl") cannot be read: a
 // c10::Error names the entry.
 //
+// Writing into a directory that holds an earlier dict leaves it holding the
+// new dict alone: the entries the old `meta.json` files list (leaf files,
+// sub-directories, at every level) that the new dict does not write are
+// removed once the old `meta.json` files are gone, so that no stale data
+// stays next to the new (Python keeps it, TorchRL's rl#2437). Files the
+// format does not name, directories that still hold some, and links to
+// directories stay: nothing is removed through a link.
+//
 // A memory-mapped dict (`memmap_`, `memmap`, `memmap_like`, `load_memmap`) is
 // on the CPU (`meta.json` says "cpu"; "None", which old Python versions
 // wrote, loads as no device) and locked at every level, as in Python: a key

@@ -17,8 +17,9 @@
 // cursor wraps to row 0 after row `capacity - 1`, overwriting the oldest
 // rows. `extend()` with a batch that crosses the end is written in two pieces;
 // a batch larger than `capacity` keeps only its last `capacity` rows. Writes
-// whose keys, shapes or dtypes differ from the storage's throw and leave the
-// buffer unchanged.
+// whose keys or shapes differ from the storage's, or whose dtypes cannot be
+// cast to the storage's (tensor_dict.h: `c10::canCast`, as every write),
+// throw and leave the buffer unchanged.
 //
 // Sampling. `sample(n)` returns a new dict (a gathered copy, never a view of
 // the storage) plus a `SampleInfo` with the sampled storage indices and, for
@@ -121,7 +122,9 @@ struct SamplerWithoutReplacement {
 ///       PrioritizedSampler().alpha(0.6).beta(0.4)));
 /// ```
 struct PrioritizedSampler {
+  /// How much the priorities count: 0 samples uniformly, 1 in proportion.
   TORCH_ARG(double, alpha) = 0.6;
+  /// The importance-weight exponent: 0 gives no correction, 1 the full one.
   TORCH_ARG(double, beta) = 0.4;
   /// Added to every priority given to `update_priority`.
   TORCH_ARG(double, eps) = 1e-8;
@@ -139,9 +142,13 @@ struct PrioritizedSampler {
 /// Throws when no stored trajectory is long enough, or when the key is not
 /// in the storage.
 struct SliceSampler {
+  /// Slices of `slice_len` rows.
   explicit SliceSampler(int64_t slice_len) : slice_len_(slice_len) {}
+  /// The rows per slice (> 0).
   TORCH_ARG(int64_t, slice_len);
+  /// A true value ends a trajectory at its row (used without `traj_key`).
   TORCH_ARG(NestedKey, end_key) = NestedKey({"next", "done"});
+  /// Trajectory ids: a change of id is a boundary (overrides `end_key`).
   TORCH_ARG(c10::optional<NestedKey>, traj_key) = c10::nullopt;
 };
 
@@ -162,11 +169,16 @@ struct SliceSampler {
 /// than `slice_len` are skipped (TorchRL's `strict_length=True` drops them
 /// from the batch, which comes out short).
 struct SliceSamplerWithoutReplacement {
+  /// Slices of `slice_len` rows.
   explicit SliceSamplerWithoutReplacement(int64_t slice_len)
       : slice_len_(slice_len) {}
+  /// As `SliceSampler`'s.
+  ///@{
   TORCH_ARG(int64_t, slice_len);
   TORCH_ARG(NestedKey, end_key) = NestedKey({"next", "done"});
   TORCH_ARG(c10::optional<NestedKey>, traj_key) = c10::nullopt;
+  ///@}
+  /// Start a new epoch instead of completing a request from the next one.
   TORCH_ARG(bool, drop_last) = false;
 };
 
@@ -190,14 +202,21 @@ struct SliceSamplerWithoutReplacement {
 /// stored), and the rows that cannot start a slice keep their priorities
 /// (TorchRL zeroes them in its sum tree).
 struct PrioritizedSliceSampler {
+  /// Slices of `slice_len` rows.
   explicit PrioritizedSliceSampler(int64_t slice_len)
       : slice_len_(slice_len) {}
+  /// As `SliceSampler`'s.
+  ///@{
   TORCH_ARG(int64_t, slice_len);
   TORCH_ARG(NestedKey, end_key) = NestedKey({"next", "done"});
   TORCH_ARG(c10::optional<NestedKey>, traj_key) = c10::nullopt;
+  ///@}
+  /// As `PrioritizedSampler`'s.
+  ///@{
   TORCH_ARG(double, alpha) = 0.6;
   TORCH_ARG(double, beta) = 0.4;
   TORCH_ARG(double, eps) = 1e-8;
+  ///@}
 };
 
 /// One of the samplers above.
@@ -220,8 +239,11 @@ struct RoundRobinWriter {};
 /// rows not stored when it returns (dropped, or replaced by a later row of
 /// the same batch). The rank key must be a real (non-complex) tensor.
 struct MaxValueWriter {
+  /// How a rank entry of several elements becomes one rank.
   enum class Reduction { kSum, kMean, kMax, kMin, kMedian };
+  /// The entry that ranks a row.
   TORCH_ARG(NestedKey, rank_key) = NestedKey({"next", "reward"});
+  /// Applied to a rank entry of several elements.
   TORCH_ARG(Reduction, reduction) = Reduction::kSum;
 };
 
@@ -258,16 +280,24 @@ using WriterConfig = std::variant<RoundRobinWriter, MaxValueWriter>;
 ///           .error_buffer(1024).block_inserts(true)));
 /// ```
 struct RateLimiter {
+  /// Keeps the rows sampled per row inserted near `samples_per_insert`.
   explicit RateLimiter(double samples_per_insert)
       : samples_per_insert_(samples_per_insert) {}
+  /// The target ratio of rows sampled to rows inserted (> 0).
   TORCH_ARG(double, samples_per_insert);
+  /// No sample before the buffer holds this many rows.
   TORCH_ARG(int64_t, min_size_to_sample) = 1;
+  /// How far `diff` may stray from its target (see above).
   TORCH_ARG(double, error_buffer) = 100.0;
   /// Whether inserts wait too (see above).
   TORCH_ARG(bool, block_inserts) = false;
   /// How long a call waits before it throws.
   TORCH_ARG(std::chrono::milliseconds, timeout) = std::chrono::seconds(60);
 };
+
+/// The TorchRL version whose `ReplayBuffer.loads` reads a `storage_dir`
+/// (`ReplayBufferOptions::torchrl_version`).
+enum class TorchRLVersion { v0_4, v0_14 };
 
 /// Options for `ReplayBuffer`, in LibTorch's fluent style.
 ///
@@ -277,15 +307,13 @@ struct RateLimiter {
 ///                      .sampler(PrioritizedSampler().alpha(0.7))
 ///                      .seed(0);
 /// ```
-/// The TorchRL version whose `ReplayBuffer.loads` reads a `storage_dir`
-/// (`ReplayBufferOptions::torchrl_version`).
-enum class TorchRLVersion { v0_4, v0_14 };
-
 struct ReplayBufferOptions {
+  /// A buffer of `capacity` rows, all else as below.
   /* implicit */ ReplayBufferOptions(int64_t capacity)  // NOLINT
       : capacity_(capacity) {}
   /// Number of rows the storage holds (> 0).
   TORCH_ARG(int64_t, capacity);
+  /// How rows are drawn (see the samplers above).
   TORCH_ARG(SamplerConfig, sampler) = RandomSampler();
   /// Where rows go (see `RoundRobinWriter`, `MaxValueWriter`).
   TORCH_ARG(WriterConfig, writer) = RoundRobinWriter();
@@ -422,14 +450,18 @@ struct ReplayBufferOptions {
 /// What a rate-limited buffer has counted (`ReplayBuffer::rate_limiter_info`).
 struct RateLimiterInfo {
   /// Rows inserted and rows sampled since construction or `clear()`.
+  ///@{
   int64_t inserted = 0;
   int64_t sampled = 0;
+  ///@}
   /// `inserted * samples_per_insert - sampled`.
   double diff = 0;
   /// The range `diff` is kept in once the buffer reached
   /// `min_size_to_sample` rows.
+  ///@{
   double min_diff = 0;
   double max_diff = 0;
+  ///@}
 };
 
 /// What `ReplayBuffer::sample` returns besides the data.
@@ -451,18 +483,25 @@ struct SampleInfo {
 /// ```
 class ReplayBuffer {
  public:
+  /// A buffer with `options`, which are checked here (a ValueError names a
+  /// bad one); nothing is allocated until the first write, unless a
+  /// `storage_dir` holds rows, which are opened.
   explicit ReplayBuffer(ReplayBufferOptions options);
+  /// Movable, not copyable (a buffer owns its storage and its generator).
+  ///@{
   ~ReplayBuffer();
   ReplayBuffer(ReplayBuffer&&) noexcept;
   ReplayBuffer& operator=(ReplayBuffer&&) noexcept;
+  ///@}
   ReplayBuffer(const ReplayBuffer&) = delete;
   ReplayBuffer& operator=(const ReplayBuffer&) = delete;
 
   /// Writes one row (batch size []) at the cursor; returns its index (with
   /// a `MaxValueWriter`: where that writer puts it, -1 when dropped). The
   /// first write allocates the storage from the row's structure; later rows
-  /// must have exactly the same keys, row shapes and dtypes (no casting), or
-  /// the call throws and the buffer is unchanged.
+  /// must have exactly the same keys and row shapes, and dtypes that cast to
+  /// the storage's (`c10::canCast`: float64 into float32, not float into
+  /// int), or the call throws and the buffer is unchanged.
   int64_t add(const TensorDict& row);
   /// Writes every row of `batch` (batch size `[n]`) from the cursor on,
   /// wrapping around; returns the indices written, int64 `[min(n, capacity)]`
@@ -515,7 +554,9 @@ class ReplayBuffer {
 
   /// Rows currently stored (≤ capacity).
   [[nodiscard]] int64_t size() const;
+  /// The rows the storage holds (`ReplayBufferOptions::capacity`).
   [[nodiscard]] int64_t capacity() const;
+  /// `size() == 0`.
   [[nodiscard]] bool empty() const { return size() == 0; }
   /// The next row that will be written.
   [[nodiscard]] int64_t cursor() const;
@@ -537,6 +578,7 @@ class ReplayBuffer {
   [[nodiscard]] TensorDict storage() const;
   /// The rate limiter's counts (all zero without a rate limiter).
   [[nodiscard]] RateLimiterInfo rate_limiter_info() const;
+  /// The options the buffer was made with.
   [[nodiscard]] const ReplayBufferOptions& options() const;
 
  private:

@@ -31,6 +31,7 @@
 #include <torch/arg.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "tensordict/nested_key.h"
@@ -40,6 +41,7 @@ namespace tensordict {
 
 /// The result of `gae()`.
 struct GaeResult {
+  /// The advantage estimate, shaped and typed like the value.
   at::Tensor advantage;
   /// `advantage + value`: the critic's regression target.
   at::Tensor value_target;
@@ -79,15 +81,21 @@ struct GaeResult {
 
 /// The keys `RolloutBuffer::compute_gae` reads and writes.
 struct GaeKeys {
+  /// The inputs (see `gae`), in TorchRL's layout.
+  ///@{
   TORCH_ARG(NestedKey, value) = NestedKey("state_value");
   TORCH_ARG(NestedKey, next_value) = NestedKey({"next", "state_value"});
   TORCH_ARG(NestedKey, reward) = NestedKey({"next", "reward"});
   TORCH_ARG(NestedKey, done) = NestedKey({"next", "done"});
   TORCH_ARG(NestedKey, terminated) = NestedKey({"next", "terminated"});
+  ///@}
   /// Read only when present: a truncated step also ends the episode.
   TORCH_ARG(NestedKey, truncated) = NestedKey({"next", "truncated"});
+  /// Where the results go.
+  ///@{
   TORCH_ARG(NestedKey, advantage) = NestedKey("advantage");
   TORCH_ARG(NestedKey, value_target) = NestedKey("value_target");
+  ///@}
 };
 
 /// Fixed-size on-policy rollout storage, `[num_steps, num_envs]`.
@@ -110,10 +118,16 @@ class RolloutBuffer {
                 c10::optional<at::Device> device = c10::nullopt);
 
   /// Writes step `t` (`data` has batch size `[num_envs]`) in place: it is
-  /// `data()[t] = data`. The first write allocates the `[T, E]` storage
-  /// (zero-filled); keys missing from the storage are allocated on the write
-  /// that first brings them. Throws an IndexError for `t` outside `[0, T)`
-  /// and an error for another batch size; a failed write changes nothing.
+  /// `data()[t] = data`. The first step allocates the `[T, E]` storage
+  /// (zero-filled) from its keys, and every later step, of this rollout or
+  /// the next, must bring the same keys: a step that lacks one would leave
+  /// the previous rollout's values in place to be trained on, and a key that
+  /// a later step brings would be zeros in the steps before it. Throws,
+  /// naming the keys ("RolloutBuffer::step: TensorDicts have different keys:
+  /// missing from step 5: [('next', 'reward')]"), an IndexError for `t`
+  /// outside `[0, T)`, and an error for another batch size; a failed step
+  /// changes nothing. Keys set on `data()` (values, advantages) are not
+  /// step keys.
   void step(int64_t t, const TensorDict& data);
 
   /// The storage, batch size `[T, E]` (the buffer's own dict: `set` on it
@@ -150,6 +164,9 @@ class RolloutBuffer {
   int64_t num_steps_;
   int64_t num_envs_;
   TensorDict data_;
+  // The keys of the first step (its structure, with placeholder leaves);
+  // null until then.
+  std::shared_ptr<const detail::TensorDictImpl> step_keys_;
 };
 
 }  // namespace tensordict

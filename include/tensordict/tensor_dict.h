@@ -26,6 +26,18 @@
 // tensors keep their identity. A write validates every leaf before it writes
 // any, so a failed write leaves the dict exactly as it was.
 //
+// Writes and dtypes. Every write of a tensor into a stored leaf (`td[i] =
+// row`, `index_put_`, `set_`, `update_`, `apply_`, `stack_out`/`cat_out`,
+// the replay and rollout buffers) casts the value to the stored dtype where
+// `c10::canCast` allows it (to the same kind or a higher one: bool, integer,
+// floating point, complex), and otherwise throws a TypeError naming the key,
+// before anything is written. Python tensordict's `set_`, `update_` and
+// `td[0] = row` cast anything (2.7 becomes 2 in an int64 leaf), and its
+// `td[index_tensor] = row` casts nothing. In-place arithmetic follows
+// LibTorch's promotion (the result type must cast to the leaf's), and scalar
+// fills (`fill_`, `masked_fill_`) convert the scalar as `at::Tensor::fill_`
+// does.
+//
 // Thread safety. Like `at::Tensor`, a TensorDict is not synchronized: concurrent
 // reads are fine, a write concurrent with any other access is a data race.
 //
@@ -47,6 +59,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -65,6 +78,11 @@ class IndexedTensorDict;
 
 namespace detail {
 struct TensorDictImpl;
+/// Enables an overload for the types that spell a key: strings and string
+/// literals.
+template <typename T>
+using EnableIfKeyLike =
+    std::enable_if_t<std::is_convertible<const T&, std::string>::value, int>;
 }  // namespace detail
 
 /// One value of a TensorDict: a tensor leaf or a sub-TensorDict.
@@ -78,7 +96,9 @@ class Entry {
   /// A sub-dict (the same dict: the handle is shared, not copied).
   Entry(const TensorDict& dict);  // NOLINT(google-explicit-constructor)
 
+  /// Whether this entry holds a tensor.
   [[nodiscard]] bool is_tensor() const noexcept { return dict_ == nullptr; }
+  /// Whether this entry holds a sub-dict (not non-tensor data).
   [[nodiscard]] bool is_tensordict() const noexcept {
     return dict_ != nullptr && !non_tensor_;
   }
@@ -281,6 +301,13 @@ class TensorDict {
   /// `td[Slice(...)]`, `td[mask]`, `td[index_tensor]`, ...
   [[nodiscard]] IndexedTensorDict operator[](
       const at::indexing::TensorIndex& index) const;
+  /// `td["obs"]` and `td[{"next", "obs"}]` do not compile: `[]` indexes the
+  /// batch dims, and a string is a key, never an index. Read a key with
+  /// `get("obs")` and write one with `set("obs", t)` (Python's `td["obs"]`
+  /// and `td["obs"] = t`); `torch::indexing::Ellipsis` is the ellipsis.
+  template <typename Key, detail::EnableIfKeyLike<Key> = 0>
+  IndexedTensorDict operator[](const Key& key_not_index) const = delete;
+  IndexedTensorDict operator[](const NestedKey& key_not_index) const = delete;
 
   // ---- Copies and moves --------------------------------------------------
 
@@ -456,6 +483,12 @@ class TensorDict {
 
   // ---- In-place arithmetic (foreach kernels over the flat leaf list) -----
 
+  /// In place, leaf by leaf: `this op= other` for a dict `other` (the same
+  /// keys; `alpha` scales it, as in `at::add_`), a scalar, or a tensor
+  /// aligned to each leaf from the left. Every leaf is checked before any
+  /// is written: the result's dtype must cast to the leaf's (LibTorch's
+  /// in-place promotion rule). Returns `*this`.
+  ///@{
   const TensorDict& add_(const TensorDict& other,
                          const at::Scalar& alpha = 1) const;
   const TensorDict& add_(const at::Scalar& other) const;
@@ -470,6 +503,7 @@ class TensorDict {
   const TensorDict& div_(const TensorDict& other) const;
   const TensorDict& div_(const at::Scalar& other) const;
   const TensorDict& div_(const at::Tensor& other) const;
+  ///@}
 
   // ---- Masking and reductions --------------------------------------------
 
@@ -495,13 +529,16 @@ class TensorDict {
   /// Mean over every batch dim. Integer and bool leaves throw a TypeError
   /// naming the key.
   [[nodiscard]] TensorDict mean() const;
+  /// Mean over batch dim `dim`.
   [[nodiscard]] TensorDict mean(int64_t dim, bool keepdim = false) const;
   /// Min over every batch dim (`amin`). A dict with no batch dims is
   /// returned with its leaves unchanged.
   [[nodiscard]] TensorDict min() const;
   /// Min over batch dim `dim` (values only).
   [[nodiscard]] TensorDict min(int64_t dim, bool keepdim = false) const;
+  /// Max over every batch dim (`amax`), as `min`.
   [[nodiscard]] TensorDict max() const;
+  /// Max over batch dim `dim` (values only).
   [[nodiscard]] TensorDict max(int64_t dim, bool keepdim = false) const;
   /// Standard deviation over every batch dim, with `correction` (1:
   /// Bessel's). Integer and bool leaves throw a TypeError naming the key.
@@ -511,6 +548,7 @@ class TensorDict {
                                int64_t correction = 1) const;
   /// Variance, as `std`.
   [[nodiscard]] TensorDict var() const;
+  /// Variance over batch dim `dim`, as `std`.
   [[nodiscard]] TensorDict var(int64_t dim, bool keepdim = false,
                                int64_t correction = 1) const;
   /// Cumulative sum along batch dim `dim`; the batch size is kept.
@@ -526,12 +564,16 @@ class TensorDict {
   [[nodiscard]] TensorDict clamp(
       const c10::optional<at::Scalar>& min,
       const c10::optional<at::Scalar>& max = c10::nullopt) const;
+  /// `clamp(min, nullopt)`.
   [[nodiscard]] TensorDict clamp_min(const at::Scalar& min) const;
+  /// `clamp(nullopt, max)`.
   [[nodiscard]] TensorDict clamp_max(const at::Scalar& max) const;
   /// The element-wise maximum (minimum) of each leaf and the leaf of
   /// `other` with the same key (the keys must be the same).
+  ///@{
   [[nodiscard]] TensorDict maximum(const TensorDict& other) const;
   [[nodiscard]] TensorDict minimum(const TensorDict& other) const;
+  ///@}
   /// Element-wise `at::isclose` of each leaf with `other`'s: a dict of bool
   /// leaves.
   [[nodiscard]] TensorDict isclose(const TensorDict& other, double rtol = 1e-5,
@@ -587,9 +629,12 @@ class TensorDict {
   // throws.
 
   /// Moves every leaf into a memory-mapped file under `prefix` (created if
-  /// needed; existing files of the same names are replaced), in place: each
-  /// leaf is replaced by a new tensor over its file, with the same values
-  /// (non-CPU leaves are copied to the CPU). A leaf with no elements gets no
+  /// needed), in place. The directory then holds this dict alone: the
+  /// entries that an earlier dict stored there (those its meta.json lists,
+  /// at every level) and this one does not write are removed, while files
+  /// the format does not name stay. Each leaf is replaced by a new tensor
+  /// over its file, with the same values (non-CPU leaves are copied to the
+  /// CPU). A leaf with no elements gets no
   /// file and stays an ordinary tensor. As in Python, the dict then has
   /// `device() == cpu` at every level and is locked (`is_locked()`): a key
   /// added later would never reach the disk, so adding one is an error
@@ -707,19 +752,32 @@ class TensorDict {
 /// ```
 class IndexedTensorDict {
  public:
+  /// Copies and moves of the proxy (the same index of the same dict).
+  ///@{
   IndexedTensorDict(const IndexedTensorDict&) = default;
   IndexedTensorDict(IndexedTensorDict&&) noexcept = default;
+  ///@}
   ~IndexedTensorDict();
 
-  /// Writes `value` into the indexed region (see `TensorDict::index_put_`).
-  IndexedTensorDict& operator=(const TensorDict& value);
-  /// Writes the other indexed dict's contents (not a rebinding).
-  IndexedTensorDict& operator=(const IndexedTensorDict& value);
-  IndexedTensorDict& operator=(IndexedTensorDict&& value);
+  /// `td[i] = value`: writes `value` into the indexed region (see
+  /// `TensorDict::index_put_`). As with `at::Tensor`'s `t[i] = v`, only the
+  /// temporary `td[i]` writes on `=`: after `auto r = td[i];`, `r = value`
+  /// does not compile. Say what you mean: `td[i] = value`,
+  /// `std::move(r) = value` (a write into `td`), or `TensorDict r = td[i];`
+  /// (a dict of views, which `=` rebinds).
+  IndexedTensorDict& operator=(const TensorDict& value) &&;
+  /// `td[i] = td[j]`: writes the other indexed dict's contents (not a
+  /// rebinding).
+  ///@{
+  IndexedTensorDict& operator=(const IndexedTensorDict& value) &&;
+  IndexedTensorDict& operator=(IndexedTensorDict&& value) &&;
+  ///@}
 
   /// The indexed dict (views where LibTorch gives views).
+  ///@{
   [[nodiscard]] TensorDict value() const;
   operator TensorDict() const { return value(); }  // NOLINT
+  ///@}
 
   /// True when the index selects a view of the parent (integers, slices,
   /// `None`, `Ellipsis`); false for advanced indices (bool masks, index
@@ -729,6 +787,7 @@ class IndexedTensorDict {
   [[nodiscard]] const TensorDict& parent() const noexcept { return parent_; }
 
   /// Shorthands for `value().f(...)`.
+  ///@{
   [[nodiscard]] at::Tensor get(const NestedKey& key) const;
   [[nodiscard]] TensorDict get_tensordict(const NestedKey& key) const;
   [[nodiscard]] std::vector<int64_t> batch_size() const;
@@ -737,6 +796,7 @@ class IndexedTensorDict {
   [[nodiscard]] bool all() const;
   [[nodiscard]] bool any() const;
   [[nodiscard]] TensorDict clone() const;
+  ///@}
 
   /// Chained indexing, `td[a][b]`. When the two indices compose into one
   /// index of `td` (`a` made of integers, or `a` one slice and `b` an integer
@@ -745,9 +805,15 @@ class IndexedTensorDict {
   /// Otherwise (for example `a` is a mask, whose result is a copy) the chain
   /// reads as `td[a].value()[b]`, and writing through it throws rather than
   /// write into the copy.
+  ///@{
   [[nodiscard]] IndexedTensorDict operator[](int64_t i) const;
   [[nodiscard]] IndexedTensorDict operator[](
       const at::indexing::TensorIndex& index) const;
+  ///@}
+  /// A string is a key, never an index (see `TensorDict::operator[]`).
+  template <typename Key, detail::EnableIfKeyLike<Key> = 0>
+  IndexedTensorDict operator[](const Key& key_not_index) const = delete;
+  IndexedTensorDict operator[](const NestedKey& key_not_index) const = delete;
 
  private:
   friend class TensorDict;

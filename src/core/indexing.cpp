@@ -374,7 +374,7 @@ IndexedTensorDict::IndexedTensorDict(TensorDict parent,
 
 IndexedTensorDict::~IndexedTensorDict() = default;
 
-IndexedTensorDict& IndexedTensorDict::operator=(const TensorDict& value) {
+IndexedTensorDict& IndexedTensorDict::operator=(const TensorDict& value) && {
   TORCH_CHECK(!chained_,
               "cannot write through td[a][b] when td[a] is a copy (an "
               "advanced index such as a mask or an index tensor, or an index "
@@ -389,12 +389,12 @@ IndexedTensorDict& IndexedTensorDict::operator=(const TensorDict& value) {
   return *this;
 }
 
-IndexedTensorDict& IndexedTensorDict::operator=(const IndexedTensorDict& value) {
-  return *this = value.value();
+IndexedTensorDict& IndexedTensorDict::operator=(const IndexedTensorDict& value) && {
+  return std::move(*this) = value.value();
 }
 
-IndexedTensorDict& IndexedTensorDict::operator=(IndexedTensorDict&& value) {
-  return *this = value.value();
+IndexedTensorDict& IndexedTensorDict::operator=(IndexedTensorDict&& value) && {
+  return std::move(*this) = value.value();
 }
 
 bool IndexedTensorDict::is_view() const {

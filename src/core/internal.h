@@ -96,6 +96,11 @@ void check_leading_dims(const NestedKey& key, const at::Tensor& value,
                         c10::IntArrayRef batch, const char* context = "");
 /// `cuda` becomes `cuda:0`; other devices are unchanged.
 at::Device normalize_device(at::Device d);
+/// `normalize_device(d)`, checked to be one this process can use: throws
+/// "<op>: device cuda:0 is not available: this LibTorch was built without
+/// CUDA support" (or "...: this machine has 1 CUDA device") rather than let
+/// the first tensor op on it fail in LibTorch's dispatcher.
+at::Device usable_device(const char* op, at::Device d);
 /// `prefix + key`, or `key` when `prefix` is null.
 NestedKey prefixed(const NestedKey* prefix, const std::string& key);
 /// The keys of `impl` (see TensorDict::keys), each prefixed by `prefix`.

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <ATen/MapAllocator.h>
 #include <ATen/Parallel.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,6 +55,22 @@ bool starts_with(c10::IntArrayRef shape, c10::IntArrayRef prefix) {
 
 at::Device normalize_device(at::Device d) {
   if (d.is_cuda() && !d.has_index()) return at::Device(at::kCUDA, 0);
+  return d;
+}
+
+at::Device usable_device(const char* op, at::Device d) {
+  d = normalize_device(d);
+  if (d.is_cpu() || d.type() == at::kMeta) return d;
+  const std::string type = c10::DeviceTypeName(d.type());
+  TORCH_CHECK(c10::impl::hasDeviceGuardImpl(d.type()), op, ": device ",
+              device_name(d), " is not available: this LibTorch was built "
+              "without ", type, " support");
+  if (d.has_index()) {
+    const int64_t n = c10::impl::getDeviceGuardImpl(d.type())->deviceCount();
+    TORCH_CHECK(d.index() < n, op, ": device ", device_name(d),
+                " is not available: this machine has ", n, " ", type,
+                n == 1 ? " device" : " devices");
+  }
   return d;
 }
 
@@ -232,7 +249,7 @@ TensorDict::TensorDict(std::vector<Item> items, c10::IntArrayRef batch_size,
     TORCH_CHECK_VALUE(d >= 0, "TensorDict: batch_size ", shape_str(batch_size),
                       " has a negative dimension");
   }
-  if (device) device = normalize_device(*device);
+  if (device) device = usable_device("TensorDict", *device);
   impl_ = make_impl(batch_size.vec(), device);
   for (auto& item : items) {
     if (item.second.is_tensor()) {
@@ -580,7 +597,7 @@ std::vector<at::Tensor> pin_leaves(const std::vector<at::Tensor>& leaves,
 }  // namespace
 
 TensorDict TensorDict::to(at::Device device, bool non_blocking) const {
-  device = normalize_device(device);
+  device = usable_device("to", device);
   if (impl_->consolidated.defined() &&
       normalize_device(impl_->consolidated.device()) != device &&
       is_consolidated_impl(*impl_)) {

@@ -59,9 +59,12 @@ void throw_key_difference(const char* op, const TensorDictImpl& a,
                      " but a ", a_dict ? "tensor" : "TensorDict", " in ",
                      b_name);
   }
-  TORCH_CHECK(false, op, ": TensorDicts have different keys: missing from ",
-              a_name, ": ", key_vec_str(extra), "; missing from ", b_name,
-              ": ", key_vec_str(missing));
+  // Only the sides that lack something are named.
+  std::string msg = std::string(op) + ": TensorDicts have different keys: ";
+  if (!extra.empty()) msg += "missing from " + std::string(a_name) + ": " + key_vec_str(extra);
+  if (!extra.empty() && !missing.empty()) msg += "; ";
+  if (!missing.empty()) msg += "missing from " + std::string(b_name) + ": " + key_vec_str(missing);
+  TORCH_CHECK(false, msg);
 }
 
 void pair_leaves(const TensorDictImpl& a, const TensorDictImpl& b,

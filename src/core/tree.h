@@ -291,7 +291,7 @@ bool same_keys(const TensorDictImpl& a, const TensorDictImpl& b);
 /// side", "input 3"). A leaf-vs-dict conflict is a TypeError:
 /// "<op>: key K is a tensor in <a_name> but a TensorDict in <b_name>";
 /// else "<op>: TensorDicts have different keys: missing from <a_name>: [...];
-/// missing from <b_name>: [...]".
+/// missing from <b_name>: [...]", naming only the sides that lack keys.
 [[noreturn]] void throw_key_difference(const char* op,
                                        const TensorDictImpl& a,
                                        const TensorDictImpl& b,

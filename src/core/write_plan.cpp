@@ -70,6 +70,16 @@ void check_autograd(const char* op, const LeafName& name,
 
 }  // namespace
 
+void check_cast(const char* op, const LeafName& name, at::ScalarType src,
+                at::ScalarType dest) {
+  if (c10::canCast(src, dest)) return;
+  TORCH_CHECK_TYPE(false, op == nullptr ? "" : op, op == nullptr ? "" : ": ",
+                   "key ", name.str(), ": cannot cast the value's dtype ",
+                   dtype_name(src), " to the stored dtype ", dtype_name(dest),
+                   " (a write never casts to a lower kind, such as floating "
+                   "point to integer)");
+}
+
 void check_leaf_write(const char* op, const LeafName& name,
                       const at::Tensor& dest, const at::Tensor& src,
                       WriteKind kind) {
@@ -87,6 +97,9 @@ void check_leaf_write(const char* op, const LeafName& name,
          "tensor) and cannot be written in place; clone() it first");
   }
   if (!has_src) return;
+  if (kind != WriteKind::kOp) {
+    check_cast(op, name, src.scalar_type(), dest.scalar_type());
+  }
   if (kind == WriteKind::kOp) {
     if (src.device() != dest.device() && !(src.dim() == 0 && src.is_cpu())) {
       fail(op, name,
@@ -542,10 +555,7 @@ class WritePlan {
                   ") does not match the existing buffer's trailing shape ",
                   shape_str(dst_trailing), " (buffer shape ",
                   shape_str(dest.sizes()), ")");
-      TORCH_CHECK_TYPE(c10::canCast(src.scalar_type(), dest.scalar_type()),
-                       "key ", key.str(), ": cannot cast the value's dtype ",
-                       dtype_name(src.scalar_type()), " to the buffer's dtype ",
-                       dtype_name(dest.scalar_type()));
+      check_cast(nullptr, key, src.scalar_type(), dest.scalar_type());
       // Basic indices write through a view of the leaf (`copy_`); advanced
       // ones through `index_put_`, which rejects any overlap with the
       // value. A stored leaf that requires grad is reported as itself.
@@ -727,10 +737,7 @@ void RowWritePlan::bind(const char* op, const char* what,
                 l.key.str(), ": expected the row shape ",
                 shape_str(l.row_shape), ", got ", shape_str(row_shape),
                 " (leaf shape ", shape_str(src.sizes()), ")");
-    TORCH_CHECK_TYPE(src.scalar_type() == l.tensor.scalar_type(), op, ": key ",
-                     l.key.str(), ": expected dtype ",
-                     dtype_name(l.tensor.scalar_type()), ", got ",
-                     dtype_name(src.scalar_type()));
+    check_cast(op, l.key, src.scalar_type(), l.tensor.scalar_type());
     TORCH_CHECK(copyable_devices(src.device(), l.tensor.device()), op, ": key ",
                 l.key.str(), ": cannot write a value on device ",
                 device_name(src.device()), " into a buffer on device ",
@@ -773,7 +780,8 @@ void RowWritePlan::write_rows(const Sources& sources, int64_t value_bd,
                                         src.device().is_cpu()});
       continue;
     }
-    if (l.base != nullptr && l.tensor.is_cpu() && byte_copyable(src)) {
+    if (l.base != nullptr && l.tensor.is_cpu() && byte_copyable(src) &&
+        src.scalar_type() == l.tensor.scalar_type()) {
       copy_bytes(to(), from(), nbytes);
       if (bump != nullptr) bump->bump_version();
       continue;

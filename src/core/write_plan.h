@@ -11,9 +11,9 @@
 // in-place writes (leaves and views of leaves that require grad, views made
 // in no-grad mode), inference tensors, destinations with internal overlap
 // (expanded tensors), devices, and sources that overlap the destination.
-// Dtype rules differ per write (copy_ casts anything, index_put_ needs a
-// cast `c10::canCast` allows, in-place ops need the promoted type to fit)
-// and stay with them.
+// Dtypes: a tensor written into a stored leaf is cast where `c10::canCast`
+// allows it, on every write path (`check_cast`); in-place ops need the
+// promoted type to fit, as LibTorch's do.
 //
 // The pieces:
 //  - `WriteTargets`: the destination side of a write, pairing the value's
@@ -87,8 +87,16 @@ enum class WriteKind {
   return src == dest || (copyable_device(src) && copyable_device(dest));
 }
 
+/// The one dtype rule of every tensor written into a stored leaf
+/// (tensor_dict.h, "Writes and dtypes"): the value is cast to the stored
+/// dtype where `c10::canCast` allows it. Throws a TypeError "<op>: key K:
+/// cannot cast the value's dtype X to the stored dtype Y (...)" otherwise.
+void check_cast(const char* op, const LeafName& name, at::ScalarType src,
+                at::ScalarType dest);
+
 /// Throws a `c10::Error` "<op>: key <key>: <reason>" (without "<op>: " when
-/// `op` is null) unless LibTorch accepts writing `src` into `dest` in place.
+/// `op` is null) unless LibTorch accepts writing `src` into `dest` in place,
+/// with `check_cast`'s rule for kCopy and kOut writes.
 /// `dest` is the region written: the view of the stored leaf for basic
 /// indices, the stored leaf itself otherwise. `src` may be undefined (a
 /// write without a tensor operand: `mul_(2)`, `fill_`, `zero_`).
@@ -271,8 +279,8 @@ class RowWritePlan {
 
   /// Pairs `value` (batch dims `value_bd`: 0 for one row, 1 for rows) with
   /// the destination and checks every leaf: the same keys, each leaf's row
-  /// shape (its dims beyond `value_bd`) and dtype equal to the
-  /// destination's, devices that `copy_` moves between. Fills `out`.
+  /// shape (its dims beyond `value_bd`) equal to the destination's, a dtype
+  /// `check_cast` allows, devices that `copy_` moves between. Fills `out`.
   /// Throws `throw_key_difference`'s error (the trees named "the
   /// <dst_name>" and "the <what>"), or "<op>: key K: ..." naming the shapes,
   /// dtypes or devices.

@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -30,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +39,7 @@
 #include "core/tree.h"
 #include "io/archive.h"
 #include "io/files.h"
+#include "io/memmap_names.h"
 #include "tensordict/persistence.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -48,12 +49,18 @@
 namespace tensordict {
 
 using detail::errno_str;
+using detail::escape_key;
+using detail::file_name;
+using detail::file_name_candidates;
+using detail::is_reserved_key;
+using detail::kTdType;
 using detail::Fd;
 using detail::ImplPtr;
 using detail::join_path;
 using detail::map_storage;
 using detail::Node;
 using detail::open_regular_file;
+using detail::raw_name_ok;
 using detail::read_json;
 using detail::read_small_file;
 using detail::remove_stale_tmps;
@@ -67,7 +74,6 @@ using ordered_json = nlohmann::ordered_json;
 
 namespace {
 
-constexpr const char* kTdType = "<class 'tensordict._td.TensorDict'>";
 constexpr size_t kMaxFileName = 255;
 
 // ---------------------------------------------------------------------------
@@ -179,99 +185,6 @@ std::string dump(const ordered_json& j) {
   std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (s.size() > 200) s = s.substr(0, 200) + "...";
   return s;
-}
-
-// ---- key to file name -------------------------------------------------------
-
-bool is_reserved_key(const std::string& k) {
-  return k == "shape" || k == "device" || k == "_type";
-}
-
-}  // namespace
-
-namespace detail {
-
-/// The escaped form of a key (Python tensordict >= 0.13's file names): each
-/// byte of `/<>:"|?*\`, space, `%` and the control characters becomes `%XX`;
-/// "" is "%", "." and ".." are "%2E" and "%2E%2E".
-std::string escape_key(const std::string& key) {
-  if (key.empty()) return "%";
-  if (key == ".") return "%2E";
-  if (key == "..") return "%2E%2E";
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(key.size());
-  for (char ch : key) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7F || std::strchr("/<>:\"|?*\\ %", c) != nullptr) {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 0xF];
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
-
-}  // namespace detail
-
-namespace {
-
-using detail::escape_key;
-
-// ---- file names -------------------------------------------------------------
-//
-// A key is stored under its escaped name (MemmapKeyNames::kEscaped, Python
-// >= 0.13's), or (kRaw) under its raw name wherever that is a legal file
-// name that no other key's escaped name equals, so that every Python version
-// finds it: 0.4 to 0.12 read raw names only, 0.13 and later read the escaped
-// name and then the raw one. Readers try both, in 0.13's order.
-
-bool is_hex(char c) {
-  return std::isxdigit(static_cast<unsigned char>(c)) != 0;
-}
-
-// Whether `name` is one file name: not empty, "." or "..", no '/' or NUL.
-bool is_single_file_name(const std::string& name) {
-  return !name.empty() && name != "." && name != ".." &&
-         name.find_first_of(std::string("/\0", 2)) == std::string::npos;
-}
-
-// Whether `key` is stored under its raw name. Besides being one file name, it
-// must not be "%" (the empty key's escaped name) nor hold a '%' followed by
-// two hex digits (an escape: "a%20b" is the escaped name of "a b") or by
-// "tmp" (which marks temporary files, see tmp_name).
-bool raw_name_ok(const std::string& key) {
-  if (!is_single_file_name(key) || key == "%") return false;
-  for (size_t i = key.find('%'); i != std::string::npos;
-       i = key.find('%', i + 1)) {
-    if (i + 2 < key.size() && is_hex(key[i + 1]) && is_hex(key[i + 2])) {
-      return false;
-    }
-    if (key.compare(i + 1, 3, "tmp") == 0) return false;
-  }
-  return true;
-}
-
-// The name of `key`'s file (plus ".memmap" for a leaf) or sub-directory.
-std::string file_name(const std::string& key, MemmapKeyNames names) {
-  return names == MemmapKeyNames::kRaw && raw_name_ok(key) ? key
-                                                            : escape_key(key);
-}
-
-// The names a reader tries for `key`, an entry of `meta`, in order: the
-// escaped name, then the raw one where it is one file name, as Python >=
-// 0.13 reads; but the raw one first when the escaped name is another key of
-// `meta`, which Python 0.4 to 0.12 stored under that raw name ("a b" and
-// "a%20b" in `a b.memmap` and `a%20b.memmap`; Python >= 0.13 would read "a
-// b" from "a%20b"'s file).
-std::vector<std::string> file_name_candidates(const std::string& key,
-                                              const ordered_json& meta) {
-  std::string escaped = escape_key(key);
-  if (escaped == key || !is_single_file_name(key)) return {std::move(escaped)};
-  if (meta.contains(escaped)) return {key, std::move(escaped)};
-  return {std::move(escaped), key};
 }
 
 // ===========================================================================
@@ -503,6 +416,24 @@ void unlink_stale(const MemmapPlan& plan) {
   }
 }
 
+// What the dict that `plan` replaces left that `plan` does not write over
+// (detail::collect_old_entries): read before the old meta.json files go.
+detail::OldEntries old_entries(const MemmapPlan& plan) {
+  std::set<std::string> written;
+  for (const DirPlan& p : plan.dirs) {
+    written.insert(p.dir);
+    written.insert(join_path(p.dir, "meta.json"));
+    for (const auto& lp : p.leaves) written.insert(lp.path);
+  }
+  detail::OldEntries old;
+  for (const DirPlan& p : plan.dirs) {
+    if (p.impl != nullptr && p.impl->non_tensor == nullptr) {
+      detail::collect_old_entries(p.dir, written, old);
+    }
+  }
+  return old;
+}
+
 void rename_leaves(const MemmapPlan& plan) {
   for (const DirPlan& p : plan.dirs) {
     for (const auto& lp : p.leaves) {
@@ -554,10 +485,12 @@ void memmap_impl(TensorDictImpl& impl, const std::string& prefix, WriteMode mode
   try {
     make_dirs(plan);
     for (const DirPlan& p : plan.dirs) remove_stale_tmps(p.dir);
+    const detail::OldEntries old = old_entries(plan);
     write_leaves(plan, mode, space, tmps);
     // From here on no old meta.json can describe the new files.
     unlink_metas(plan);
     unlink_stale(plan);
+    detail::remove_old_entries(old);
     rename_leaves(plan);
     write_metas(plan, tmps);
   } catch (const c10::Error& e) {
@@ -684,7 +617,7 @@ c10::optional<at::Device> parse_device(const ordered_json& meta,
   } catch (const c10::Error&) {
   }
   TORCH_CHECK(d.has_value(), fn, ": '", path, "': unknown device \"", s, "\"");
-  return detail::normalize_device(*d);
+  return detail::usable_device(fn, *d);
 }
 
 // The JSON object in `dir`/meta.json (which must exist) for `krepr`'s entry.
@@ -816,11 +749,7 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
   TORCH_CHECK(meta.is_object(), "load_memmap: '", path,
               "' must hold a JSON object, got ", dump(meta));
   auto type_it = meta.find("_type");
-  const bool is_td =
-      type_it != meta.end() && type_it->is_string() &&
-      (type_it->get<std::string>() == kTdType ||
-       type_it->get<std::string>() == "<class 'tensordict.tensordict.TensorDict'>");
-  TORCH_CHECK(is_td, "load_memmap: '", path, "' does not describe a TensorDict (\"_type\" is ",
+  TORCH_CHECK(detail::is_tensordict_meta(meta), "load_memmap: '", path, "' does not describe a TensorDict (\"_type\" is ",
               type_it == meta.end() ? std::string("missing") : dump(*type_it), ")");
 
   auto impl = detail::make_impl(parse_batch(meta, path, "shape", "load_memmap"),

@@ -945,7 +945,8 @@ IndexedTensorDict join_into_indexed(const IndexedTensorDict& out,
     // Missing keys (or an advanced index): stack, then an indexed write,
     // which allocates what the parent lacks.
     IndexedTensorDict target = out;
-    target = TensorDictImpl::wrap(join_into(nullptr, tds, dim, is_cat, op));
+    std::move(target) =
+        TensorDictImpl::wrap(join_into(nullptr, tds, dim, is_cat, op));
   }
   return out;
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/internal.h"
+#include "core/tree.h"
 
 namespace tensordict {
 
@@ -123,7 +124,8 @@ RolloutBuffer::RolloutBuffer(int64_t num_steps, int64_t num_envs,
                     "RolloutBuffer: num_steps and num_envs must be positive, "
                     "got num_steps=",
                     num_steps, ", num_envs=", num_envs);
-  data_ = device ? TensorDict({num_steps, num_envs}, *device)
+  data_ = device ? TensorDict({num_steps, num_envs},
+                             detail::usable_device("RolloutBuffer", *device))
                  : TensorDict({num_steps, num_envs});
 }
 
@@ -135,7 +137,20 @@ void RolloutBuffer::step(int64_t t, const TensorDict& data) {
               "RolloutBuffer::step: expected a dict of batch size [",
               num_envs_, "] (one row per env), got ",
               shape_str(data.batch_size()));
+  const detail::TensorDictImpl& value = detail::TensorDictImpl::of(data);
+  if (step_keys_ != nullptr && !detail::same_keys(*step_keys_, value)) {
+    const std::string name = "step " + std::to_string(t);
+    detail::throw_key_difference("RolloutBuffer::step", *step_keys_, value,
+                                 "the first step", name.c_str());
+  }
   data_[t] = data;
+  if (step_keys_ == nullptr) {
+    const at::Tensor placeholder = at::empty({0});
+    step_keys_ = detail::rebuild(
+        value, value.batch_size, [&](const detail::KeyPath&, const at::Tensor&) {
+          return placeholder;
+        });
+  }
 }
 
 TensorDict RolloutBuffer::data() const { return data_; }

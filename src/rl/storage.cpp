@@ -88,7 +88,8 @@ void remove_tree(const std::string& dir) {
 ReplayStorage::ReplayStorage(const ReplayBufferOptions& options)
     : capacity_(options.capacity()),
       device_(options.device()
-                  ? c10::optional<at::Device>(normalize_device(*options.device()))
+                  ? c10::optional<at::Device>(
+                        usable_device("ReplayBuffer", *options.device()))
                   : c10::nullopt),
       sampler_(options.sampler()),
       storage_(std::vector<Item>{}, {capacity_}, device_) {
