@@ -14,6 +14,7 @@ int main() {
   std::cout << td << "\n";
 
   TensorDict td2({}, {N, 3});
+  std::cout << td2 << "\n";
   TensorDict r = make_tensordict();
   td2[0] = r;
   TORCH_CHECK((td2.index({Slice(1, None)}) == 0).all());

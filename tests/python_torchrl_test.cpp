@@ -255,7 +255,8 @@ TEST(PythonReference, TheTutorialsTorchRLSnippetsRun) {
     auto [batch, info] = rb.sample(64);
     rb.update_priority(info.index, torch::rand({64}));
   }
-  const std::string load = TutorialPython("memmap_and_python_interop.md", "torchrl-load", "/data/actor_rb", actor_rb);
+  const std::string load = TutorialPython("memmap_and_python_interop.md", "torchrl-load", "\"actor_rb\"",
+                     "\"" + actor_rb + "\"");
   ASSERT_FALSE(load.empty());
   ASSERT_TRUE(RunPython(std::string(kTorchRLPreamble) + load + R"py(
 assert len(rb) == 300, len(rb)
@@ -266,7 +267,8 @@ assert (batch["next", "obs"] == batch["obs"] + 1).all()
 
   const std::string learner_rb = dir / "learner_rb";
   const std::string dump =
-      TutorialPython("memmap_and_python_interop.md", "torchrl-dump", "/data/learner_rb", learner_rb);
+      TutorialPython("memmap_and_python_interop.md", "torchrl-dump", "\"learner_rb\"",
+                     "\"" + learner_rb + "\"");
   ASSERT_FALSE(dump.empty());
   ASSERT_TRUE(RunPython(std::string(kTorchRLPreamble) + dump, {}));
   ReplayBuffer rb(
