@@ -27,9 +27,10 @@ Two more markers, anywhere on a page, are about the whole page:
 of their own in main(), for pages whose sections stand alone;
 <!-- doc-test: not-run --> compiles the page's program but does not run it
 (a page whose program runs as two processes, which an example runs).
-A ```text block whose previous fenced block is a compiled statement block is
-that block's output: what the block prints to stdout must be exactly the
-text block's content. Other text blocks are not compared.
+A ```text block is the output of the statement block before it (the
+previous fenced block): what that block prints to stdout must be exactly the
+text block's content. A text block that is no output (a formula, a format)
+says so with not-output; any other text block is an error.
 
 A program runs in a fresh temporary directory, where examples/ links to the
 repository's (pages load the examples' data); a block that throws fails
@@ -183,12 +184,15 @@ def outputs(stdout, n):
     return res
 
 
-def expected(blocks):
-    """(text block, the main block it shows the output of) pairs."""
+def expected(path, blocks):
+    """(text block, the main block it shows the output of) pairs. Every other
+    text block must say it is no output."""
     pairs, prev = [], None
     for b in blocks:
-        if b.lang == "text" and b.marker != "not-output" and prev is not None \
-                and prev.kind == "main":
+        if b.lang == "text" and b.marker != "not-output":
+            if prev is None or prev.kind != "main":
+                sys.exit(f"{path}:{b.line - 1}: a text block that follows no code block: "
+                         "show the code that prints it, or mark it not-output")
             pairs.append((b, prev))
         prev = b
     return pairs
@@ -216,6 +220,7 @@ def main():
     for page in pages:
         blocks, page_markers = parse(page)
         classify(page, blocks)
+        expected(os.path.relpath(page, ROOT), blocks)  # every text block placed
         compiled += sum(1 for b in blocks if b.kind in ("top", "main"))
         skipped += sum(1 for b in blocks if b.kind == "fragment")
         if not any(b.kind in ("top", "main") for b in blocks):
@@ -279,7 +284,7 @@ def main():
         if outs is None:
             failures.append(f"{rel}: the block markers are missing from its output")
             continue
-        for text, code in expected(blocks):
+        for text, code in expected(rel, blocks):
             compared += 1
             want = "\n".join(text.code) + "\n"
             got = outs[code.index]
