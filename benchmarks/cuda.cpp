@@ -188,6 +188,14 @@ void BM_TdTo1000x1MiB(benchmark::State& state) {
 }
 BENCHMARK(BM_TdTo1000x1MiB)->Unit(benchmark::kMillisecond);
 
+// The pinning alone, of the same leaves (several threads).
+void BM_TdPinMemory1000x1MiB(benchmark::State& state) {
+  if (skip_without_cuda(state)) return;
+  const TensorDict td = many_leaves(1000, kMiB);
+  for (auto _ : state) benchmark::DoNotOptimize(td.pin_memory());
+}
+BENCHMARK(BM_TdPinMemory1000x1MiB)->Unit(benchmark::kMillisecond);
+
 // The bandwidth bound of the case above: the same 1000 MiB, already pinned
 // and in one piece, in one async copy into memory allocated beforehand.
 void BM_RawPinnedCopy1000MiB(benchmark::State& state) {

@@ -86,6 +86,31 @@ TEST(Cuda, NonBlockingMoveOfALargeDictThroughPinnedStaging) {
   EXPECT_FALSE(cpu.get("leaf0").is_pinned());  // the source is untouched
 }
 
+// The copies of that staging go on the caller's current stream, though
+// several threads make them: work queued on that stream after the move sees
+// the values, while the default stream is busy.
+TEST(Cuda, NonBlockingMoveOfALargeDictRunsOnTheCurrentStream) {
+  SKIP_WITHOUT_CUDA();
+  std::vector<tensordict::Item> items;
+  for (int k = 0; k < 16; ++k) {
+    items.emplace_back("leaf" + std::to_string(k),
+                       at::full({1 << 16}, static_cast<float>(k + 1)));
+  }
+  const TensorDict cpu(std::move(items), {});
+  const c10::Stream side = PoolStream();
+  QueueBusyWork(c10::impl::VirtualGuardImpl(at::kCUDA).getDefaultStream(kCuda));
+  std::vector<at::Tensor> sums;
+  {
+    const c10::StreamGuard on_side(side);
+    const TensorDict gpu = cpu.to(kCuda, /*non_blocking=*/true);
+    for (const auto& key : cpu.keys()) sums.push_back(gpu.get(key).sum());
+    side.synchronize();
+  }
+  for (size_t k = 0; k < sums.size(); ++k) {
+    EXPECT_EQ(sums[k].item<float>(), static_cast<float>((k + 1) << 16)) << k;
+  }
+}
+
 TEST(Cuda, RowWritesFromCpuRowsIntoACudaBufferAndReadsBack) {
   SKIP_WITHOUT_CUDA();
   TensorDict buf({}, {6}, kCuda);

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <ATen/MapAllocator.h>
 #include <ATen/Parallel.h>
+#include <c10/core/StreamGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <unistd.h>
 
@@ -571,18 +572,19 @@ bool pin_in_parallel(const std::vector<at::Tensor>& leaves) {
   return bytes >= kParallelPinBytes;
 }
 
-// Pinned copies of `leaves`, in order (a leaf already pinned is itself),
-// made by LibTorch's intra-op threads (Python's `num_threads`) when
-// `parallel` (see pin_in_parallel), else one by one. Pinned memory stays
-// alive until the copies that read it complete (LibTorch's pinned allocator
-// records each use on its stream).
+// For each of `leaves`, in order, `send(pinned copy)` (a leaf already
+// pinned is itself), made by LibTorch's intra-op threads (Python's
+// `num_threads`) when `parallel` (see pin_in_parallel), else one by one.
+// Pinned memory stays alive until the copies that read it complete
+// (LibTorch's pinned allocator records each use on its stream).
+template <typename Send>
 std::vector<at::Tensor> pin_leaves(const std::vector<at::Tensor>& leaves,
-                                   bool parallel) {
-  std::vector<at::Tensor> pinned(leaves.size());
+                                   bool parallel, const Send& send) {
+  std::vector<at::Tensor> out(leaves.size());
   const auto pin = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const at::Tensor& t = leaves[static_cast<size_t>(i)];
-      pinned[static_cast<size_t>(i)] = t.is_pinned() ? t : t.pin_memory();
+      out[static_cast<size_t>(i)] = send(t.is_pinned() ? t : t.pin_memory());
     }
   };
   const auto n = static_cast<int64_t>(leaves.size());
@@ -591,7 +593,7 @@ std::vector<at::Tensor> pin_leaves(const std::vector<at::Tensor>& leaves,
   } else {
     pin(0, n);
   }
-  return pinned;
+  return out;
 }
 
 }  // namespace
@@ -603,19 +605,27 @@ TensorDict TensorDict::to(at::Device device, bool non_blocking) const {
       is_consolidated_impl(*impl_)) {
     return TensorDict(consolidated_to(*impl_, device, non_blocking));
   }
-  // CPU leaves bound for a CUDA device without blocking are pinned first by
-  // several threads, then each is sent by one asynchronous copy.
-  std::vector<at::Tensor> staged;  // in leaf_tensors order, when staged
+  // CPU leaves bound for a CUDA device without blocking are pinned by
+  // several threads, and each thread sends a leaf by one asynchronous copy
+  // as soon as it is pinned (on the caller's current stream), so that the
+  // copies overlap the pinning of the next leaves.
+  std::vector<at::Tensor> sent;  // in leaf_tensors order, when sent so
   if (device.is_cuda() && non_blocking && at::hasCUDA()) {
-    std::vector<at::Tensor> leaves = leaf_tensors(*impl_);
-    if (pin_in_parallel(leaves)) staged = pin_leaves(leaves, /*parallel=*/true);
+    const std::vector<at::Tensor> leaves = leaf_tensors(*impl_);
+    if (pin_in_parallel(leaves)) {
+      const c10::Stream stream =
+          c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
+      sent = pin_leaves(leaves, /*parallel=*/true, [&](const at::Tensor& p) {
+        const c10::StreamGuard on_stream(stream);
+        return p.to(device, /*non_blocking=*/true);
+      });
+    }
   }
   size_t k = 0;  // rebuild visits the leaves in leaf_tensors order
   return TensorDict(rebuild(
       *impl_, impl_->batch_size,
       [&](const KeyPath&, const at::Tensor& t) {
-        return staged.empty() ? t.to(device, non_blocking)
-                              : staged[k++].to(device, /*non_blocking=*/true);
+        return sent.empty() ? t.to(device, non_blocking) : sent[k++];
       },
       nullptr,
       [&](const TensorDictImpl&, TensorDictImpl& out) { out.device = device; }));
@@ -641,7 +651,8 @@ TensorDict TensorDict::pin_memory() const {
               "pin_memory: no CUDA device is available");
   const std::vector<at::Tensor> leaves = leaf_tensors(*impl_);
   return TensorDict(
-      rebuild_from(*impl_, pin_leaves(leaves, pin_in_parallel(leaves))));
+      rebuild_from(*impl_, pin_leaves(leaves, pin_in_parallel(leaves),
+                                      [](at::Tensor p) { return p; })));
 }
 
 TensorDict TensorDict::to(at::ScalarType dtype) const {
