@@ -155,7 +155,7 @@ bool is_shared(const TensorDictImpl& impl);
 /// `sample` and the rollout buffer's `minibatches`.
 ImplPtr gather_rows(const TensorDictImpl& src, const at::Tensor& index);
 
-// ---- Persistence (memmap.cpp) ---------------------------------------------
+// ---- Persistence (io/files.cpp, io/consolidate.cpp) ------------------------
 
 /// True when `t`'s storage is a file mapping made by this library (a memmap
 /// leaf's file, or a file of `TensorDict::save`), not a `.tdz` archive's.

@@ -1,14 +1,14 @@
 // Internal: the io layer's file primitives, under the memmap directories,
 // the single-file format and the `.tdz` archives (io/memmap.cpp,
-// io/archive.cpp), and for small files that sit next to memmap directories
-// (the replay buffer's TorchRL metadata, rl/torchrl_files.h); plus the
-// single-file format's metadata for other carriers (dist/remote.cpp). They
-// give every file the same guarantees:
+// io/consolidate.cpp, io/archive.cpp), and for small files that sit next
+// to memmap directories (the replay buffer's TorchRL metadata,
+// rl/torchrl_files.h); plus the single-file format's metadata for other
+// carriers (dist/remote.cpp). They give every file the same guarantees:
 //   - a write replaces a file atomically (a locked temporary file, then
 //     rename; no fsync), and removes the temporaries of dead writers;
 //   - a read opens regular files only, without blocking (a FIFO cannot hang
 //     it), and every failure, JSON included, is a c10::Error naming the file.
-// The primitives are in io/files.cpp; the metadata in io/memmap.cpp.
+// The primitives are in io/files.cpp; the metadata in io/consolidate.cpp.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -1,5 +1,6 @@
-// Persistence: Python tensordict's memmap directory format, consolidation,
-// and single-file save/load. tensordict/persistence.h states the contract.
+// Persistence: Python tensordict's memmap directory format, written and
+// loaded (consolidation and the single file are in io/consolidate.cpp).
+// tensordict/persistence.h states the contract.
 //
 // Memmap directory (one per dict level):
 //   meta.json        {"<key>": {"device": "cpu", "shape": [...],
@@ -40,6 +41,7 @@
 #include "io/archive.h"
 #include "io/files.h"
 #include "io/memmap_names.h"
+#include "io/meta.h"
 #include "tensordict/persistence.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -70,122 +72,19 @@ using detail::tensor_on;
 using detail::TensorDictImpl;
 using detail::TmpFiles;
 using detail::write_all;
+using detail::key_repr;
+using detail::supported_dtype;
+using detail::parse_dtype;
+using detail::checked_nbytes;
+using detail::parse_shape;
+using detail::parse_batch;
+using detail::parse_device;
+using detail::json_excerpt;
 using ordered_json = nlohmann::ordered_json;
 
 namespace {
 
 constexpr size_t kMaxFileName = 255;
-
-// ---------------------------------------------------------------------------
-// Small helpers
-// ---------------------------------------------------------------------------
-
-// "key obs" / "key ('next', 'obs')", like the rest of the library.
-std::string key_repr(const std::vector<std::string>& parts) {
-  if (parts.size() == 1) return "'" + parts.front() + "'";
-  std::string out = "(";
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i) out += ", ";
-    out += "'" + parts[i] + "'";
-  }
-  return out + ")";
-}
-
-std::string key_repr(const detail::KeyPath& path) {
-  std::vector<std::string> parts;
-  parts.reserve(path.parts.size());
-  for (const std::string* p : path.parts) parts.push_back(*p);
-  return key_repr(parts);
-}
-
-// ---- dtypes ---------------------------------------------------------------
-
-bool supported_dtype(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16:
-    case at::kChar: case at::kShort: case at::kInt: case at::kLong:
-    case at::kByte: case at::kBool: case at::kComplexFloat:
-    case at::kComplexDouble:
-      return true;
-    default:
-      return false;
-  }
-}
-
-c10::optional<at::ScalarType> parse_dtype(const std::string& s) {
-  static const std::pair<const char*, at::ScalarType> kTable[] = {
-      {"torch.float32", at::kFloat},    {"torch.float64", at::kDouble},
-      {"torch.float16", at::kHalf},     {"torch.bfloat16", at::kBFloat16},
-      {"torch.int8", at::kChar},        {"torch.int16", at::kShort},
-      {"torch.int32", at::kInt},        {"torch.int64", at::kLong},
-      {"torch.uint8", at::kByte},       {"torch.bool", at::kBool},
-      {"torch.complex64", at::kComplexFloat},
-      {"torch.complex128", at::kComplexDouble},
-  };
-  for (const auto& e : kTable) {
-    if (s == e.first) return e.second;
-  }
-  return c10::nullopt;
-}
-
-// Bytes of a C-contiguous tensor of `shape`, or nullopt when negative or
-// when the product of its non-zero dims (and so a stride) overflows.
-c10::optional<int64_t> checked_nbytes(c10::IntArrayRef shape,
-                                      at::ScalarType dtype) {
-  int64_t n = static_cast<int64_t>(c10::elementSize(dtype));
-  bool zero = false;
-  for (int64_t d : shape) {
-    if (d < 0) return c10::nullopt;
-    if (d == 0) {
-      zero = true;
-    } else if (__builtin_mul_overflow(n, d, &n)) {
-      return c10::nullopt;
-    }
-  }
-  return zero ? 0 : n;
-}
-
-// A JSON list of non-negative int64s, or nullopt.
-c10::optional<std::vector<int64_t>> parse_shape(const ordered_json& j) {
-  if (!j.is_array() || j.size() > 64) return c10::nullopt;
-  std::vector<int64_t> out;
-  out.reserve(j.size());
-  for (const auto& d : j) {
-    if (d.is_number_unsigned()) {
-      const auto v = d.get<uint64_t>();
-      if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return c10::nullopt;
-      }
-      out.push_back(static_cast<int64_t>(v));
-    } else if (d.is_number_integer()) {
-      const auto v = d.get<int64_t>();
-      if (v < 0) return c10::nullopt;
-      out.push_back(v);
-    } else {
-      return c10::nullopt;
-    }
-  }
-  return out;
-}
-
-// Whether `j` nests at most `limit` levels (recursion bounded by `limit`).
-bool shallow(const ordered_json& j, int limit) {
-  if (!j.is_structured()) return true;
-  if (limit == 0) return false;
-  for (const auto& v : j) {
-    if (!shallow(v, limit - 1)) return false;
-  }
-  return true;
-}
-
-// `j` as JSON text for an error message: bounded depth and length (dump()
-// recurses, and the value comes from an untrusted file).
-std::string dump(const ordered_json& j) {
-  if (!shallow(j, 16)) return "(deeply nested JSON)";
-  std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (s.size() > 200) s = s.substr(0, 200) + "...";
-  return s;
-}
 
 // ===========================================================================
 // Writing
@@ -591,35 +490,6 @@ struct LoadCtx {
 };
 
 
-// Python's batch size / device entries of a level.
-std::vector<int64_t> parse_batch(const ordered_json& meta, const std::string& path,
-                                 const char* key, const char* fn) {
-  auto it = meta.find(key);
-  TORCH_CHECK(it != meta.end(), fn, ": '", path, "' has no \"", key, "\" entry");
-  auto shape = parse_shape(*it);
-  TORCH_CHECK(shape.has_value(), fn, ": '", path, "': \"", key,
-              "\" must be a list of non-negative integers, got ", dump(*it));
-  return *shape;
-}
-
-c10::optional<at::Device> parse_device(const ordered_json& meta,
-                                       const std::string& path, const char* fn) {
-  auto it = meta.find("device");
-  if (it == meta.end() || it->is_null()) return c10::nullopt;
-  TORCH_CHECK(it->is_string(), fn, ": '", path,
-              "': \"device\" must be a string, got ", dump(*it));
-  const std::string s = it->get<std::string>();
-  if (s == "None") return c10::nullopt;
-  if (s == "cpu") return at::Device(at::kCPU);
-  c10::optional<at::Device> d;
-  try {
-    d = at::Device(s);
-  } catch (const c10::Error&) {
-  }
-  TORCH_CHECK(d.has_value(), fn, ": '", path, "': unknown device \"", s, "\"");
-  return detail::usable_device(fn, *d);
-}
-
 // The JSON object in `dir`/meta.json (which must exist) for `krepr`'s entry.
 ordered_json read_entry_meta(const LoadCtx& ctx, const std::string& dir,
                              const std::string& krepr) {
@@ -631,7 +501,7 @@ ordered_json read_entry_meta(const LoadCtx& ctx, const std::string& dir,
                              "load_memmap", "'" + path + "'",
                              [](const ordered_json& v) { return v; });
   TORCH_CHECK(j.is_object(), "load_memmap: '", path,
-              "' must hold a JSON object, got ", dump(j));
+              "' must hold a JSON object, got ", json_excerpt(j));
   return j;
 }
 
@@ -650,7 +520,7 @@ ImplPtr load_non_tensor(const LoadCtx& ctx, const std::string& dir, bool stack,
   auto type_it = meta.find("_type");
   TORCH_CHECK(type_it != meta.end() && *type_it == want, "load_memmap: '",
               path, "': key ", krepr, " should hold a ", want, ", but \"_type\" is ",
-              type_it == meta.end() ? std::string("missing") : dump(*type_it));
+              type_it == meta.end() ? std::string("missing") : json_excerpt(*type_it));
   auto data = meta.find("data");
   TORCH_CHECK(data != meta.end() && !(stack && data->is_string()),
               "load_memmap: key ", krepr,
@@ -747,10 +617,10 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
                    const std::string& path, std::vector<std::string>& key_path,
                    LoadCtx& ctx) {
   TORCH_CHECK(meta.is_object(), "load_memmap: '", path,
-              "' must hold a JSON object, got ", dump(meta));
+              "' must hold a JSON object, got ", json_excerpt(meta));
   auto type_it = meta.find("_type");
   TORCH_CHECK(detail::is_tensordict_meta(meta), "load_memmap: '", path, "' does not describe a TensorDict (\"_type\" is ",
-              type_it == meta.end() ? std::string("missing") : dump(*type_it), ")");
+              type_it == meta.end() ? std::string("missing") : json_excerpt(*type_it), ")");
 
   auto impl = detail::make_impl(parse_batch(meta, path, "shape", "load_memmap"),
                                 c10::nullopt);
@@ -768,10 +638,10 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
                 "' has an empty key, which a C++ TensorDict cannot hold");
     const ordered_json& e = it.value();
     TORCH_CHECK(e.is_object(), "load_memmap: '", path, "': the entry of key ", krepr,
-                " must be a JSON object, got ", dump(e));
+                " must be a JSON object, got ", json_excerpt(e));
     auto t_it = e.find("type");
     if (t_it != e.end()) {
-      const std::string type = t_it->is_string() ? t_it->get<std::string>() : dump(*t_it);
+      const std::string type = t_it->is_string() ? t_it->get<std::string>() : json_excerpt(*t_it);
       const bool non_tensor =
           type == "NonTensorData" || type == "NonTensorStack";
       TORCH_CHECK(type == "TensorDict" || non_tensor, "load_memmap: '", path,
@@ -811,13 +681,13 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
     c10::optional<at::ScalarType> dtype;
     if (d_it->is_string()) dtype = parse_dtype(d_it->get<std::string>());
     TORCH_CHECK_TYPE(dtype.has_value(), "load_memmap: '", path, "': key ", krepr,
-                     " has unknown dtype ", dump(*d_it));
+                     " has unknown dtype ", json_excerpt(*d_it));
     auto s_it = e.find("shape");
     TORCH_CHECK(s_it != e.end(), "load_memmap: '", path, "': key ", krepr,
                 " has no \"shape\"");
     auto shape = parse_shape(*s_it);
     TORCH_CHECK(shape.has_value(), "load_memmap: '", path, "': key ", krepr,
-                " has an invalid shape ", dump(*s_it),
+                " has an invalid shape ", json_excerpt(*s_it),
                 " (expected a list of non-negative integers)");
     auto n_it = e.find("is_nested");
     TORCH_CHECK(n_it == e.end() || !n_it->is_boolean() || !n_it->get<bool>(),
@@ -891,171 +761,8 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
   return impl;
 }
 
-// ===========================================================================
-// Consolidation
-// ===========================================================================
-
-int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
-
-// The byte alignment of a leaf in a consolidated buffer: 8, or the element
-// size when larger (complex128), so that every leaf is a valid typed view.
-int64_t leaf_alignment(at::ScalarType t) {
-  return std::max<int64_t>(8, static_cast<int64_t>(c10::elementSize(t)));
-}
-
-// A tree shaped like `src` whose leaves are `fn(leaf)`, with
-// `consolidated = buffer` at every level, and every level on `device` when
-// given.
-template <typename Fn>
-ImplPtr over_buffer(const TensorDictImpl& src, const at::Tensor& buffer,
-                    c10::optional<at::Device> device, const Fn& fn) {
-  return detail::rebuild(
-      src, src.batch_size,
-      [&](const detail::KeyPath&, const at::Tensor& t) { return fn(t); },
-      nullptr, [&](const TensorDictImpl&, TensorDictImpl& out) {
-        out.consolidated = buffer;
-        if (device) out.device = device;
-      });
-}
-
-// ---- single-file format ----------------------------------------------------
-
-ordered_json save_meta(const TensorDictImpl& root, const at::Tensor& buffer) {
-  const int64_t base = buffer.storage_offset();
-  // The entries of each level being described, the innermost last.
-  std::vector<ordered_json> entries;
-  ordered_json out;
-  detail::visit(
-      root,
-      [&](const detail::KeyPath&, const TensorDictImpl&) {
-        entries.push_back(ordered_json::object());
-      },
-      [&](const detail::KeyPath& path, const at::Tensor& t) {
-        ordered_json shape = ordered_json::array();
-        for (int64_t d : t.sizes()) shape.push_back(d);
-        entries.back()[*path.parts.back()] = ordered_json{
-            {"dtype", detail::dtype_name(t.scalar_type())},
-            {"shape", std::move(shape)},
-            {"offset", t.storage_offset() * t.element_size() - base}};
-      },
-      [&](const detail::KeyPath& path, const TensorDictImpl& level) {
-        ordered_json batch = ordered_json::array();
-        for (int64_t d : level.batch_size) batch.push_back(d);
-        ordered_json meta{
-            {"type", "TensorDict"},
-            {"batch_size", std::move(batch)},
-            {"device", level.device ? detail::device_name(*level.device) : "None"},
-            {"entries", std::move(entries.back())}};
-        entries.pop_back();
-        if (entries.empty()) {
-          out = std::move(meta);
-        } else {
-          entries.back()[*path.parts.back()] = std::move(meta);
-        }
-      });
-  return out;
-}
-
-ImplPtr load_meta(const ordered_json& j, const c10::Storage& storage,
-                  const at::Tensor& buffer, int64_t data_size,
-                  const std::string& path, std::vector<std::string>& key_path,
-                  c10::IntArrayRef parent_batch, int depth,
-                  const char* fn = "load") {
-  TORCH_CHECK(depth < 64, fn, ": '", path, "': the dict is nested too deeply");
-  TORCH_CHECK(j.is_object() && j.contains("entries") && j["entries"].is_object(),
-              fn, ": '", path, "': malformed metadata ", key_path.empty() ? "at the root" :
-              "at key " + key_repr(key_path));
-  auto impl = detail::make_impl(parse_batch(j, path, "batch_size", fn), c10::nullopt);
-  TORCH_CHECK(detail::starts_with(impl->batch_size, parent_batch), fn, ": '", path,
-              "': the batch size ", detail::shape_str(impl->batch_size),
-              key_path.empty() ? std::string() : " of key " + key_repr(key_path),
-              " does not start with the parent's batch size ",
-              detail::shape_str(parent_batch));
-  auto dev = parse_device(j, path, fn);
-  TORCH_CHECK(!dev.has_value() || dev->is_cpu(), fn, ": '", path,
-              "': only CPU dicts can be loaded, the file says ", detail::device_name(*dev));
-  impl->device = dev;
-  impl->consolidated = buffer;
-  const ordered_json& entries = j["entries"];
-  for (auto it = entries.begin(); it != entries.end(); ++it) {
-    key_path.push_back(it.key());
-    const std::string krepr = key_repr(key_path);
-    TORCH_CHECK(!it.key().empty(), fn, ": '", path, "' has an empty key");
-    const ordered_json& e = it.value();
-    TORCH_CHECK(e.is_object(), fn, ": '", path, "': the entry of key ", krepr,
-                " must be a JSON object, got ", dump(e));
-    if (e.contains("entries")) {
-      impl->nodes.push_back(Node{it.key(), at::Tensor(),
-                                 load_meta(e, storage, buffer, data_size, path, key_path,
-                                           impl->batch_size, depth + 1, fn)});
-      key_path.pop_back();
-      continue;
-    }
-    c10::optional<at::ScalarType> dtype;
-    if (e.contains("dtype") && e["dtype"].is_string()) {
-      dtype = parse_dtype(e["dtype"].get<std::string>());
-    }
-    TORCH_CHECK_TYPE(dtype.has_value(), fn, ": '", path, "': key ", krepr,
-                     " has unknown dtype ", e.contains("dtype") ? dump(e["dtype"]) : "(none)");
-    c10::optional<std::vector<int64_t>> shape;
-    if (e.contains("shape")) shape = parse_shape(e["shape"]);
-    TORCH_CHECK(shape.has_value(), fn, ": '", path, "': key ", krepr,
-                " has an invalid shape");
-    TORCH_CHECK(detail::starts_with(*shape, impl->batch_size), fn, ": '", path,
-                "': key ", krepr, " has shape ", detail::shape_str(*shape),
-                ", which does not start with the batch size ",
-                detail::shape_str(impl->batch_size));
-    const auto nbytes = checked_nbytes(*shape, *dtype);
-    TORCH_CHECK(nbytes.has_value(), fn, ": '", path, "': key ", krepr,
-                " has shape ", detail::shape_str(*shape), ", which is too large");
-    int64_t offset = -1;
-    if (e.contains("offset") && e["offset"].is_number_integer()) {
-      offset = e["offset"].get<int64_t>();
-    }
-    const int64_t item = static_cast<int64_t>(c10::elementSize(*dtype));
-    TORCH_CHECK(offset >= 0 && offset % item == 0 && offset <= data_size &&
-                    *nbytes <= data_size - offset,
-                fn, ": '", path, "': key ", krepr, " has offset ",
-                e.contains("offset") ? dump(e["offset"]) : "(none)", " and ", *nbytes,
-                " bytes, which do not fit in the file's ", data_size, " data bytes");
-    impl->nodes.push_back(Node{it.key(), tensor_on(storage, offset, *dtype, *shape),
-                               nullptr});
-    key_path.pop_back();
-  }
-  return impl;
-}
 
 }  // namespace
-
-namespace detail {
-
-bool is_consolidated_impl(const TensorDictImpl& impl) {
-  if (!impl.consolidated.defined()) return false;
-  const void* base = impl.consolidated.storage().data_ptr().get();
-  std::vector<const at::Tensor*> leaves;
-  detail::leaf_ptrs(impl, leaves);
-  for (const at::Tensor* t : leaves) {
-    if (!t->has_storage() || t->storage().data_ptr().get() != base) return false;
-  }
-  return true;
-}
-
-ImplPtr consolidated_to(const TensorDictImpl& impl, at::Device device,
-                        bool non_blocking) {
-  const at::Tensor& buf = impl.consolidated;
-  at::Tensor moved = buf.to(device, non_blocking);
-  const int64_t base = buf.storage_offset();  // bytes (uint8)
-  const c10::Storage& storage = moved.storage();
-  const int64_t moved_base = moved.storage_offset();
-  return over_buffer(impl, moved, device, [&](const at::Tensor& t) {
-    const int64_t byte_off = t.storage_offset() * t.element_size() - base + moved_base;
-    at::Tensor v = at::empty({0}, moved.options().dtype(t.scalar_type()));
-    v.set_(storage, byte_off / t.element_size(), t.sizes(), t.strides());
-    return v;
-  });
-}
-
-}  // namespace detail
 
 // ===========================================================================
 // Public API
@@ -1132,150 +839,4 @@ c10::optional<std::string> TensorDict::saved_path() const {
   return impl_->saved_path;
 }
 
-TensorDict TensorDict::consolidate() const {
-  detail::check_no_non_tensor("consolidate", "a consolidated TensorDict",
-                              *impl_);
-  std::vector<const at::Tensor*> leaves;
-  detail::leaf_ptrs(*impl_, leaves);
-  c10::optional<at::Device> dev;
-  std::vector<int64_t> offsets;
-  offsets.reserve(leaves.size());
-  int64_t total = 0;
-  for (const at::Tensor* t : leaves) {
-    TORCH_CHECK_VALUE(t->layout() == at::kStrided && !t->is_quantized(),
-                      "consolidate: every leaf must be a dense (strided) tensor");
-    const at::Device d = detail::normalize_device(t->device());
-    TORCH_CHECK_VALUE(!dev.has_value() || *dev == d,
-                      "consolidate: the leaves live on different devices (",
-                      detail::device_name(*dev), " and ", detail::device_name(d), ")");
-    dev = d;
-    total = align_up(total, leaf_alignment(t->scalar_type()));
-    offsets.push_back(total);
-    total += t->numel() * static_cast<int64_t>(t->element_size());
-  }
-  const at::Device device = dev.value_or(
-      impl_->device.value_or(at::Device(at::kCPU)));
-  at::Tensor buffer = at::empty({total}, at::TensorOptions().dtype(at::kByte).device(device));
-  const c10::Storage& storage = buffer.storage();
-  auto* base = static_cast<uint8_t*>(buffer.data_ptr());
-  size_t i = 0;
-  int64_t prev_end = 0;
-  ImplPtr out = over_buffer(*impl_, buffer, impl_->device, [&](const at::Tensor& t) {
-    const int64_t off = offsets[i++];
-    const int64_t nbytes = t.numel() * static_cast<int64_t>(t.element_size());
-    at::Tensor v = tensor_on(storage, off, t.scalar_type(), t.sizes(), buffer.options());
-    if (device.is_cpu()) {
-      if (off > prev_end) std::memset(base + prev_end, 0, static_cast<size_t>(off - prev_end));
-      if (nbytes > 0) {
-        if (t.is_contiguous()) {
-          std::memcpy(base + off, t.data_ptr(), static_cast<size_t>(nbytes));
-        } else {
-          v.copy_(t);
-        }
-      }
-    } else {
-      v.copy_(t);
-    }
-    prev_end = off + nbytes;
-    return v;
-  });
-  return TensorDict(std::move(out));
-}
-
-bool TensorDict::is_consolidated() const {
-  return detail::is_consolidated_impl(*impl_);
-}
-
-void TensorDict::save(const std::string& path) const {
-  TORCH_CHECK_VALUE(!path.empty(), "save: the file name is empty");
-  detail::check_no_non_tensor("save", "a saved file", *impl_);
-  bool reuse = is_consolidated() && impl_->consolidated.device().is_cpu();
-  if (reuse) {
-    std::vector<const at::Tensor*> leaves;
-    detail::leaf_ptrs(*impl_, leaves);
-    for (const at::Tensor* t : leaves) reuse = reuse && t->is_contiguous();
-  }
-  TensorDict c = reuse ? *this : cpu().consolidate();
-  const at::Tensor& buf = TensorDictImpl::of(c).consolidated;
-  std::string meta;
-  try {
-    meta = save_meta(TensorDictImpl::of(c), buf).dump();
-  } catch (const nlohmann::json::exception&) {
-    TORCH_CHECK_VALUE(false, "save: a key is not valid UTF-8");
-  }
-  const auto [dir, name] = detail::split_path(path);
-  TmpFiles tmps;
-  try {
-    remove_stale_tmps(dir, name);
-    std::string tmp;
-    const int fd = tmps.create(dir, name, buf.data_ptr(),
-                               static_cast<size_t>(buf.numel()), Space::kSparse,
-                               tmp);
-    write_all(fd, meta.data(), meta.size(), tmp);
-    const int64_t len = static_cast<int64_t>(meta.size());
-    write_all(fd, &len, sizeof(len), tmp);
-    rename_or_throw(tmp, path);
-  } catch (const c10::Error& e) {
-    tmps.remove_all();
-    TORCH_CHECK(false, "save: ", e.msg());
-  }
-}
-
-TensorDict TensorDict::load(const std::string& path) {
-  struct stat st {};
-  Fd fd = open_regular_file(path, /*writable=*/false, "load: ", st);
-  TORCH_CHECK(fd.valid(), "load: '", path, "' does not exist");
-  const int64_t size = st.st_size;
-  TORCH_CHECK(size >= 8, "load: '", path, "' holds ", size,
-              " bytes, too few for a saved TensorDict (it ends with an 8-byte length)");
-  // Copy-on-write mapping: writes into the loaded dict do not reach the file.
-  c10::Storage storage = map_storage(fd.get(), static_cast<size_t>(size),
-                                     static_cast<size_t>(size), true, false, path);
-  const auto* bytes = static_cast<const char*>(storage.data());
-  int64_t len = 0;
-  std::memcpy(&len, bytes + size - 8, sizeof(len));
-  TORCH_CHECK(len >= 0 && len <= size - 8, "load: '", path,
-              "' is not a saved TensorDict (its metadata length ", len,
-              " does not fit in its ", size, " bytes)");
-  const int64_t data_size = size - 8 - len;
-  storage.set_nbytes(static_cast<size_t>(data_size));
-  at::Tensor buffer = tensor_on(storage, 0, at::kByte, {data_size});
-  return TensorDict(read_json(
-      bytes + data_size, bytes + data_size + len, "load",
-      "'" + path + "': the metadata", [&](const ordered_json& meta) {
-        TORCH_CHECK(meta.is_object() &&
-                        meta.value("type", ordered_json()) == "TensorDict",
-                    "load: '", path, "' does not hold a saved TensorDict");
-        std::vector<std::string> key_path;
-        return load_meta(meta, storage, buffer, data_size, path, key_path, {},
-                         0);
-      }));
-}
-
-// ===========================================================================
-// The single-file format's metadata, for other carriers (io/files.h)
-// ===========================================================================
-
-namespace detail {
-
-c10::optional<at::ScalarType> dtype_from_name(const std::string& name) {
-  return parse_dtype(name);
-}
-
-nlohmann::ordered_json consolidated_meta(const TensorDictImpl& root,
-                                         const at::Tensor& buffer) {
-  return save_meta(root, buffer);
-}
-
-ImplPtr dict_from_consolidated_meta(const nlohmann::ordered_json& meta,
-                                    const at::Tensor& buffer, const char* fn,
-                                    const std::string& source) {
-  TORCH_CHECK(meta.is_object() && meta.value("type", ordered_json()) == "TensorDict",
-              fn, ": '", source, "' does not describe a TensorDict");
-  std::vector<std::string> key_path;
-  return load_meta(meta, buffer.storage(), buffer, buffer.numel(), source,
-                   key_path, {}, 0, fn);
-}
-
-}  // namespace detail
 }  // namespace tensordict

@@ -1,7 +1,5 @@
-// Structural operations: stack / cat (into fresh or preallocated storage),
-// splitting (unbind / split / chunk) and shape ops over the batch dims.
-//
-// stack / cat / stack_out / cat_out share one write routine:
+// stack / cat / stack_out / cat_out: joining dicts into fresh or
+// preallocated storage, through one write routine:
 //   1. validate the inputs (non-empty, dim, batch sizes, keys, leaf shapes)
 //      in one pass that gathers every input's leaves into a flat table in
 //      the first input's depth-first leaf order, noting each source's bytes
@@ -37,6 +35,7 @@
 #include "core/non_tensor.h"
 #include "core/tree.h"
 #include "core/write_plan.h"
+#include "ops/common.h"
 #include "tensordict/functional.h"
 #include "tensordict/tensor_dict.h"
 
@@ -45,7 +44,6 @@ namespace tensordict {
 using detail::ImplPtr;
 using detail::Node;
 using detail::TensorDictImpl;
-using detail::key_vec_str;
 using detail::make_impl;
 using detail::shape_str;
 using detail::LeafName;
@@ -61,26 +59,9 @@ using detail::Match;
 using detail::Next;
 using detail::Pairing;
 using detail::pair_walk;
+using detail::wrap_dim;
 
 namespace {
-
-// ===========================================================================
-// Shared helpers
-// ===========================================================================
-
-// Wraps `dim` into [0, n) (n valid positions, negative counting from the
-// end). `what` is "a TensorDict" or "TensorDicts".
-int64_t wrap_dim(const char* op, int64_t dim, int64_t n,
-                 c10::IntArrayRef batch, const char* what = "a TensorDict") {
-  TORCH_CHECK_INDEX(n > 0, op, ": dim ", dim, " is out of range for ", what,
-                    " with batch_size ", shape_str(batch),
-                    " (no batch dimensions)");
-  TORCH_CHECK_INDEX(dim >= -n && dim < n, op, ": dim ", dim,
-                    " is out of range for ", what, " with batch_size ",
-                    shape_str(batch), " (expected a dim in [", -n, ", ", n - 1,
-                    "])");
-  return dim < 0 ? dim + n : dim;
-}
 
 // ===========================================================================
 // stack / cat
@@ -498,10 +479,10 @@ class Join {
     }
     g.needs_grad.assign(num_leaves, 0);
     g.same_dtype.assign(num_leaves, 1);
-    const size_t slots = num_leaves * static_cast<size_t>(n);
-    g.leaves.resize(slots);
-    g.impls.resize(slots);
-    g.data.resize(slots);
+    const size_t table_size = num_leaves * static_cast<size_t>(n);
+    g.leaves.resize(table_size);
+    g.impls.resize(table_size);
+    g.data.resize(table_size);
     lens.assign(is_cat ? static_cast<size_t>(n) : 0, 0);
     grad_mode = c10::GradMode::is_enabled();
     common_device = ref.device;
@@ -651,24 +632,24 @@ class Join {
                       shape_str(batch));
         },
         [&](const detail::KeyPath& path, size_t k, const at::Tensor& r,
-            const at::Tensor* d, const TensorDictImpl*,
+            const at::Tensor* dst, const TensorDictImpl*,
             const c10::optional<at::Device>& level_device) {
           TORCH_INTERNAL_ASSERT(k < num_leaves);
           OutLeaf& s = slots[k];
           s.shape = spec.joined(r.sizes());
-          if (d == nullptr) {
+          if (dst == nullptr) {
             s.dtype = r.scalar_type();
             s.device = level_device ? *level_device : r.device();
             return;
           }
-          TORCH_CHECK(d->sizes().equals(s.shape), op, ": key ",
+          TORCH_CHECK(dst->sizes().equals(s.shape), op, ": key ",
                       path.key().str(), ": out's leaf has shape ",
-                      shape_str(d->sizes()), ", expected ", shape_str(s.shape),
+                      shape_str(dst->sizes()), ", expected ", shape_str(s.shape),
                       is_cat ? " (the concatenated shape)"
                              : " (the stacked shape)");
-          check_leaf_write(op, path.key(), *d, at::Tensor(), WriteKind::kOut);
-          s.dtype = d->scalar_type();
-          s.device = d->device();
+          check_leaf_write(op, path.key(), *dst, at::Tensor(), WriteKind::kOut);
+          s.dtype = dst->scalar_type();
+          s.device = dst->device();
         },
         /*may_create=*/true, /*joins=*/fresh);
     TORCH_INTERNAL_ASSERT(targets->leaves().size() == num_leaves);
@@ -951,107 +932,6 @@ IndexedTensorDict join_into_indexed(const IndexedTensorDict& out,
   return out;
 }
 
-// ===========================================================================
-// Shape ops and splitting
-// ===========================================================================
-
-// A new tree with `fn(leaf)` on every leaf; the root's batch size becomes
-// `batch` (each sub-dict's: `batch` followed by its own extra dims). `dims`
-// says where the new batch dims come from, for non-tensor stacks (without
-// it, every dim of a stack stays a stack dim).
-template <typename Fn>
-ImplPtr with_batch(const TensorDictImpl& src, c10::IntArrayRef batch,
-                   const Fn& fn, const detail::DimMap* dims = nullptr) {
-  return detail::rebuild(
-      src, batch.vec(),
-      [&](const detail::KeyPath&, const at::Tensor& t) { return fn(t); },
-      nullptr, detail::NoLevelHook(), detail::NonTensors::kIndex, dims);
-}
-
-// The DimMap of an op that removes batch dim `d` (select, squeeze).
-detail::DimMap removing_dim(const TensorDictImpl& src, int64_t d) {
-  detail::DimMap m = detail::DimMap::identity(src.batch_dims());
-  m.from.erase(m.from.begin() + d);
-  return m;
-}
-
-// `shape` followed by `t`'s dims beyond `bd`.
-std::vector<int64_t> with_trailing(c10::IntArrayRef shape, const at::Tensor& t,
-                                   size_t bd) {
-  return detail::concat(shape, t.sizes().slice(bd));
-}
-
-// Resolves a -1 in `shape` against `numel` elements.
-std::vector<int64_t> infer_shape(const char* op, c10::IntArrayRef shape,
-                                 c10::IntArrayRef batch) {
-  int64_t numel = 1;
-  for (int64_t s : batch) numel *= s;
-  int64_t known = 1;
-  int64_t infer_at = -1;
-  for (size_t j = 0; j < shape.size(); ++j) {
-    if (shape[j] == -1) {
-      TORCH_CHECK(infer_at < 0, op, ": only one dimension can be inferred in ",
-                  shape_str(shape));
-      infer_at = static_cast<int64_t>(j);
-    } else {
-      TORCH_CHECK(shape[j] >= 0, op, ": invalid shape ", shape_str(shape),
-                  " (negative dimension)");
-      known *= shape[j];
-    }
-  }
-  std::vector<int64_t> out = shape.vec();
-  if (infer_at >= 0) {
-    TORCH_CHECK(known != 0 && numel % known == 0, op, ": shape ",
-                shape_str(shape), " is invalid for a TensorDict with batch_size ",
-                shape_str(batch), " (", numel, " elements)");
-    out[static_cast<size_t>(infer_at)] = numel / known;
-  } else {
-    TORCH_CHECK(known == numel, op, ": shape ", shape_str(shape),
-                " is invalid for a TensorDict with batch_size ",
-                shape_str(batch), " (", numel, " elements)");
-  }
-  return out;
-}
-
-// One output dict per piece: narrow (len >= 0) or select (len < 0) of dim
-// `d` at `starts[j]`.
-struct Pieces {
-  std::vector<int64_t> starts;
-  std::vector<int64_t> lengths;  // -1: select (the dim is removed)
-};
-
-std::vector<ImplPtr> split_impl(const TensorDictImpl& src, size_t d,
-                                const Pieces& p) {
-  const int64_t dim = static_cast<int64_t>(d);
-  std::vector<ImplPtr> out;
-  out.reserve(p.starts.size());
-  for (size_t j = 0; j < p.starts.size(); ++j) {
-    std::vector<int64_t> batch = src.batch_size;
-    const detail::DimMap dims = p.lengths[j] < 0
-                                    ? removing_dim(src, dim)
-                                    : detail::DimMap::identity(src.batch_dims());
-    if (p.lengths[j] < 0) {
-      batch.erase(batch.begin() + dim);
-    } else {
-      batch[d] = p.lengths[j];
-    }
-    out.push_back(with_batch(
-        src, batch,
-        [&](const at::Tensor& t) {
-          return p.lengths[j] < 0 ? t.select(dim, p.starts[j])
-                                  : t.narrow(dim, p.starts[j], p.lengths[j]);
-        },
-        &dims));
-  }
-  return out;
-}
-
-std::vector<TensorDict> wrap_all(std::vector<ImplPtr> impls) {
-  std::vector<TensorDict> out;
-  out.reserve(impls.size());
-  for (auto& i : impls) out.push_back(TensorDictImpl::wrap(std::move(i)));
-  return out;
-}
 
 }  // namespace
 
@@ -1091,492 +971,5 @@ const TensorDict& cat_out(const TensorDict& out,
   return out;
 }
 
-// ===========================================================================
-// Splitting
-// ===========================================================================
-
-std::vector<TensorDict> TensorDict::unbind(int64_t dim) const {
-  const auto& b = impl_->batch_size;
-  const size_t d =
-      static_cast<size_t>(wrap_dim("unbind", dim, impl_->batch_dims(), b));
-  Pieces p;
-  for (int64_t i = 0; i < b[d]; ++i) {
-    p.starts.push_back(i);
-    p.lengths.push_back(-1);
-  }
-  return wrap_all(split_impl(*impl_, d, p));
-}
-
-std::vector<TensorDict> TensorDict::split(int64_t split_size,
-                                          int64_t dim) const {
-  const auto& b = impl_->batch_size;
-  const size_t d =
-      static_cast<size_t>(wrap_dim("split", dim, impl_->batch_dims(), b));
-  const int64_t size = b[d];
-  TORCH_CHECK_VALUE(split_size > 0 || (split_size == 0 && size == 0),
-                    "split: split_size must be positive, got ", split_size,
-                    " (TensorDict batch_size ", shape_str(b), ")");
-  const int64_t count =
-      split_size == 0 ? 1
-                      : std::max<int64_t>((size + split_size - 1) / split_size, 1);
-  Pieces p;
-  for (int64_t j = 0; j < count; ++j) {
-    const int64_t start = j * split_size;
-    p.starts.push_back(start);
-    p.lengths.push_back(std::min(split_size, size - start));
-  }
-  return wrap_all(split_impl(*impl_, d, p));
-}
-
-std::vector<TensorDict> TensorDict::split(c10::IntArrayRef split_sizes,
-                                          int64_t dim) const {
-  const auto& b = impl_->batch_size;
-  const size_t d =
-      static_cast<size_t>(wrap_dim("split", dim, impl_->batch_dims(), b));
-  int64_t sum = 0;
-  Pieces p;
-  for (int64_t s : split_sizes) {
-    TORCH_CHECK_VALUE(s >= 0, "split: split_sizes ", shape_str(split_sizes),
-                      " has a negative entry (TensorDict batch_size ",
-                      shape_str(b), ")");
-    p.starts.push_back(sum);
-    p.lengths.push_back(s);
-    sum += s;
-  }
-  TORCH_CHECK_VALUE(sum == b[d], "split: split_sizes ", shape_str(split_sizes),
-                    " sum to ", sum, ", but batch dim ", d, " has size ", b[d],
-                    " (TensorDict batch_size ", shape_str(b), ")");
-  return wrap_all(split_impl(*impl_, d, p));
-}
-
-std::vector<TensorDict> TensorDict::chunk(int64_t chunks, int64_t dim) const {
-  const auto& b = impl_->batch_size;
-  const size_t d =
-      static_cast<size_t>(wrap_dim("chunk", dim, impl_->batch_dims(), b));
-  TORCH_CHECK_VALUE(chunks > 0, "chunk: chunks must be positive, got ", chunks,
-                    " (TensorDict batch_size ", shape_str(b), ")");
-  const int64_t size = b[d];
-  const int64_t split_size = (size + chunks - 1) / chunks;
-  if (split_size == 0 && size == 0) {
-    // Like at::chunk: `chunks` empty pieces.
-    std::vector<int64_t> sizes(static_cast<size_t>(chunks), 0);
-    return split(sizes, static_cast<int64_t>(d));
-  }
-  return split(split_size, static_cast<int64_t>(d));
-}
-
-// ===========================================================================
-// Shape ops
-// ===========================================================================
-
-TensorDict TensorDict::reshape(c10::IntArrayRef shape) const {
-  const size_t bd = impl_->batch_size.size();
-  auto nb = infer_shape("reshape", shape, impl_->batch_size);
-  return TensorDictImpl::wrap(
-      with_batch(*impl_, nb, [&](const at::Tensor& t) {
-        return t.reshape(with_trailing(nb, t, bd));
-      }));
-}
-
-TensorDict TensorDict::view(c10::IntArrayRef shape) const {
-  const size_t bd = impl_->batch_size.size();
-  auto nb = infer_shape("view", shape, impl_->batch_size);
-  size_t k = 0;  // the leaf's index, in depth-first order
-  return TensorDictImpl::wrap(
-      with_batch(*impl_, nb, [&](const at::Tensor& t) {
-        try {
-          at::Tensor v = t.view(with_trailing(nb, t, bd));
-          ++k;
-          return v;
-        } catch (const c10::Error&) {
-          std::vector<NestedKey> keys;
-          detail::collect_keys(*impl_, nullptr, true, true, keys);
-          TORCH_CHECK(false, "view: key ", keys[k].str(),
-                      ": cannot view batch_size ",
-                      shape_str(impl_->batch_size), " as ", shape_str(nb),
-                      " (leaf shape ", shape_str(t.sizes()), ", strides ",
-                      shape_str(t.strides()), "); use reshape()");
-          throw;  // unreachable
-        }
-      }));
-}
-
-TensorDict TensorDict::unsqueeze(int64_t dim) const {
-  const auto& b = impl_->batch_size;
-  const int64_t d = wrap_dim("unsqueeze", dim, impl_->batch_dims() + 1, b);
-  std::vector<int64_t> nb = b;
-  nb.insert(nb.begin() + d, 1);
-  detail::DimMap dims = detail::DimMap::identity(impl_->batch_dims());
-  dims.from.insert(dims.from.begin() + d, detail::DimMap::kNew);
-  return TensorDictImpl::wrap(with_batch(
-      *impl_, nb, [&](const at::Tensor& t) { return t.unsqueeze(d); },
-      &dims));
-}
-
-TensorDict TensorDict::squeeze() const {
-  const auto& b = impl_->batch_size;
-  std::vector<int64_t> nb;
-  std::vector<int64_t> removed;  // descending
-  for (size_t j = b.size(); j-- > 0;) {
-    if (b[j] == 1) {
-      removed.push_back(static_cast<int64_t>(j));
-    }
-  }
-  for (int64_t s : b) {
-    if (s != 1) nb.push_back(s);
-  }
-  detail::DimMap dims = detail::DimMap::identity(impl_->batch_dims());
-  for (int64_t j : removed) dims.from.erase(dims.from.begin() + j);
-  return TensorDictImpl::wrap(with_batch(
-      *impl_, nb,
-      [&](const at::Tensor& t) {
-        at::Tensor r = t;
-        for (int64_t j : removed) r = r.squeeze(j);
-        return r;
-      },
-      &dims));
-}
-
-TensorDict TensorDict::squeeze(int64_t dim) const {
-  const auto& b = impl_->batch_size;
-  const int64_t d = wrap_dim("squeeze", dim, impl_->batch_dims(), b);
-  std::vector<int64_t> nb = b;
-  const bool removed = nb[static_cast<size_t>(d)] == 1;
-  if (removed) nb.erase(nb.begin() + d);
-  const detail::DimMap dims = removed
-                                  ? removing_dim(*impl_, d)
-                                  : detail::DimMap::identity(impl_->batch_dims());
-  return TensorDictImpl::wrap(with_batch(
-      *impl_, nb, [&](const at::Tensor& t) { return t.squeeze(d); }, &dims));
-}
-
-TensorDict TensorDict::permute(c10::IntArrayRef dims) const {
-  const auto& b = impl_->batch_size;
-  const int64_t bd = impl_->batch_dims();
-  std::vector<int64_t> perm;
-  std::vector<char> seen(b.size(), 0);
-  bool ok = static_cast<int64_t>(dims.size()) == bd;
-  for (int64_t x : dims) {
-    if (!ok) break;
-    if (x < -bd || x >= bd) {
-      ok = false;
-      break;
-    }
-    const int64_t w = x < 0 ? x + bd : x;
-    if (seen[static_cast<size_t>(w)]) ok = false;
-    seen[static_cast<size_t>(w)] = 1;
-    perm.push_back(w);
-  }
-  TORCH_CHECK_INDEX(ok, "permute: dims ", shape_str(dims),
-                    " are not a permutation of the batch dims of a TensorDict "
-                    "with batch_size ",
-                    shape_str(b));
-  std::vector<int64_t> nb;
-  for (int64_t p : perm) nb.push_back(b[static_cast<size_t>(p)]);
-  detail::DimMap moved;
-  moved.in_dims = bd;
-  moved.from.assign(perm.begin(), perm.end());
-  return TensorDictImpl::wrap(with_batch(
-      *impl_, nb,
-      [&](const at::Tensor& t) {
-        std::vector<int64_t> full = perm;
-        for (int64_t j = bd; j < t.dim(); ++j) full.push_back(j);
-        return t.permute(full);
-      },
-      &moved));
-}
-
-TensorDict TensorDict::transpose(int64_t dim0, int64_t dim1) const {
-  const auto& b = impl_->batch_size;
-  const int64_t d0 = wrap_dim("transpose", dim0, impl_->batch_dims(), b);
-  const int64_t d1 = wrap_dim("transpose", dim1, impl_->batch_dims(), b);
-  std::vector<int64_t> nb = b;
-  std::swap(nb[static_cast<size_t>(d0)], nb[static_cast<size_t>(d1)]);
-  detail::DimMap dims = detail::DimMap::identity(impl_->batch_dims());
-  std::swap(dims.from[static_cast<size_t>(d0)], dims.from[static_cast<size_t>(d1)]);
-  return TensorDictImpl::wrap(with_batch(
-      *impl_, nb, [&](const at::Tensor& t) { return t.transpose(d0, d1); },
-      &dims));
-}
-
-TensorDict TensorDict::flatten(int64_t start_dim, int64_t end_dim) const {
-  const auto& b = impl_->batch_size;
-  const int64_t s = wrap_dim("flatten", start_dim, impl_->batch_dims(), b);
-  const int64_t e = wrap_dim("flatten", end_dim, impl_->batch_dims(), b);
-  TORCH_CHECK_VALUE(s <= e, "flatten: start_dim ", start_dim,
-                    " must not come after end_dim ", end_dim,
-                    " (TensorDict batch_size ", shape_str(b), ")");
-  std::vector<int64_t> nb(b.begin(), b.begin() + s);
-  int64_t prod = 1;
-  for (int64_t j = s; j <= e; ++j) prod *= b[static_cast<size_t>(j)];
-  nb.push_back(prod);
-  nb.insert(nb.end(), b.begin() + e + 1, b.end());
-  return TensorDictImpl::wrap(
-      with_batch(*impl_, nb,
-                [&](const at::Tensor& t) { return t.flatten(s, e); }));
-}
-
-TensorDict TensorDict::unflatten(int64_t dim, c10::IntArrayRef sizes) const {
-  const auto& b = impl_->batch_size;
-  const int64_t d = wrap_dim("unflatten", dim, impl_->batch_dims(), b);
-  TORCH_CHECK_VALUE(!sizes.empty(), "unflatten: sizes must be non-empty");
-  const int64_t size = b[static_cast<size_t>(d)];
-  // Resolve -1 as reshape does, with the dim's size as the element count.
-  std::vector<int64_t> resolved;
-  try {
-    resolved = infer_shape("unflatten", sizes, {size});
-  } catch (const c10::Error&) {
-    TORCH_CHECK_VALUE(false, "unflatten: sizes ", shape_str(sizes),
-                      " don't multiply up to the size of batch dim ", d, " (",
-                      size, ") of a TensorDict with batch_size ", shape_str(b));
-  }
-  std::vector<int64_t> nb(b.begin(), b.begin() + d);
-  nb.insert(nb.end(), resolved.begin(), resolved.end());
-  nb.insert(nb.end(), b.begin() + d + 1, b.end());
-  return TensorDictImpl::wrap(
-      with_batch(*impl_, nb, [&](const at::Tensor& t) {
-        std::vector<int64_t> shape(t.sizes().begin(), t.sizes().begin() + d);
-        shape.insert(shape.end(), resolved.begin(), resolved.end());
-        shape.insert(shape.end(), t.sizes().begin() + d + 1, t.sizes().end());
-        return t.view(shape);
-      }));
-}
-
-TensorDict TensorDict::expand(c10::IntArrayRef shape) const {
-  const auto& b = impl_->batch_size;
-  const size_t bd = b.size();
-  bool ok = shape.size() >= bd;
-  std::vector<int64_t> nb;
-  if (ok) {
-    const size_t lead = shape.size() - bd;
-    for (size_t j = 0; j < shape.size() && ok; ++j) {
-      const int64_t t = shape[j];
-      if (j < lead) {
-        ok = t >= 0;
-        nb.push_back(t);
-        continue;
-      }
-      const int64_t cur = b[j - lead];
-      if (t == -1) {
-        nb.push_back(cur);
-      } else {
-        ok = t >= 0 && (cur == t || cur == 1);
-        nb.push_back(t);
-      }
-    }
-  }
-  TORCH_CHECK(ok, "expand: cannot expand a TensorDict with batch_size ",
-              shape_str(b), " to ", shape_str(shape));
-  detail::DimMap dims = detail::DimMap::identity(static_cast<int64_t>(bd));
-  dims.from.insert(dims.from.begin(), shape.size() - bd, detail::DimMap::kNew);
-  return TensorDictImpl::wrap(with_batch(
-      *impl_, nb,
-      [&](const at::Tensor& t) { return t.expand(with_trailing(nb, t, bd)); },
-      &dims));
-}
-
-// ===========================================================================
-// Selection, repetition and padding (Python's semantics)
-// ===========================================================================
-
-namespace {
-
-// "<dtype> <shape>" of an argument tensor, for errors.
-std::string tensor_desc(const at::Tensor& t) {
-  return t.defined() ? detail::dtype_name(t.scalar_type()) + " " +
-                           shape_str(t.sizes())
-                     : std::string("an undefined tensor");
-}
-
-}  // namespace
-
-TensorDict TensorDict::masked_select(const at::Tensor& mask) const {
-  const auto& b = impl_->batch_size;
-  TORCH_CHECK_VALUE(mask.defined() && mask.scalar_type() == at::kBool &&
-                        mask.sizes() == c10::IntArrayRef(b),
-                    "masked_select: the mask must be a bool tensor of the "
-                    "batch shape ",
-                    shape_str(b), ", got ", tensor_desc(mask));
-  const std::vector<int64_t> nb = {mask.sum().item<int64_t>()};
-  return TensorDictImpl::wrap(with_batch(*impl_, nb, [&](const at::Tensor& t) {
-    return t.index({mask.to(t.device())});  // no copy on the same device
-  }));
-}
-
-TensorDict TensorDict::repeat(c10::IntArrayRef repeats) const {
-  const auto& b = impl_->batch_size;
-  bool ok = repeats.size() == b.size();
-  for (size_t d = 0; ok && d < repeats.size(); ++d) ok = repeats[d] >= 0;
-  TORCH_CHECK_VALUE(ok, "repeat: expected one non-negative count per batch "
-                    "dim of batch_size ", shape_str(b), ", got ",
-                    shape_str(repeats));
-  std::vector<int64_t> nb = b;
-  for (size_t d = 0; d < nb.size(); ++d) nb[d] *= repeats[d];
-  return TensorDictImpl::wrap(with_batch(*impl_, nb, [&](const at::Tensor& t) {
-    std::vector<int64_t> reps = repeats.vec();
-    reps.resize(static_cast<size_t>(t.dim()), 1);
-    return t.repeat(reps);
-  }));
-}
-
-TensorDict TensorDict::gather(int64_t dim, const at::Tensor& index) const {
-  const auto& b = impl_->batch_size;
-  const int64_t bd = impl_->batch_dims();
-  const int64_t d = wrap_dim("gather", dim, bd, b);
-  TORCH_CHECK_VALUE(index.defined() && index.scalar_type() == at::kLong &&
-                        index.dim() == bd,
-                    "gather: index must be an int64 tensor with one dim per "
-                    "batch dim of batch_size ",
-                    shape_str(b), ", got ", tensor_desc(index));
-  bool fits = true;
-  for (int64_t k = 0; k < bd; ++k) {
-    fits = fits && (k == d || index.size(k) <= b[static_cast<size_t>(k)]);
-  }
-  TORCH_CHECK_INDEX(fits, "gather: index of shape ", shape_str(index.sizes()),
-                    " is larger than batch_size ", shape_str(b),
-                    " outside dim ", d);
-  if (index.numel() > 0) {
-    const int64_t lo = index.min().item<int64_t>();
-    const int64_t hi = index.max().item<int64_t>();
-    TORCH_CHECK_INDEX(lo >= 0 && hi < b[static_cast<size_t>(d)],
-                      "gather: index values must be in [0, ",
-                      b[static_cast<size_t>(d)], ") along batch dim ", d,
-                      ", got values in [", lo, ", ", hi, "]");
-  }
-  const std::vector<int64_t> nb = index.sizes().vec();
-  return TensorDictImpl::wrap(with_batch(*impl_, nb, [&](const at::Tensor& t) {
-    std::vector<int64_t> view = nb;
-    view.resize(static_cast<size_t>(t.dim()), 1);
-    const at::Tensor idx =
-        index.to(t.device())
-            .view(view)
-            .expand(with_trailing(nb, t, static_cast<size_t>(bd)));
-    return t.gather(d, idx);
-  }));
-}
-
-TensorDict TensorDict::sort(const NestedKey& key, int64_t dim,
-                            bool descending) const {
-  const auto& b = impl_->batch_size;
-  const int64_t d = wrap_dim("sort", dim, impl_->batch_dims(), b);
-  const at::Tensor v = get(key);
-  bool ok = v.dim() >= static_cast<int64_t>(b.size()) &&
-            v.sizes().slice(0, b.size()) == c10::IntArrayRef(b);
-  for (int64_t k = static_cast<int64_t>(b.size()); ok && k < v.dim(); ++k) {
-    ok = v.size(k) == 1;
-  }
-  TORCH_CHECK_VALUE(ok, "sort: key ", key.str(), " has shape ",
-                    shape_str(v.sizes()),
-                    "; sorting by it needs the batch shape ", shape_str(b),
-                    " (trailing dims of size 1 allowed)");
-  const at::Tensor order =
-      std::get<1>(at::sort(v.reshape(b), /*stable=*/true, d, descending));
-  return gather(d, order.to(at::kCPU));
-}
-
-TensorDict pad(const TensorDict& td, c10::IntArrayRef pad_size, double value) {
-  const auto& impl = TensorDictImpl::of(td);
-  const auto& b = impl.batch_size;
-  TORCH_CHECK_VALUE(pad_size.size() % 2 == 0 && pad_size.size() <= 2 * b.size(),
-                    "pad: pad_size must hold a (before, after) pair per padded "
-                    "batch dim, at most ",
-                    b.size(), " pairs for batch_size ", shape_str(b), ", got ",
-                    shape_str(pad_size));
-  std::vector<int64_t> nb = b;
-  for (size_t i = 0; i < pad_size.size(); ++i) nb[i / 2] += pad_size[i];
-  for (size_t d = 0; d < nb.size(); ++d) {
-    TORCH_CHECK_VALUE(nb[d] >= 0, "pad: pad_size ", shape_str(pad_size),
-                      " crops batch dim ", d, " of batch_size ", shape_str(b),
-                      " below 0");
-  }
-  return TensorDictImpl::wrap(detail::rebuild(
-      impl, nb,
-      [&](const KeyPath&, const at::Tensor& t) {
-        // constant_pad_nd takes (before, after) pairs from the last dim on.
-        std::vector<int64_t> p(2 * static_cast<size_t>(t.dim()), 0);
-        for (size_t j = 0; j < pad_size.size() / 2; ++j) {
-          const size_t slot = static_cast<size_t>(t.dim()) - 1 - j;
-          p[2 * slot] = pad_size[2 * j];
-          p[2 * slot + 1] = pad_size[2 * j + 1];
-        }
-        return at::constant_pad_nd(t, p, value);
-      },
-      "pad"));
-}
-
-TensorDict pad_sequence(const std::vector<TensorDict>& tds, int64_t pad_dim,
-                        double padding_value, bool return_mask,
-                        const NestedKey& masks_key) {
-  TORCH_CHECK_VALUE(!tds.empty(), "pad_sequence: the list of TensorDicts is empty");
-  // Python 0.4's tensordict.pad_sequence, step for step. First the longest
-  // length along pad_dim, and the masks (one per leaf, of the input's batch
-  // shape, plus the padded dim when it is past the batch dims).
-  const auto& first = TensorDictImpl::of(tds[0]);
-  bool update_batch = true;
-  int64_t longest = -1;
-  std::vector<TensorDict> in;
-  in.reserve(tds.size());
-  for (size_t i = 0; i < tds.size(); ++i) {
-    std::vector<at::Tensor> va, vb;
-    detail::pair_leaves(first, TensorDictImpl::of(tds[i]), "pad_sequence", va, vb);
-    const TensorDict td = return_mask ? tds[i].copy() : tds[i];
-    const auto& b = TensorDictImpl::of(tds[i]).batch_size;
-    for (size_t j = 0; j < vb.size(); ++j) {
-      const at::Tensor& t = vb[j];
-      const NestedKey key = leaf_key(first, j);
-      TORCH_CHECK_VALUE(t.dim() > 0, "pad_sequence: key ", key.str(),
-                        " is a scalar; scalars cannot be padded");
-      const int64_t pos = pad_dim >= 0 ? pad_dim : t.dim() + pad_dim;
-      TORCH_CHECK_INDEX(pos >= 0 && pos < t.dim(), "pad_sequence: pad_dim ",
-                        pad_dim, " is out of range for key ", key.str(),
-                        " of shape ", shape_str(t.sizes()));
-      longest = std::max(longest, t.size(pos));
-      std::vector<int64_t> mask_shape = b;
-      if (pos >= static_cast<int64_t>(b.size())) {
-        mask_shape.push_back(t.size(pos));
-        update_batch = false;
-      }
-      if (return_mask) {
-        td.set(masks_key.join(key), at::ones(mask_shape, at::TensorOptions(at::kBool)));
-      }
-    }
-    in.push_back(td);
-  }
-  std::vector<int64_t> shape = first.batch_size;
-  if (update_batch && !shape.empty()) {
-    const int64_t d = pad_dim >= 0 ? pad_dim : static_cast<int64_t>(shape.size()) + pad_dim;
-    TORCH_CHECK_INDEX(d >= 0 && d < static_cast<int64_t>(shape.size()),
-                      "pad_sequence: pad_dim ", pad_dim,
-                      " is out of range for batch_size ", shape_str(shape));
-    shape[static_cast<size_t>(d)] = longest;
-  }
-  shape.insert(shape.begin(), static_cast<int64_t>(in.size()));
-  // Then each leaf: the inputs' leaves padded along pad_dim and stacked.
-  const auto& lead = TensorDictImpl::of(in[0]);
-  std::vector<std::vector<at::Tensor>> columns;
-  for (const TensorDict& td : in) {
-    std::vector<at::Tensor> va, vb;
-    detail::pair_leaves(lead, TensorDictImpl::of(td), "pad_sequence", va, vb);
-    columns.resize(vb.size());
-    for (size_t j = 0; j < vb.size(); ++j) columns[j].push_back(vb[j]);
-  }
-  size_t j = 0;
-  return TensorDictImpl::wrap(detail::rebuild(
-      lead, shape,
-      [&](const KeyPath& path, const at::Tensor& t) {
-        const int64_t pos =
-            t.dim() > 1 ? (pad_dim >= 0 ? pad_dim : t.dim() + pad_dim) : 0;
-        std::vector<at::Tensor>& column = columns[j++];
-        try {
-          for (at::Tensor& c : column) c = c.transpose(0, pos);
-          return at::pad_sequence(column, /*batch_first=*/true, padding_value)
-              .transpose(1, pos + 1);
-        } catch (const c10::Error& e) {
-          TORCH_CHECK(false, "pad_sequence: key ", path.key().str(), ": ",
-                      e.msg());
-        }
-      },
-      "pad_sequence"));
-}
 
 }  // namespace tensordict
