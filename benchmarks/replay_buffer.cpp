@@ -335,19 +335,18 @@ void report_memory() {
       storage_bytes += rb.storage().get(k).nbytes();
     }
     const size_t hwm = status_kb("VmHWM:");
+    const auto storage = static_cast<double>(storage_bytes);
+    const auto heap = static_cast<double>(peak);
+    const auto grown = static_cast<double>((hwm > hwm0 ? hwm - hwm0 : 0) * 1024);
     std::printf(
         "Memory while filling a capacity-%lld buffer with %lld extends of %lld "
         "rows:\n  storage %.2f MB; peak heap in use (mallinfo2, after each "
         "extend) +%.2f MB = %.3fx storage (target <= 1.10x: %s)\n  peak RSS "
         "(VmHWM) grew by %.2f MB = %.3fx storage (RSS before: %.1f MB)\n\n",
         static_cast<long long>(kCapacity), static_cast<long long>(batches),
-        static_cast<long long>(kExtend), storage_bytes / 1e6, peak / 1e6,
-        static_cast<double>(peak) / storage_bytes,
-        peak <= 1.1 * storage_bytes ? "met" : "NOT met",
-        (hwm > hwm0 ? hwm - hwm0 : 0) * 1024 / 1e6,
-        static_cast<double>((hwm > hwm0 ? hwm - hwm0 : 0) * 1024) /
-            storage_bytes,
-        rss0 / 1024.0);
+        static_cast<long long>(kExtend), storage / 1e6, heap / 1e6,
+        heap / storage, heap <= 1.1 * storage ? "met" : "NOT met", grown / 1e6,
+        grown / storage, static_cast<double>(rss0) / 1024.0);
   }
 }
 
@@ -376,10 +375,11 @@ void report_big_disk() {
       "Disk-backed buffer, capacity %lld rows of 536 bytes (storage %.2f GB "
       "apparent):\n  first extend (allocation) %.2f ms; after %lld rows "
       "written: files use %.1f MB on disk; RSS %.1f MB -> %.1f MB\n\n",
-      static_cast<long long>(kBigRows), apparent / 1e9,
+      static_cast<long long>(kBigRows), static_cast<double>(apparent) / 1e9,
       std::chrono::duration<double, std::milli>(t1 - t0).count(),
-      static_cast<long long>(rb.size()), on_disk / 1e6, rss0 / 1024.0,
-      status_kb("VmRSS:") / 1024.0);
+      static_cast<long long>(rb.size()), static_cast<double>(on_disk) / 1e6,
+      static_cast<double>(rss0) / 1024.0,
+      static_cast<double>(status_kb("VmRSS:")) / 1024.0);
 }
 
 }  // namespace

@@ -80,7 +80,7 @@ void run(int rank, int port) {
   tensordict::broadcast(weights, /*root=*/0, pg);  // in place on every rank
   TORCH_CHECK(at::equal(weights.get("w"), torch::full({2, 2}, 5.f)));
   TensorDict grads({{"g", torch::full({3}, static_cast<float>(rank))},
-                    {{"critic", "g"}, torch::full({2}, 2.f * rank)}},
+                    {{"critic", "g"}, torch::full({2}, 2.f * static_cast<float>(rank))}},
                    {});
   tensordict::all_reduce(grads, ReduceOp::kMean, pg);
   TORCH_CHECK(at::equal(grads.get("g"), torch::full({3}, 0.5f)));

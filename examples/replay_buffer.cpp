@@ -198,9 +198,9 @@ int main() {
     for (int k = 0; k < 200; ++k) limited.extend(make_step(16));  // 3200 rows
   });
   for (int k = 0; k < 180; ++k) {
-    auto [batch, unused] = limited.sample(64);  // waits for the actor
-    const RateLimiterInfo info = limited.rate_limiter_info();
-    TORCH_CHECK(info.diff >= info.min_diff && info.diff <= info.max_diff);
+    auto [rows, unused] = limited.sample(64);  // waits for the actor
+    const RateLimiterInfo state = limited.rate_limiter_info();
+    TORCH_CHECK(state.diff >= state.min_diff && state.diff <= state.max_diff);
   }
   actor.join();
   const RateLimiterInfo counts = limited.rate_limiter_info();
@@ -236,8 +236,8 @@ int main() {
     at::Tensor obs = disk.storage().get("obs");
     TORCH_CHECK(at::equal(obs.narrow(0, 0, 44), first.get("obs").narrow(0, 256, 44)));
     TORCH_CHECK(at::equal(obs.narrow(0, 44, 212), first.get("obs").narrow(0, 44, 212)));
-    auto [data, info] = disk.sample(32);
-    TORCH_CHECK(at::equal(data.get("obs"), obs.index_select(0, info.index)));
+    auto [data, sample_info] = disk.sample(32);
+    TORCH_CHECK(at::equal(data.get("obs"), obs.index_select(0, sample_info.index)));
     disk.add(make_step(1)[0]);  // keeps writing at the cursor
     TORCH_CHECK(disk.cursor() == 45);
   }

@@ -288,12 +288,16 @@ TEST(Archive, EntriesAreTheMemmapDirectorysFilesMetaJsonFirstAtEveryLevel) {
     EXPECT_EQ(e.data, ReadFile(dir / ("td/" + e.name))) << e.name;
     EXPECT_EQ(e.crc, Crc(e.data)) << e.name;
     const bool leaf = e.name.size() > 7 && e.name.substr(e.name.size() - 7) == ".memmap";
-    if (leaf) EXPECT_EQ(e.payload % 64, 0u) << e.name;
+    if (leaf) {
+      EXPECT_EQ(e.payload % 64, 0u) << e.name;
+    }
     // Python's local header: a zip64 block with the sizes, after the
     // padding block 0x6474 of a leaf.
     const uint16_t extra = Rd16(bytes, e.header + 28);
     EXPECT_EQ(Rd16(bytes, e.header + 30 + e.name.size() + extra - 20), 0x0001) << e.name;
-    if (leaf) EXPECT_EQ(Rd16(bytes, e.header + 30 + e.name.size()), 0x6474) << e.name;
+    if (leaf) {
+      EXPECT_EQ(Rd16(bytes, e.header + 30 + e.name.size()), 0x6474) << e.name;
+    }
   }
   EXPECT_EQ(names, (std::vector<std::string>{
                        "meta.json", "a%20b.memmap", "c.memmap", "obs.memmap",

@@ -176,7 +176,9 @@ TEST(Compat, OptionalIsLibTorchsOptional) {
   // Where LibTorch made c10::optional an alias, it is std::optional.
   constexpr bool alias =
       std::is_same<c10::optional<int>, std::optional<int>>::value;
-  if (tensordict::detail::kTorchVersion < 200) EXPECT_FALSE(alias);
+  if (tensordict::detail::kTorchVersion < 200) {
+    EXPECT_FALSE(alias);
+  }
   tensordict::detail::Optional<int> v = c10::nullopt;
   EXPECT_FALSE(v.has_value());
   v = 3;

@@ -45,7 +45,7 @@ tensordict::NestedKey Key(const std::string& spec) {
 }
 
 at::Tensor Value(size_t i) {
-  return at::tensor({static_cast<double>(i), i + 0.5}, at::kDouble);
+  return at::tensor({static_cast<double>(i), static_cast<double>(i) + 0.5}, at::kDouble);
 }
 
 // The dict both sides write: the keys above, an empty sub-dict, and the
@@ -149,7 +149,7 @@ TEST(PythonReference, TensordictLoadsTheArchivesThisLibraryWrites) {
                        ? json::array({spec})
                        : json::array({spec.substr(0, bar), spec.substr(bar + 1)}));
   }
-  for (size_t i = 0; i < KeySpecs().size(); ++i) values.push_back({double(i), i + 0.5});
+  for (size_t i = 0; i < KeySpecs().size(); ++i) values.push_back({double(i), double(i) + 0.5});
   for (const char* name : {"cpp.tdz", "buf.tdz"}) {
     SCOPED_TRACE(name);
     const json& e = out[name];

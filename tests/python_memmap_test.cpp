@@ -61,7 +61,7 @@ tensordict::NestedKey ToNestedKey(const std::vector<std::string>& key) {
 
 // Leaf i holds [i, i + 0.5], so every value tells its key.
 at::Tensor Value(size_t i) {
-  return torch::tensor({static_cast<double>(i), i + 0.5}, torch::kFloat64);
+  return torch::tensor({static_cast<double>(i), static_cast<double>(i) + 0.5}, torch::kFloat64);
 }
 
 // Reads a directory and writes {"keys": [[...], ...], "values": [[...], ...]}
@@ -106,7 +106,7 @@ TEST(PythonReference, TensordictLoadsTheFileNamesThisLibraryWrites) {
     for (size_t i = 0; i < Cases().size(); ++i) {
       if (Cases()[i].escaped && !PythonEscapes()) continue;
       keys.push_back(Cases()[i].key);
-      values.push_back({static_cast<double>(i), i + 0.5});
+      values.push_back({static_cast<double>(i), static_cast<double>(i) + 0.5});
     }
     // Python lists sub-dicts after the leaves; 0.4 skips escaped names.
     EXPECT_EQ(out["keys"].get<std::vector<std::vector<std::string>>>(), keys);

@@ -213,8 +213,9 @@ TEST(ReplayBufferTest, UniformSamplingDrawsEveryRowAboutEquallyOften) {
   }
   double chi2 = 0;
   for (int64_t c : counts) {
-    const double e = draws / 8.0;
-    chi2 += (c - e) * (c - e) / e;
+    const double e = static_cast<double>(draws) / 8.0;
+    const double d = static_cast<double>(c) - e;
+    chi2 += d * d / e;
   }
   EXPECT_LT(chi2, 24.32);  // chi-square, 7 dof, p = 0.001
 }
@@ -316,15 +317,17 @@ TEST(ReplayBufferTest, PrioritizedFrequenciesMatchThePriorities) {
   }
   double chi2 = 0;
   for (int i = 0; i < 8; ++i) {
-    const double e = draws * p[i] / total;
-    chi2 += (counts[i] - e) * (counts[i] - e) / e;
+    const double e = static_cast<double>(draws) * p[i] / total;
+    const double d = static_cast<double>(counts[i]) - e;
+    chi2 += d * d / e;
   }
   EXPECT_LT(chi2, 24.32);  // chi-square, 7 dof, p = 0.001
   // A wrong distribution (uniform) is far outside that bound.
   double chi2_uniform = 0;
   for (int i = 0; i < 8; ++i) {
-    const double e = draws / 8.0;
-    chi2_uniform += (counts[i] - e) * (counts[i] - e) / e;
+    const double e = static_cast<double>(draws) / 8.0;
+    const double d = static_cast<double>(counts[i]) - e;
+    chi2_uniform += d * d / e;
   }
   EXPECT_GT(chi2_uniform, 1000);
 }
@@ -561,10 +564,8 @@ TEST(ReplayBufferTest, PrioritizedSlicesStartWhereAWholeSliceFitsAfterAnyWrites)
   int64_t id = 0, left = 0, t = 0;
   for (int step = 0; step < 60; ++step) {
     const int64_t n = 1 + static_cast<int64_t>(gen() % 5);
-    std::vector<int64_t> lengths;
-    int64_t first_id = id;
-    bool first_is_open = left > 0;  // continues the last trajectory
-    if (!first_is_open) first_id = ++id;
+    const bool first_is_open = left > 0;  // continues the last trajectory
+    if (!first_is_open) ++id;
     std::vector<int64_t> ids, dones;
     for (int64_t k = 0; k < n; ++k) {
       if (left == 0) {

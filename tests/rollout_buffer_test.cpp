@@ -213,7 +213,7 @@ TensorDict MakeStep(int64_t E, int64_t t, bool with_values = false) {
   TensorDict td(
       {{"observation", torch::full({E, 3}, static_cast<float>(t))},
        {"action", torch::arange(E) + t * E},
-       {{"next", "observation"}, torch::full({E, 3}, t + 1.0f)},
+       {{"next", "observation"}, torch::full({E, 3}, static_cast<float>(t) + 1.0f)},
        {{"next", "reward"}, torch::ones({E, 1})},
        {{"next", "done"}, torch::zeros({E, 1}, torch::kBool)},
        {{"next", "terminated"}, torch::zeros({E, 1}, torch::kBool)}},

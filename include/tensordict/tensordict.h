@@ -2,7 +2,7 @@
 //
 // Brings in the whole public API (`NestedKey`, `TensorDict`, printing,
 // transfers between processes,
-// persistence, the replay and rollout buffers) plus
+// persistence, the replay and rollout buffers, the version) plus
 // `<torch/types.h>`, so that code using the library can also write
 // `torch::rand(...)` and `torch::indexing::Slice` without further includes.
 // For faster compiles, translation units that only pass dicts around may
@@ -21,3 +21,4 @@
 #include "tensordict/replay_buffer.h"
 #include "tensordict/rollout_buffer.h"
 #include "tensordict/tensor_dict.h"
+#include "tensordict/version.h"

@@ -16,6 +16,10 @@ namespace detail {
 
 namespace {
 
+// Exact comparison of JSON integers of either sign (a GNU extension, which
+// -Wpedantic accepts under __extension__).
+__extension__ typedef __int128 Int128;
+
 // Whether `v` holds only what JSON (and Python's json module without NaN)
 // can: finite numbers, at any depth (bounded: values come from callers or
 // from the depth-limited JSON reader).
@@ -113,7 +117,7 @@ bool py_equal(const ordered_json& a, const ordered_json& b) {
       };
       return as_double(a) == as_double(b);  // NaN != NaN
     }
-    const auto as_int = [](const ordered_json& v) -> __int128 {
+    const auto as_int = [](const ordered_json& v) -> Int128 {
       if (v.is_boolean()) return v.get<bool>() ? 1 : 0;
       if (v.is_number_unsigned()) return v.get<uint64_t>();
       return v.get<int64_t>();

@@ -388,11 +388,11 @@ Sampler::Restore PrioritizedSamplerImpl::load_state(const TensorDict& state,
               "ReplayBuffer::loads: the checkpoint's mass and max_priority "
               "must be finite and >= 0");
   return [this, mass, max_p](ReplayStorage& storage) {
-    const double* m = mass.data_ptr<double>();
+    const double* masses = mass.data_ptr<double>();
     const PersistedPriorities& persisted = storage.priorities();
     for (int64_t i = 0; i < mass.numel(); ++i) {
-      set_priority(i, m[i]);
-      persisted.set(i, raw_priority(m[i], alpha_, eps_), m[i]);
+      set_priority(i, masses[i]);
+      persisted.set(i, raw_priority(masses[i], alpha_, eps_), masses[i]);
     }
     max_priority_ = max_p;
     persisted.set_max(max_p);
