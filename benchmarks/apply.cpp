@@ -123,11 +123,14 @@ BENCHMARK(BM_TdAdd)->Arg(kRows)->Arg(1);
 }  // namespace
 
 TENSORDICT_BENCHMARK_MAIN({
-    {"apply(x * 2), 100k rows", "BM_TdApply/100000", "BM_PerKeyApply/100000", 1.1},
+    {"apply(x * 2), 100k rows", "BM_TdApply/100000", "BM_PerKeyApply/100000",
+     1.1},
     {"td *= 2 (in place), 100k rows", "BM_TdMulInplace/100000",
      "BM_PerKeyMulInplace/100000", 1.1},
     {"td + td2, 100k rows", "BM_TdAdd/100000", "BM_PerKeyAdd/100000", 1.1},
-    {"apply(x * 2), 1 row (overhead, info)", "BM_TdApply/1", "BM_PerKeyApply/1", 0.0},
-    {"td *= 2, 1 row (overhead, info)", "BM_TdMulInplace/1", "BM_PerKeyMulInplace/1", 0.0},
+    {"apply(x * 2), 1 row (overhead, info)", "BM_TdApply/1", "BM_PerKeyApply/1",
+     0.0},
+    {"td *= 2, 1 row (overhead, info)", "BM_TdMulInplace/1",
+     "BM_PerKeyMulInplace/1", 0.0},
     {"td + td2, 1 row (overhead, info)", "BM_TdAdd/1", "BM_PerKeyAdd/1", 0.0},
 })

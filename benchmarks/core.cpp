@@ -136,5 +136,6 @@ TENSORDICT_BENCHMARK_MAIN({
     {"indexed row write td[i] = row", "BM_TdRowWrite", "BM_RawRowWrite", 0.06},
     {"row read td[i]", "BM_TdRowRead", "BM_RawRowRead", 0.55},
     {"first write (allocation)", "BM_TdFirstWrite", "BM_RawFirstWrite", 2.0},
-    {"row write, general path (info)", "BM_TdRowWriteGeneralPath", "BM_RawRowWrite", 0.0},
+    {"row write, general path (info)", "BM_TdRowWriteGeneralPath",
+     "BM_RawRowWrite", 0.0},
 })

@@ -26,7 +26,8 @@ constexpr int64_t kSample = 256;
 
 bool skip_without_cuda(benchmark::State& state) {
   if (at::hasCUDA()) return false;
-  state.SkipWithError("no CUDA device: the GPU benchmarks run on a GPU machine");
+  state.SkipWithError(
+      "no CUDA device: the GPU benchmarks run on a GPU machine");
   return true;
 }
 

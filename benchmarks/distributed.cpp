@@ -15,9 +15,9 @@
 #include <benchmark/benchmark.h>
 #include <sys/wait.h>
 #include <tensordict/tensordict.h>
+#include <unistd.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -75,7 +75,8 @@ TensorDict Dict1KB() {
 
 TensorDict Dict100Leaves() {
   TensorDict td({}, {16});
-  for (int i = 0; i < 100; ++i) td.set("leaf" + std::to_string(i), at::ones({16, 4}));
+  for (int i = 0; i < 100; ++i)
+    td.set("leaf" + std::to_string(i), at::ones({16, 4}));
   return td;
 }
 
@@ -93,14 +94,18 @@ struct Side {
     switch (op) {
       case kRaw100MB: {
         std::vector<at::Tensor> v{raw};
-        Raw(pg, [&](auto& g) { return sender ? g.send(v, peer, 0) : g.recv(v, peer, 0); });
+        Raw(pg, [&](auto& g) {
+          return sender ? g.send(v, peer, 0) : g.recv(v, peer, 0);
+        });
         break;
       }
       case kDict100MB:
-        sender ? tensordict::send(big, peer, pg) : tensordict::recv(big, peer, pg);
+        sender ? tensordict::send(big, peer, pg)
+               : tensordict::recv(big, peer, pg);
         break;
       case kPerLeaf1KB:
-        sender ? tensordict::send(small, peer, pg) : tensordict::recv(small, peer, pg);
+        sender ? tensordict::send(small, peer, pg)
+               : tensordict::recv(small, peer, pg);
         break;
       case kConsolidated1KB:
         sender ? tensordict::send(small_c, peer, pg, 0, true)
@@ -143,7 +148,9 @@ void BM_RawSend100MB(benchmark::State& s) { Bench(s, kRaw100MB); }
 void BM_SendRecv100MB(benchmark::State& s) { Bench(s, kDict100MB); }
 void BM_PerLeaf1KB(benchmark::State& s) { Bench(s, kPerLeaf1KB); }
 void BM_Consolidated1KB(benchmark::State& s) { Bench(s, kConsolidated1KB); }
-void BM_AllreducePerLeaf100(benchmark::State& s) { Bench(s, kAllreducePerLeaf); }
+void BM_AllreducePerLeaf100(benchmark::State& s) {
+  Bench(s, kAllreducePerLeaf);
+}
 void BM_AllReduce100(benchmark::State& s) { Bench(s, kAllReduceDict); }
 
 BENCHMARK(BM_RawSend100MB)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -185,16 +192,18 @@ int main(int argc, char** argv) {
   }
   tensordict::GlooGroupOptions options;
   options.port = port;
-  TheGroup() = std::make_unique<Group>(tensordict::make_gloo_group(0, 2, options));
+  TheGroup() =
+      std::make_unique<Group>(tensordict::make_gloo_group(0, 2, options));
   const int rc = tensordict_bench::run(
       argc, argv,
       {
-          {"send/recv 100 MB dict (5 leaves) vs raw send", "BM_SendRecv100MB/real_time",
-           "BM_RawSend100MB/real_time", 1.1},
+          {"send/recv 100 MB dict (5 leaves) vs raw send",
+           "BM_SendRecv100MB/real_time", "BM_RawSend100MB/real_time", 1.1},
           {"1 KB dict of 20 leaves: consolidated vs per-leaf",
            "BM_Consolidated1KB/real_time", "BM_PerLeaf1KB/real_time", 0.3},
-          {"all_reduce 100 leaves vs per-leaf allreduce", "BM_AllReduce100/real_time",
-           "BM_AllreducePerLeaf100/real_time", 0.5},
+          {"all_reduce 100 leaves vs per-leaf allreduce",
+           "BM_AllReduce100/real_time", "BM_AllreducePerLeaf100/real_time",
+           0.5},
       });
   Command(kQuit, 0);
   int status = 0;

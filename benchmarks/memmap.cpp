@@ -17,8 +17,8 @@
 #include <cstring>
 #include <string>
 
-#include "ratio_main.h"
 #include "../tests/fs_util.h"
+#include "ratio_main.h"
 
 namespace {
 
@@ -102,10 +102,14 @@ void LoadBench(benchmark::State& state, int64_t total_bytes, const char* name) {
   }
 }
 
-void BM_LoadMemmap1MB(benchmark::State& state) { LoadBench(state, 1 << 20, "load1mb"); }
+void BM_LoadMemmap1MB(benchmark::State& state) {
+  LoadBench(state, 1 << 20, "load1mb");
+}
 BENCHMARK(BM_LoadMemmap1MB)->Unit(benchmark::kMicrosecond);
 
-void BM_LoadMemmap1GB(benchmark::State& state) { LoadBench(state, 1 << 30, "load1gb"); }
+void BM_LoadMemmap1GB(benchmark::State& state) {
+  LoadBench(state, 1 << 30, "load1gb");
+}
 BENCHMARK(BM_LoadMemmap1GB)->Unit(benchmark::kMicrosecond);
 
 // ---- memmap_like of 1 GB: reserved space vs sparse files --------------------
@@ -114,7 +118,8 @@ void MemmapLikeBench(benchmark::State& state, bool sparse) {
   constexpr int64_t kRows = 1 << 18;  // [2^18, 1024] float32: 1 GiB
   TensorDict spec({{"x", torch::zeros({1, 1024}).expand({kRows, 1024})}},
                   {kRows});
-  const std::string dir = ScratchDir() + (sparse ? "/like_sparse" : "/like_reserved");
+  const std::string dir =
+      ScratchDir() + (sparse ? "/like_sparse" : "/like_reserved");
   for (auto _ : state) {
     TensorDict td = spec.memmap_like(dir, sparse);
     benchmark::DoNotOptimize(&td);
@@ -125,10 +130,14 @@ void MemmapLikeBench(benchmark::State& state, bool sparse) {
   }
 }
 
-void BM_MemmapLike1GBReserved(benchmark::State& state) { MemmapLikeBench(state, false); }
+void BM_MemmapLike1GBReserved(benchmark::State& state) {
+  MemmapLikeBench(state, false);
+}
 BENCHMARK(BM_MemmapLike1GBReserved)->Unit(benchmark::kMillisecond);
 
-void BM_MemmapLike1GBSparse(benchmark::State& state) { MemmapLikeBench(state, true); }
+void BM_MemmapLike1GBSparse(benchmark::State& state) {
+  MemmapLikeBench(state, true);
+}
 BENCHMARK(BM_MemmapLike1GBSparse)->Unit(benchmark::kMillisecond);
 
 // ---- consolidate vs memcpy ----------------------------------------------------
@@ -166,8 +175,10 @@ BENCHMARK(BM_Consolidate100)->Unit(benchmark::kMicrosecond);
 
 TENSORDICT_BENCHMARK_MAIN({
     {"memmap_ 50 MB vs write(2)", "BM_Memmap50MB", "BM_RawWrite50MB", 1.3},
-    {"load_memmap 1 GB vs 1 MB (same keys)", "BM_LoadMemmap1GB", "BM_LoadMemmap1MB", 1.3},
-    {"consolidate 100 leaves vs memcpy", "BM_Consolidate100", "BM_MemcpyLeaves100", 1.2},
+    {"load_memmap 1 GB vs 1 MB (same keys)", "BM_LoadMemmap1GB",
+     "BM_LoadMemmap1MB", 1.3},
+    {"consolidate 100 leaves vs memcpy", "BM_Consolidate100",
+     "BM_MemcpyLeaves100", 1.2},
     {"memmap_like 1 GB, reserved vs sparse (info)", "BM_MemmapLike1GBReserved",
      "BM_MemmapLike1GBSparse", 0.0},
 })

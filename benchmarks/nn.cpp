@@ -75,7 +75,8 @@ BENCHMARK(BM_RawJit);
 
 void BM_TdModuleJit(benchmark::State& state) {
   TensorDictModule m(Scripted(), {"obs", "obs2"}, {"s", "p"});
-  const TensorDict td({{"obs", torch::rand({8, 4})}, {"obs2", torch::rand({8, 4})}}, {8});
+  const TensorDict td(
+      {{"obs", torch::rand({8, 4})}, {"obs2", torch::rand({8, 4})}}, {8});
   for (auto _ : state) benchmark::DoNotOptimize(m(td));
 }
 BENCHMARK(BM_TdModuleJit);

@@ -50,8 +50,9 @@ inline int run(int argc, char** argv, const std::vector<Ratio>& ratios) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   CapturingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
-  std::printf("\nRatios (measured / raw-LibTorch baseline, same run; or the\n"
-              "difference, for absolute targets):\n");
+  std::printf(
+      "\nRatios (measured / raw-LibTorch baseline, same run; or the\n"
+      "difference, for absolute targets):\n");
   for (const auto& r : ratios) {
     auto m = reporter.times().find(r.measured);
     auto b = reporter.times().find(r.baseline);
@@ -81,7 +82,7 @@ inline int run(int argc, char** argv, const std::vector<Ratio>& ratios) {
 
 }  // namespace tensordict_bench
 
-#define TENSORDICT_BENCHMARK_MAIN(...)                               \
-  int main(int argc, char** argv) {                                  \
-    return tensordict_bench::run(argc, argv, __VA_ARGS__);           \
+#define TENSORDICT_BENCHMARK_MAIN(...)                     \
+  int main(int argc, char** argv) {                        \
+    return tensordict_bench::run(argc, argv, __VA_ARGS__); \
   }

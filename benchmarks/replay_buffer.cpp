@@ -30,8 +30,8 @@
 #include <random>
 #include <string>
 
-#include "ratio_main.h"
 #include "../tests/fs_util.h"
+#include "ratio_main.h"
 
 namespace {
 
@@ -215,7 +215,8 @@ BENCHMARK(BM_RbAdd);
 
 void BM_RbDiskAdd(benchmark::State& state) {
   tensordict_test::TempDir dir("td_rb_bench");
-  ReplayBuffer rb(ReplayBufferOptions(kCapacity).storage_dir(dir.str()).seed(0));
+  ReplayBuffer rb(
+      ReplayBufferOptions(kCapacity).storage_dir(dir.str()).seed(0));
   TensorDict row = make_batch(make_leaves(1), 1)[0];
   for (auto _ : state) benchmark::DoNotOptimize(rb.add(row));
 }
@@ -223,7 +224,8 @@ BENCHMARK(BM_RbDiskAdd);
 
 void BM_RbDiskExtend64(benchmark::State& state) {
   tensordict_test::TempDir dir("td_rb_bench");
-  ReplayBuffer rb(ReplayBufferOptions(kCapacity).storage_dir(dir.str()).seed(0));
+  ReplayBuffer rb(
+      ReplayBufferOptions(kCapacity).storage_dir(dir.str()).seed(0));
   TensorDict batch = make_batch(make_leaves(kExtend), kExtend);
   for (auto _ : state) benchmark::DoNotOptimize(rb.extend(batch));
 }
@@ -231,7 +233,8 @@ BENCHMARK(BM_RbDiskExtend64);
 
 void BM_RbDiskSample256(benchmark::State& state) {
   tensordict_test::TempDir dir("td_rb_bench");
-  ReplayBuffer rb(ReplayBufferOptions(kCapacity).storage_dir(dir.str()).seed(0));
+  ReplayBuffer rb(
+      ReplayBufferOptions(kCapacity).storage_dir(dir.str()).seed(0));
   rb.extend(make_batch(filled().raw, kCapacity));
   for (auto _ : state) benchmark::DoNotOptimize(rb.sample(kSample));
 }
@@ -337,7 +340,8 @@ void report_memory() {
     const size_t hwm = status_kb("VmHWM:");
     const auto storage = static_cast<double>(storage_bytes);
     const auto heap = static_cast<double>(peak);
-    const auto grown = static_cast<double>((hwm > hwm0 ? hwm - hwm0 : 0) * 1024);
+    const auto grown =
+        static_cast<double>((hwm > hwm0 ? hwm - hwm0 : 0) * 1024);
     std::printf(
         "Memory while filling a capacity-%lld buffer with %lld extends of %lld "
         "rows:\n  storage %.2f MB; peak heap in use (mallinfo2, after each "
@@ -417,8 +421,8 @@ int main(int argc, char** argv) {
         "BM_RawNarrowCopy64", 0.3);
   ratio("add(row) / buf[key][i].copy_(row[key]) per key", "BM_RbAdd",
         "BM_RawRowCopyLoop", 0.05);
-  ratio("disk add(row) / buf[key][i].copy_(row[key]) per key",
-        "BM_RbDiskAdd", "BM_RawRowCopyLoop", 0);
+  ratio("disk add(row) / buf[key][i].copy_(row[key]) per key", "BM_RbDiskAdd",
+        "BM_RawRowCopyLoop", 0);
   ratio("disk add(row) / in-RAM add(row)", "BM_RbDiskAdd", "BM_RbAdd", 0);
   ratio("disk extend(64) / in-RAM extend(64)", "BM_RbDiskExtend64",
         "BM_RbExtend64", 0);

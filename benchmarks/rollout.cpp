@@ -81,7 +81,8 @@ void BM_TdComputeGae(benchmark::State& state) {
   d.set({"next", "reward"}, in.reward);
   d.set({"next", "done"}, in.done);
   d.set({"next", "terminated"}, in.terminated);
-  d.set({"next", "truncated"}, in.done.logical_and(in.terminated.logical_not()));
+  d.set({"next", "truncated"},
+        in.done.logical_and(in.terminated.logical_not()));
   for (auto _ : state) {
     buf.compute_gae(kGamma, kLambda);
   }

@@ -60,7 +60,8 @@ class OpRecorder {
  public:
   OpRecorder() {
     ops_ = &names_;
-    handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(&start, &end));
+    handle_ =
+        at::addThreadLocalCallback(at::RecordFunctionCallback(&start, &end));
   }
   ~OpRecorder() {
     at::removeCallback(handle_);
@@ -69,7 +70,8 @@ class OpRecorder {
   const std::vector<std::string>& names() const { return names_; }
 
  private:
-  static std::unique_ptr<at::ObserverContext> start(const at::RecordFunction& fn) {
+  static std::unique_ptr<at::ObserverContext> start(
+      const at::RecordFunction& fn) {
     if (depth_++ == 0 && ops_ != nullptr) ops_->push_back(fn.name());
     return nullptr;
   }
@@ -103,7 +105,8 @@ void apply() {
 
 void apply_lockstep() {
   TensorDict online = make_batch().to_float();
-  TensorDict target = online.apply([](const torch::Tensor& t) { return t * 0; });
+  TensorDict target =
+      online.apply([](const torch::Tensor& t) { return t * 0; });
   TensorDict updated = target.apply(
       [](const torch::Tensor& tgt, const torch::Tensor& src) {
         return 0.9 * tgt + 0.1 * src;  // a soft target update
@@ -122,8 +125,11 @@ void apply_lockstep() {
   TORCH_CHECK(biggest.get("obs").equal(a.get("obs") * 3));
 
   // Different keys: an error that lists the keys missing from each side.
-  auto add = [](const torch::Tensor& x, const torch::Tensor& y) { return x + y; };
-  std::string msg = error_of([&] { (void)a.apply(add, b.exclude({"reward"})); });
+  auto add = [](const torch::Tensor& x, const torch::Tensor& y) {
+    return x + y;
+  };
+  std::string msg =
+      error_of([&] { (void)a.apply(add, b.exclude({"reward"})); });
   TORCH_CHECK(msg.find("missing from the right-hand side: [reward]") !=
                   std::string::npos,
               msg);
@@ -140,8 +146,8 @@ void apply_in_place() {
 
 void named_apply() {
   TensorDict td = make_batch();
-  TensorDict scaled = td.named_apply(
-      [](const NestedKey& key, const torch::Tensor& t) {
+  TensorDict scaled =
+      td.named_apply([](const NestedKey& key, const torch::Tensor& t) {
         if (key == "action") return torch::Tensor();  // drop it
         return key.back() == "obs" ? t / 10 : t;      // obs and ("next", "obs")
       });
@@ -158,11 +164,12 @@ void key_manipulation() {
                         {{"next", "reward"}, torch::ones({4})}},
                        {4}));  // adds done, merges into next
   td.update_(TensorDict({{"reward", torch::full({4}, 2.)}}, {4}));  // copies
-  TORCH_CHECK(td.get("reward").is_same(reward) && reward.eq(2).all().item<bool>());
+  TORCH_CHECK(td.get("reward").is_same(reward) &&
+              reward.eq(2).all().item<bool>());
 
   TensorDict small = td.select({"obs", {"next", "obs"}});  // same tensors
   TensorDict rest = td.exclude({"obs", "next"});
-  TensorDict flat = td.flatten_keys();      // "next.obs", "next.reward"
+  TensorDict flat = td.flatten_keys();        // "next.obs", "next.reward"
   TensorDict nested = flat.unflatten_keys();  // ("next", "obs"), ...
 
   print_keys("td", td);
@@ -173,8 +180,10 @@ void key_manipulation() {
   TORCH_CHECK(flat.get("next.obs").is_same(td.get({"next", "obs"})));
   TORCH_CHECK(nested.keys(true, true) == td.keys(true, true));
 
-  for (const auto& item : td.items(/*include_nested=*/true, /*leaves_only=*/true)) {
-    std::cout << item.first.str() << " " << item.second.tensor().sizes() << "\n";
+  for (const auto& item :
+       td.items(/*include_nested=*/true, /*leaves_only=*/true)) {
+    std::cout << item.first.str() << " " << item.second.tensor().sizes()
+              << "\n";
   }
   int64_t numel = 0;
   for (const auto& v : td.values(true, true)) numel += v.tensor().numel();
@@ -185,9 +194,9 @@ void arithmetic() {
   TensorDict td = make_batch().to_float();
   torch::Tensor weights = torch::tensor({1., 0., 0., 2.});  // one per row
 
-  TensorDict sum = td + td;          // leaf by leaf, same keys
-  TensorDict scaled = td * 0.5;      // a scalar
-  TensorDict shifted = 1 + td;       // scalars on the left: + and *
+  TensorDict sum = td + td;            // leaf by leaf, same keys
+  TensorDict scaled = td * 0.5;        // a scalar
+  TensorDict shifted = 1 + td;         // scalars on the left: + and *
   TensorDict weighted = td * weights;  // a batch-shaped tensor scales each row
   TensorDict negated = -td;
 
@@ -206,9 +215,9 @@ void in_place_arithmetic() {
   std::vector<std::string> ops;
   {
     OpRecorder recorder;
-    td += 1;        // one _foreach_add_ over the 4 leaves
-    td.mul_(0.5);   // one _foreach_mul_
-    td += td;       // one _foreach_add_ with a list of leaves
+    td += 1;       // one _foreach_add_ over the 4 leaves
+    td.mul_(0.5);  // one _foreach_mul_
+    td += td;      // one _foreach_add_ with a list of leaves
     ops = recorder.names();
   }
   for (const auto& op : ops) std::cout << op << "\n";
@@ -219,12 +228,14 @@ void in_place_arithmetic() {
                                                "aten::_foreach_add_"}));
 
   td.mul_(torch::tensor({1., 1., 0., 0.}));  // zero rows 2 and 3
-  TORCH_CHECK(td.get({"next", "obs"}).index({Slice(2, None)}).eq(0).all().item<bool>());
+  TORCH_CHECK(
+      td.get({"next", "obs"}).index({Slice(2, None)}).eq(0).all().item<bool>());
 
   // Out of place: the non-in-place kernel, once for the whole dict.
   OpRecorder recorder;
   TensorDict product = td * td;
-  TORCH_CHECK(recorder.names() == std::vector<std::string>{"aten::_foreach_mul"});
+  TORCH_CHECK(recorder.names() ==
+              std::vector<std::string>{"aten::_foreach_mul"});
 }
 
 void in_place_errors() {
@@ -241,16 +252,15 @@ void in_place_errors() {
 void masking() {
   TensorDict td = make_batch();
   torch::Tensor done = torch::tensor({false, true, false, true});  // [4]
-  TensorDict reset = make_batch().apply([](const torch::Tensor& t) {
-    return torch::full_like(t, -1);
-  });
+  TensorDict reset = make_batch().apply(
+      [](const torch::Tensor& t) { return torch::full_like(t, -1); });
 
-  TensorDict filled = td.masked_fill(done, 0);    // rows 1 and 3 zeroed
-  TensorDict mixed = td.where(~done, reset);      // !done ? td : reset
-  TensorDict kept = td.where(~done, 0);           // !done ? td : 0
-  td.masked_fill_(done, 7);                       // in place
-  td.fill_("reward", 0);                          // one leaf
-  td.fill_("next", 1);                            // every leaf of a sub-dict
+  TensorDict filled = td.masked_fill(done, 0);  // rows 1 and 3 zeroed
+  TensorDict mixed = td.where(~done, reset);    // !done ? td : reset
+  TensorDict kept = td.where(~done, 0);         // !done ? td : 0
+  td.masked_fill_(done, 7);                     // in place
+  td.fill_("reward", 0);                        // one leaf
+  td.fill_("next", 1);                          // every leaf of a sub-dict
 
   print_values("mixed obs[:, 0]", mixed.get("obs").select(1, 0));
   TORCH_CHECK(filled.get("obs")[1].eq(0).all().item<bool>());
@@ -266,9 +276,9 @@ void reductions() {
   TensorDict td({{"obs", torch::arange(24.).reshape({2, 4, 3})},
                  {"reward", torch::arange(8.).reshape({2, 4})}},
                 {2, 4});
-  TensorDict total = td.sum();            // over every batch dim: []
-  TensorDict per_env = td.mean(1);        // over dim 1: [2]
-  TensorDict lowest = td.min();           // values only
+  TensorDict total = td.sum();                       // over every batch dim: []
+  TensorDict per_env = td.mean(1);                   // over dim 1: [2]
+  TensorDict lowest = td.min();                      // values only
   TensorDict highest = td.max(0, /*keepdim=*/true);  // [1, 4]
 
   print_values("total reward", total.get("reward"));
@@ -276,8 +286,8 @@ void reductions() {
   print_values("lowest obs", lowest.get("obs"));
   std::cout << "highest: batch_size " << highest.batch_size() << ", obs "
             << highest.get("obs").sizes() << "\n";
-  TORCH_CHECK(total.batch_size().empty() && total.get("obs").sizes() ==
-                                                std::vector<int64_t>{3});
+  TORCH_CHECK(total.batch_size().empty() &&
+              total.get("obs").sizes() == std::vector<int64_t>{3});
   TORCH_CHECK(per_env.batch_size() == std::vector<int64_t>{2});
   TORCH_CHECK(highest.batch_size() == std::vector<int64_t>({1, 4}));
   std::cout << error_of([&] { (void)make_batch().mean(); }) << "\n";
@@ -285,7 +295,7 @@ void reductions() {
 
 void dtype_and_autograd() {
   TensorDict td = make_batch();
-  TensorDict f64 = td.to_double();   // every leaf, int64 too
+  TensorDict f64 = td.to_double();  // every leaf, int64 too
   TensorDict f32 = f64.to_float();
   TensorDict f16 = td.half();
   TensorDict bf16 = td.bfloat16();
@@ -300,7 +310,7 @@ void dtype_and_autograd() {
   TensorDict loss_terms = td * 2;                  // recorded by autograd
   loss_terms.get("obs").sum().backward();
   TORCH_CHECK(td.get("obs").grad().eq(2).all().item<bool>());
-  loss_terms.detach_();                            // in place, every leaf
+  loss_terms.detach_();  // in place, every leaf
   TORCH_CHECK(!loss_terms.get("obs").requires_grad());
   std::cout << "obs.grad[0] = " << td.get("obs").grad()[0].sum().item<float>()
             << " (sum of 3 elements)\n";

@@ -27,7 +27,10 @@ class CartPoleVec {
   static constexpr int64_t kMaxSteps = 500;
 
   CartPoleVec(int64_t num_envs, uint64_t seed)
-      : num_envs_(num_envs), rng_(seed), state_(num_envs), steps_(num_envs),
+      : num_envs_(num_envs),
+        rng_(seed),
+        state_(num_envs),
+        steps_(num_envs),
         returns_(num_envs) {
     for (int64_t e = 0; e < num_envs_; ++e) reset_env(e);
   }
@@ -85,13 +88,12 @@ class CartPoleVec {
       }
     }
     at::Tensor done = terminated.logical_or(truncated);
-    return tensordict::TensorDict(
-        {{{"next", "observation"}, next_obs},
-         {{"next", "reward"}, reward},
-         {{"next", "done"}, done},
-         {{"next", "terminated"}, terminated},
-         {{"next", "truncated"}, truncated}},
-        {num_envs_});
+    return tensordict::TensorDict({{{"next", "observation"}, next_obs},
+                                   {{"next", "reward"}, reward},
+                                   {{"next", "done"}, done},
+                                   {{"next", "terminated"}, terminated},
+                                   {{"next", "truncated"}, truncated}},
+                                  {num_envs_});
   }
 
   /// Returns of every episode finished so far, in order.
@@ -120,7 +122,8 @@ class CartPoleVec {
     const double theta_acc =
         (kGravity * sin_t - cos_t * temp) /
         (kLength * (4.0 / 3.0 - kMassPole * cos_t * cos_t / kTotalMass));
-    const double x_acc = temp - kPoleMassLength * theta_acc * cos_t / kTotalMass;
+    const double x_acc =
+        temp - kPoleMassLength * theta_acc * cos_t / kTotalMass;
     s[0] = x + kTau * x_dot;
     s[1] = x_dot + kTau * x_acc;
     s[2] = theta + kTau * theta_dot;

@@ -23,7 +23,8 @@
 using tensordict::TensorDict;
 
 int main(int argc, char** argv) {
-  const std::string path = argc > 1 ? argv[1] : "examples/data/cartpole_policy.pt";
+  const std::string path =
+      argc > 1 ? argv[1] : "examples/data/cartpole_policy.pt";
   try {
     torch::jit::Module policy = torch::jit::load(path);
     policy.eval();
@@ -40,8 +41,9 @@ int main(int argc, char** argv) {
     TORCH_CHECK(out.get("action").scalar_type() == at::kLong);
     // forward() is to_ivalue, module.forward, from_ivalue:
     const c10::IValue raw = policy.forward({tensordict::to_ivalue(obs)});
-    TORCH_CHECK(at::equal(tensordict::from_ivalue(raw, std::vector<int64_t>{E}).get("action"),
-                          out.get("action")));
+    TORCH_CHECK(at::equal(
+        tensordict::from_ivalue(raw, std::vector<int64_t>{E}).get("action"),
+        out.get("action")));
 
     // The control loop.
     int64_t steps = 0;
@@ -52,11 +54,13 @@ int main(int argc, char** argv) {
       steps += E;
     }
     const auto& returns = env.finished_returns();
-    const double mean = std::accumulate(returns.begin(), returns.begin() + 32, 0.0) / 32;
-    std::printf("TorchScript policy from %s: mean return %.1f over 32 episodes "
-                "(%lld env steps, one forward per step of %lld envs)\n",
-                path.c_str(), mean, static_cast<long long>(steps),
-                static_cast<long long>(E));
+    const double mean =
+        std::accumulate(returns.begin(), returns.begin() + 32, 0.0) / 32;
+    std::printf(
+        "TorchScript policy from %s: mean return %.1f over 32 episodes "
+        "(%lld env steps, one forward per step of %lld envs)\n",
+        path.c_str(), mean, static_cast<long long>(steps),
+        static_cast<long long>(E));
     if (mean < 475) {
       std::printf("the policy does not balance the pole\n");
       return 1;

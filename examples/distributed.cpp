@@ -17,8 +17,8 @@
 using tensordict::ReduceOp;
 using tensordict::ReplayBuffer;
 using tensordict::ReplayBufferOptions;
-using torch::indexing::Slice;
 using tensordict::TensorDict;
+using torch::indexing::Slice;
 
 namespace {
 
@@ -36,7 +36,8 @@ void run(int rank, int port) {
   options.port = port;
   options.timeout = std::chrono::seconds(30);  // nothing waits longer
   const tensordict::Group pg = tensordict::make_gloo_group(rank, 2, options);
-  TORCH_CHECK(pg.rank() == rank && pg.size() == 2 && pg.backend_name() == "gloo");
+  TORCH_CHECK(pg.rank() == rank && pg.size() == 2 &&
+              pg.backend_name() == "gloo");
 
   // ---- Point to point: send into rows 0..3 of a larger buffer
   TensorDict buffer({{"obs", torch::zeros({100, 3})},
@@ -52,7 +53,8 @@ void run(int rank, int port) {
     tensordict::Work w = tensordict::irecv(buffer[Slice(4, 8)], 1, pg);
     w.wait();
     TORCH_CHECK(buffer.get("obs").is_same(obs_storage));  // in place
-    TORCH_CHECK(at::equal(buffer.get("obs").narrow(0, 0, 4), torch::ones({4, 3})));
+    TORCH_CHECK(
+        at::equal(buffer.get("obs").narrow(0, 0, 4), torch::ones({4, 3})));
     TORCH_CHECK(at::equal(buffer.get({"next", "reward"}).narrow(0, 4, 4),
                           torch::full({4, 1}, 2.f)));
     TORCH_CHECK(buffer.get("obs").narrow(0, 8, 92).eq(0).all().item<bool>());
@@ -67,21 +69,25 @@ void run(int rank, int port) {
     tensordict::send(wire, 0, pg, 0, /*consolidated=*/true);
   } else {
     TensorDict got = tensordict::from_remote_init(/*src=*/1, pg);
-    TORCH_CHECK(got.is_consolidated() && got.batch_size() == c10::IntArrayRef({4}));
+    TORCH_CHECK(got.is_consolidated() &&
+                got.batch_size() == c10::IntArrayRef({4}));
     TORCH_CHECK(at::equal(got.get("obs"), torch::full({4, 3}, 3.f)));
     tensordict::recv(got, 1, pg, 0, /*consolidated=*/true);
-    TORCH_CHECK(at::equal(got.get({"next", "reward"}), torch::full({4, 1}, 4.f)));
+    TORCH_CHECK(
+        at::equal(got.get({"next", "reward"}), torch::full({4, 1}, 4.f)));
     std::cout << "from_remote_init: " << got.keys(true, true).size()
               << " leaves, then one consolidated message per round\n";
   }
 
   // ---- Collectives
-  TensorDict weights({{"w", torch::full({2, 2}, static_cast<float>(rank + 5))}}, {});
+  TensorDict weights({{"w", torch::full({2, 2}, static_cast<float>(rank + 5))}},
+                     {});
   tensordict::broadcast(weights, /*root=*/0, pg);  // in place on every rank
   TORCH_CHECK(at::equal(weights.get("w"), torch::full({2, 2}, 5.f)));
-  TensorDict grads({{"g", torch::full({3}, static_cast<float>(rank))},
-                    {{"critic", "g"}, torch::full({2}, 2.f * static_cast<float>(rank))}},
-                   {});
+  TensorDict grads(
+      {{"g", torch::full({3}, static_cast<float>(rank))},
+       {{"critic", "g"}, torch::full({2}, 2.f * static_cast<float>(rank))}},
+      {});
   tensordict::all_reduce(grads, ReduceOp::kMean, pg);
   TORCH_CHECK(at::equal(grads.get("g"), torch::full({3}, 0.5f)));
   TensorDict stats({{"ret", torch::full({2}, static_cast<float>(rank))}}, {2});
@@ -98,7 +104,8 @@ void run(int rank, int port) {
     threw = true;
   }
   TORCH_CHECK(threw, "rank ", rank, ": a mismatched all_reduce did not throw");
-  if (rank == 0) std::cout << "collectives: broadcast, all_reduce, all_gather\n";
+  if (rank == 0)
+    std::cout << "collectives: broadcast, all_reduce, all_gather\n";
 }
 
 // ---- On one machine: a ReplayBuffer shared by forked actors
@@ -118,12 +125,14 @@ void shared_replay_buffer() {
   for (pid_t pid : actors) {
     int status = 0;
     ::waitpid(pid, &status, 0);
-    TORCH_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "an actor failed");
+    TORCH_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                "an actor failed");
   }
   // The learner sees every actor's rows.
   TORCH_CHECK(rb.size() == 800, "size ", rb.size());
   auto [batch, info] = rb.sample(256);
-  TORCH_CHECK(batch.get("obs").eq(batch.get({"next", "reward"})).all().item<bool>());
+  TORCH_CHECK(
+      batch.get("obs").eq(batch.get({"next", "reward"})).all().item<bool>());
   std::cout << "shared ReplayBuffer: 2 forked actors wrote " << rb.size()
             << " rows, the learner sampled 256\n";
 

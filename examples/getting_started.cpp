@@ -44,8 +44,8 @@ void readme_tour() {
     buffer[t] = step;  // t == 0 allocates [1000, ...] zeros; then in place
   }
   TensorDict batch = buffer[torch::randint(1000, {32})];  // a copy, [32]
-  TensorDict recent = buffer.index({Slice(-10, None)});    // views, [10]
-  torch::Tensor next_obs = batch.get({"next", "obs"});     // [32, 64]
+  TensorDict recent = buffer.index({Slice(-10, None)});   // views, [10]
+  torch::Tensor next_obs = batch.get({"next", "obs"});    // [32, 64]
   std::cout << batch << "\n";
   TORCH_CHECK(next_obs.sizes() == std::vector<int64_t>({32, 64}));
   TORCH_CHECK(recent.batch_size() == std::vector<int64_t>{10});
@@ -81,9 +81,9 @@ void keys() {
 }
 
 void get_and_set() {
-  TensorDict td({{"obs", torch::zeros({4, 3})},
-                 {{"next", "obs"}, torch::zeros({4, 3})}},
-                {4});
+  TensorDict td(
+      {{"obs", torch::zeros({4, 3})}, {{"next", "obs"}, torch::zeros({4, 3})}},
+      {4});
   td.set("reward", torch::zeros({4}));            // a new leaf
   td.set({"next", "reward"}, torch::zeros({4}));  // into the sub-dict "next"
   td.set({"info", "step"}, torch::arange(4));     // creates the sub-dict "info"
@@ -91,16 +91,19 @@ void get_and_set() {
   TORCH_CHECK(td.get_tensordict("info").batch_size() ==
               std::vector<int64_t>{4});
 
-  torch::Tensor obs = td.get("obs");   // the stored tensor, not a copy
+  torch::Tensor obs = td.get("obs");    // the stored tensor, not a copy
   td.set_("obs", torch::ones({4, 3}));  // copies into it, in place
   TORCH_CHECK(td.get("obs").is_same(obs));
-  td.set("obs", torch::ones({4, 3}));   // replaces it with a new tensor
+  td.set("obs", torch::ones({4, 3}));  // replaces it with a new tensor
   TORCH_CHECK(!td.get("obs").is_same(obs));
 
   using Keys = std::vector<NestedKey>;
   TORCH_CHECK(td.keys() == Keys({"obs", "next", "reward", "info"}));
   TORCH_CHECK(td.keys(/*include_nested=*/true, /*leaves_only=*/true) ==
-              Keys({"obs", {"next", "obs"}, {"next", "reward"}, "reward",
+              Keys({"obs",
+                    {"next", "obs"},
+                    {"next", "reward"},
+                    "reward",
                     {"info", "step"}}));
 
   td.rename_key_({"info", "step"}, "step");      // now a top-level leaf
@@ -142,7 +145,7 @@ void indexing() {
   TensorDict odd = td.index({Slice(1, None, 2)});  // batch_size [5], views
   TensorDict lifted = td.index({None});            // batch_size [1, 10]
   torch::Tensor mask = torch::arange(10) % 3 == 0;
-  TensorDict picked = td[mask];                            // [4], a copy
+  TensorDict picked = td[mask];                                  // [4], a copy
   TensorDict some = td[torch::tensor({0, 2, 2}, torch::kLong)];  // [3], a copy
 
   TORCH_CHECK(row.batch_size().empty() && row.get("obs").size(0) == 4);
@@ -169,11 +172,12 @@ void writing() {
   buffer[0] = step;  // allocates obs [100, 4] float32 and done [100] bool
   TORCH_CHECK(buffer.get("obs").sizes() == std::vector<int64_t>({100, 4}));
   TORCH_CHECK(buffer.get("done").scalar_type() == torch::kBool);
-  TORCH_CHECK(buffer.index({Slice(1, None)}).get("obs").eq(0).all().item<bool>());
+  TORCH_CHECK(
+      buffer.index({Slice(1, None)}).get("obs").eq(0).all().item<bool>());
 
   torch::Tensor obs = buffer.get("obs");
-  buffer[1] = step;                             // in place, same tensors
-  buffer.index_put_({Slice(2, 4)}, step);       // batch [] broadcasts to [2]
+  buffer[1] = step;                        // in place, same tensors
+  buffer.index_put_({Slice(2, 4)}, step);  // batch [] broadcasts to [2]
   buffer[torch::tensor({7, 9}, torch::kLong)] = step;  // rows 7 and 9
   TORCH_CHECK(buffer.get("obs").is_same(obs));
   TORCH_CHECK(buffer.get("done").sum().item<int64_t>() == 6);
@@ -234,7 +238,8 @@ void checked_errors() {
   TensorDict td({}, {4, 8});
   TORCH_CHECK(error_of([&] {
                 td.set({"next", "obs"}, torch::zeros({4, 7}));
-              }) == "key ('next', 'obs'): expected leading dims [4, 8], got [4, 7]");
+              }) ==
+              "key ('next', 'obs'): expected leading dims [4, 8], got [4, 7]");
 
   TensorDict buffer({{"obs", torch::zeros({10, 4})}}, {10});
   TensorDict bad({{"reward", torch::ones({1})}, {"obs", torch::ones({5})}}, {});

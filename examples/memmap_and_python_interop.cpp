@@ -8,9 +8,9 @@
 // Usage: memmap_and_python_interop [output dir]   (default: a temp dir,
 // removed at exit). Exits nonzero when a check fails.
 #include <ftw.h>
-#include <nlohmann/json.hpp>
 #include <tensordict/persistence.h>
 #include <tensordict/tensordict.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <cstring>
@@ -55,7 +55,8 @@ std::string read_file(const fs::path& p) {
 
 std::string bytes_of(const torch::Tensor& t) {
   torch::Tensor c = t.contiguous();
-  return std::string(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size());
+  return std::string(static_cast<const char*>(c.data_ptr()),
+                     c.numel() * c.element_size());
 }
 
 // Checks one directory level against the format, recursively.
@@ -68,22 +69,27 @@ void check_level(const fs::path& dir, const TensorDict& td) {
   for (const auto& k : td.keys()) expected.push_back(k.str());
   expected.insert(expected.end(), {"shape", "device", "_type"});
   check(keys == expected, dir.string() + "/meta.json key order");
-  check(meta["shape"] == nlohmann::ordered_json(td.batch_size().vec()), "batch size");
+  check(meta["shape"] == nlohmann::ordered_json(td.batch_size().vec()),
+        "batch size");
   check(meta["_type"] == "<class 'tensordict._td.TensorDict'>", "_type");
   for (const auto& k : td.keys()) {
     const std::string key = k.str();
     const auto& e = meta[key];
     if (td.get_entry(k).is_tensordict()) {
-      check(e == nlohmann::ordered_json{{"type", "TensorDict"}}, key + ": sub-dict entry");
+      check(e == nlohmann::ordered_json{{"type", "TensorDict"}},
+            key + ": sub-dict entry");
       check_level(dir / key, td.get_tensordict(k));
       continue;
     }
     torch::Tensor t = td.get(k);
-    check(e["device"] == "cpu" && e["is_nested"] == false, key + ": device/is_nested");
-    check(e["shape"] == nlohmann::ordered_json(t.sizes().vec()), key + ": shape");
+    check(e["device"] == "cpu" && e["is_nested"] == false,
+          key + ": device/is_nested");
+    check(e["shape"] == nlohmann::ordered_json(t.sizes().vec()),
+          key + ": shape");
     const fs::path file = dir / (key + ".memmap");
     // numel x itemsize raw bytes, no header.
-    check(fs::file_size(file) == static_cast<uintmax_t>(t.numel() * t.element_size()),
+    check(fs::file_size(file) ==
+              static_cast<uintmax_t>(t.numel() * t.element_size()),
           key + ": file size");
     check(read_file(file) == bytes_of(t), key + ": file bytes");
   }
@@ -97,7 +103,8 @@ int main(int argc, char** argv) {
   if (argc > 1) {
     out = argv[1];
   } else {
-    std::string tmpl = (fs::temp_directory_path() / "td_memmap_example_XXXXXX").string();
+    std::string tmpl =
+        (fs::temp_directory_path() / "td_memmap_example_XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr) return 1;
     out = tmpl;
     cleanup = true;
@@ -111,7 +118,8 @@ int main(int argc, char** argv) {
                 {4});
   const fs::path dir = out / "rollout";
   td.memmap_(dir.string());  // in place: the leaves now live in the files
-  std::cout << "wrote " << dir.string() << " (is_memmap=" << td.is_memmap() << ")\n";
+  std::cout << "wrote " << dir.string() << " (is_memmap=" << td.is_memmap()
+            << ")\n";
   // As in Python, a memory-mapped dict is on the CPU and locked: a new key
   // would never reach the disk, so adding one is an error.
   check(td.is_locked() && td.device() == c10::Device(c10::kCPU),
@@ -126,7 +134,8 @@ int main(int argc, char** argv) {
 
   // --- 2. Check the files against the format --------------------------------
   check_level(dir, td);
-  check(read_file(dir / "done.memmap") == std::string("\0\0\0\1", 4), "bool bytes");
+  check(read_file(dir / "done.memmap") == std::string("\0\0\0\1", 4),
+        "bool bytes");
 
   // --- 3. Reopen zero-copy and write a row straight into the files ----------
   TensorDict loaded = TensorDict::load_memmap(dir.string());
@@ -149,25 +158,29 @@ int main(int argc, char** argv) {
   const std::string archive = (out / "rollout.tdz").string();
   TensorDict snap = td.memmap(archive);  // copy-on-write views into the file
   check((TensorDict::load_memmap(archive) == td).all(), "archive values");
-  check(read_file(out / "rollout.tdz").substr(0, 2) == "PK" && !snap.is_locked(),
-        "a zip file, whose dict is not locked (as in Python)");
+  check(
+      read_file(out / "rollout.tdz").substr(0, 2) == "PK" && !snap.is_locked(),
+      "a zip file, whose dict is not locked (as in Python)");
   TensorDict live = TensorDict::load_memmap(archive);  // writes reach the file
   live[1] = loaded[0];
   tensordict::refresh_archive_checksums(archive);  // for unzip and zipfile
-  check((TensorDict::load_memmap(archive, /*read_only=*/true)[1] == loaded[0]).all(),
+  check((TensorDict::load_memmap(archive, /*read_only=*/true)[1] == loaded[0])
+            .all(),
         "row write reached the archive");
 
   // --- 5. One file: consolidate + save / load -------------------------------
   TensorDict packed = td.consolidate();
   check(packed.is_consolidated(), "consolidated");
   packed.save((out / "rollout.td").string());
-  check((TensorDict::load((out / "rollout.td").string()) == td).all(), "save/load");
+  check((TensorDict::load((out / "rollout.td").string()) == td).all(),
+        "save/load");
 
   // --- 6. For torch.load: pickle_save ---------------------------------------
   std::vector<char> bytes = tensordict::pickle_save(td);
   std::ofstream((out / "rollout.pt").string(), std::ios::binary)
       .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  check(bytes.size() > 2 && bytes[0] == 'P' && bytes[1] == 'K', "torch.save zip format");
+  check(bytes.size() > 2 && bytes[0] == 'P' && bytes[1] == 'K',
+        "torch.save zip format");
 
   // --- 7. A replay buffer that TorchRL loads, and one that TorchRL dumped ---
   {
@@ -179,11 +192,12 @@ int main(int argc, char** argv) {
         PrioritizedSampler().alpha(0.7).beta(0.5)));
     for (int step = 0; step < 3; ++step) {
       torch::Tensor obs = torch::randn({100, 4});
-      rb.extend(TensorDict({{"obs", obs},
-                            {"action", torch::randint(2, {100})},
-                            {{"next", "obs"}, obs + 1},
-                            {{"next", "done"}, torch::zeros({100, 1}, torch::kBool)}},
-                           {100}));
+      rb.extend(
+          TensorDict({{"obs", obs},
+                      {"action", torch::randint(2, {100})},
+                      {{"next", "obs"}, obs + 1},
+                      {{"next", "done"}, torch::zeros({100, 1}, torch::kBool)}},
+                     {100}));
     }
     auto [batch, info] = rb.sample(64);
     rb.update_priority(info.index, torch::rand({64}));
@@ -191,12 +205,13 @@ int main(int argc, char** argv) {
     auto json_of = [&](const char* rel) {
       return nlohmann::json::parse(read_file(fs::path(actor_rb) / rel));
     };
-    check(json_of("storage/storage_metadata.json")["len"] == 300 &&
-              json_of("writer/metadata.json")["cursor"] == 300 &&
-              json_of("sampler/sampler_metadata.json")["_max_capacity"] == 1000 &&
-              fs::file_size(fs::path(actor_rb) / "sampler/sumtree.memmap") ==
-                  1000 * sizeof(double),
-          "TorchRL's replay-buffer files");
+    check(
+        json_of("storage/storage_metadata.json")["len"] == 300 &&
+            json_of("writer/metadata.json")["cursor"] == 300 &&
+            json_of("sampler/sampler_metadata.json")["_max_capacity"] == 1000 &&
+            fs::file_size(fs::path(actor_rb) / "sampler/sumtree.memmap") ==
+                1000 * sizeof(double),
+        "TorchRL's replay-buffer files");
   }
 
   // --- 8. Non-tensor data: Python's NonTensorData ----------------------------
@@ -205,7 +220,8 @@ int main(int argc, char** argv) {
     ep.set_non_tensor("task", "walk");  // every row: "walk"
     ep.set_non_tensor({"info", "seed"}, 7);
     ep.memmap((out / "episode").string());
-    const auto meta = nlohmann::json::parse(read_file(out / "episode/task/meta.json"));
+    const auto meta =
+        nlohmann::json::parse(read_file(out / "episode/task/meta.json"));
     check(meta["data"] == "walk" &&
               meta["_type"] == "<class 'tensordict.tensorclass.NonTensorData'>",
           "NonTensorData in Python's format");

@@ -63,14 +63,16 @@ bool parse_args(int argc, char** argv, Config& cfg) {
     } else if (arg == "--device" && i + 1 < argc) {
       const std::string d = argv[++i];
       if (d != "cpu" && d != "cuda") {
-        std::fprintf(stderr, "--device: expected cpu or cuda, got %s\n", d.c_str());
+        std::fprintf(stderr, "--device: expected cpu or cuda, got %s\n",
+                     d.c_str());
         return false;
       }
       if (d == "cuda" && !torch::cuda::is_available()) {
         std::fprintf(stderr, "--device cuda: no CUDA device is available\n");
         return false;
       }
-      cfg.device = d == "cuda" ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+      cfg.device =
+          d == "cuda" ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
     } else {
       std::fprintf(stderr,
                    "usage: %s [--seed N] [--max-steps N] [--device cpu|cuda]\n",
@@ -118,13 +120,13 @@ int main(int argc, char** argv) {
   };
 
   const int64_t max_iters = quick ? 2 : cfg.max_steps / (T * E);
-  std::printf("PPO on CartPole-v1: %lld envs x %lld steps per rollout, "
-              "seed %llu, device %s, budget %lld env steps%s\n",
-              static_cast<long long>(E), static_cast<long long>(T),
-              static_cast<unsigned long long>(cfg.seed),
-              device.str().c_str(),
-              static_cast<long long>(cfg.max_steps),
-              quick ? " (quick mode: 2 iterations)" : "");
+  std::printf(
+      "PPO on CartPole-v1: %lld envs x %lld steps per rollout, "
+      "seed %llu, device %s, budget %lld env steps%s\n",
+      static_cast<long long>(E), static_cast<long long>(T),
+      static_cast<unsigned long long>(cfg.seed), device.str().c_str(),
+      static_cast<long long>(cfg.max_steps),
+      quick ? " (quick mode: 2 iterations)" : "");
   int64_t iter = 0;
   for (; iter < max_iters && !solved(); ++iter) {
     // ---- Rollout: one [E] dict per step, written into the [T, E] buffer.
@@ -155,13 +157,13 @@ int main(int argc, char** argv) {
     }
 
     const double secs = elapsed();
-    std::printf("iter %4lld  env steps %7lld  episodes %5zu  "
-                "mean return (last %zu) %6.1f  loss %8.4f  %6.0f steps/s\n",
-                static_cast<long long>(iter + 1),
-                static_cast<long long>(env_steps),
-                env.finished_returns().size(), h.solved_window,
-                mean_last(env.finished_returns(), h.solved_window),
-                last_loss, static_cast<double>(env_steps) / secs);
+    std::printf(
+        "iter %4lld  env steps %7lld  episodes %5zu  "
+        "mean return (last %zu) %6.1f  loss %8.4f  %6.0f steps/s\n",
+        static_cast<long long>(iter + 1), static_cast<long long>(env_steps),
+        env.finished_returns().size(), h.solved_window,
+        mean_last(env.finished_returns(), h.solved_window), last_loss,
+        static_cast<double>(env_steps) / secs);
     std::fflush(stdout);
   }
 
@@ -169,21 +171,23 @@ int main(int argc, char** argv) {
   const double ret = mean_last(env.finished_returns(), h.solved_window);
   if (quick) {
     std::printf("quick mode: %lld iterations, %lld env steps in %.1f s\n",
-                static_cast<long long>(iter),
-                static_cast<long long>(env_steps), secs);
+                static_cast<long long>(iter), static_cast<long long>(env_steps),
+                secs);
     return 0;
   }
   if (solved()) {
-    std::printf("SOLVED: mean return %.1f over the last %zu episodes after "
-                "%lld env steps, %lld iterations, %.1f s (%.0f steps/s)\n",
-                ret, h.solved_window, static_cast<long long>(env_steps),
-                static_cast<long long>(iter), secs,
-                static_cast<double>(env_steps) / secs);
+    std::printf(
+        "SOLVED: mean return %.1f over the last %zu episodes after "
+        "%lld env steps, %lld iterations, %.1f s (%.0f steps/s)\n",
+        ret, h.solved_window, static_cast<long long>(env_steps),
+        static_cast<long long>(iter), secs,
+        static_cast<double>(env_steps) / secs);
     return 0;
   }
-  std::printf("NOT SOLVED: mean return %.1f over the last %zu episodes after "
-              "%lld env steps (budget %lld), %.1f s\n",
-              ret, h.solved_window, static_cast<long long>(env_steps),
-              static_cast<long long>(cfg.max_steps), secs);
+  std::printf(
+      "NOT SOLVED: mean return %.1f over the last %zu episodes after "
+      "%lld env steps (budget %lld), %.1f s\n",
+      ret, h.solved_window, static_cast<long long>(env_steps),
+      static_cast<long long>(cfg.max_steps), secs);
   return 1;
 }

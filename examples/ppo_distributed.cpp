@@ -58,7 +58,7 @@ struct Config {
   int actors = 2;
   uint64_t seed = 1;
   int64_t max_steps = 500000;
-  int64_t num_envs = 8;           // per actor
+  int64_t num_envs = 8;             // per actor
   int64_t steps_per_rollout = 128;  // split between the actors
   ppo::Hyper hyper;
   bool quick = false;
@@ -71,8 +71,10 @@ struct Config {
 // into this dict are writes into the networks), and the stop flag.
 TensorDict weights_of(ppo::Agent& agent, const at::Tensor& stop) {
   TensorDict w({}, {});
-  for (const auto& p : agent.actor->named_parameters()) w.set({"actor", p.key()}, p.value());
-  for (const auto& p : agent.critic->named_parameters()) w.set({"critic", p.key()}, p.value());
+  for (const auto& p : agent.actor->named_parameters())
+    w.set({"actor", p.key()}, p.value());
+  for (const auto& p : agent.critic->named_parameters())
+    w.set({"critic", p.key()}, p.value());
   w.set("stop", stop);
   return w;
 }
@@ -84,7 +86,8 @@ int run_actor(const Config& cfg) {
   tensordict::GlooGroupOptions options;
   options.port = cfg.port;
   options.timeout = std::chrono::seconds(120);
-  const Group pg = tensordict::make_gloo_group(cfg.rank, cfg.actors + 1, options);
+  const Group pg =
+      tensordict::make_gloo_group(cfg.rank, cfg.actors + 1, options);
 
   const int64_t E = cfg.num_envs;
   const int64_t T = cfg.steps_per_rollout / cfg.actors;
@@ -142,10 +145,15 @@ int run_actor(const Config& cfg) {
 std::vector<pid_t> spawn_actors(const Config& cfg, const char* self) {
   std::vector<pid_t> pids;
   for (int r = 1; r <= cfg.actors; ++r) {
-    std::vector<std::string> args = {self, "--actors", std::to_string(cfg.actors),
-                                     "--seed", std::to_string(cfg.seed),
-                                     "--actor-rank", std::to_string(r),
-                                     "--port", std::to_string(cfg.port)};
+    std::vector<std::string> args = {self,
+                                     "--actors",
+                                     std::to_string(cfg.actors),
+                                     "--seed",
+                                     std::to_string(cfg.seed),
+                                     "--actor-rank",
+                                     std::to_string(r),
+                                     "--port",
+                                     std::to_string(cfg.port)};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -167,7 +175,8 @@ bool reap(const std::vector<pid_t>& pids) {
   bool ok = true;
   for (pid_t pid : pids) {
     int status = 0;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (::waitpid(pid, &status, WNOHANG) == 0) {
       if (std::chrono::steady_clock::now() > deadline) {
         ::kill(pid, SIGKILL);
@@ -206,19 +215,21 @@ int run_learner(Config cfg, const char* self) {
   const int64_t max_iters = cfg.quick ? 2 : cfg.max_steps / per_iter;
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start)
         .count();
   };
   auto solved = [&] {
     return returns.size() >= h.solved_window &&
            ppo::mean_last(returns, h.solved_window) >= h.solved_return;
   };
-  std::printf("Distributed PPO on CartPole-v1: 1 learner + %d actors x %lld envs, "
-              "%lld transitions per iteration, seed %llu%s\n",
-              cfg.actors, static_cast<long long>(cfg.num_envs),
-              static_cast<long long>(per_iter),
-              static_cast<unsigned long long>(cfg.seed),
-              cfg.quick ? " (quick mode: 2 iterations)" : "");
+  std::printf(
+      "Distributed PPO on CartPole-v1: 1 learner + %d actors x %lld envs, "
+      "%lld transitions per iteration, seed %llu%s\n",
+      cfg.actors, static_cast<long long>(cfg.num_envs),
+      static_cast<long long>(per_iter),
+      static_cast<unsigned long long>(cfg.seed),
+      cfg.quick ? " (quick mode: 2 iterations)" : "");
   int64_t iter = 0;
   double waiting = 0.0;  // seconds spent on broadcasts and rollouts
   while (true) {
@@ -259,38 +270,42 @@ int run_learner(Config cfg, const char* self) {
       }
     }
     ++iter;
-    std::printf("iter %4lld  env steps %7lld  episodes %5zu  mean return (last %zu) "
-                "%6.1f  loss %8.4f  %6.0f steps/s\n",
-                static_cast<long long>(iter), static_cast<long long>(env_steps),
-                returns.size(), h.solved_window,
-                ppo::mean_last(returns, h.solved_window), last_loss,
-                static_cast<double>(env_steps) / elapsed());
+    std::printf(
+        "iter %4lld  env steps %7lld  episodes %5zu  mean return (last %zu) "
+        "%6.1f  loss %8.4f  %6.0f steps/s\n",
+        static_cast<long long>(iter), static_cast<long long>(env_steps),
+        returns.size(), h.solved_window,
+        ppo::mean_last(returns, h.solved_window), last_loss,
+        static_cast<double>(env_steps) / elapsed());
     std::fflush(stdout);
   }
   const double secs = elapsed();
   const bool actors_ok = reap(actors);
-  std::printf("time: %.1f s training, %.1f s waiting for the weights to go out "
-              "and the rollouts to come in (collection and transfer: %.0f env "
-              "steps/s while waiting)\n",
-              secs - waiting, waiting,
-              waiting > 0 ? static_cast<double>(env_steps) / waiting : 0.0);
+  std::printf(
+      "time: %.1f s training, %.1f s waiting for the weights to go out "
+      "and the rollouts to come in (collection and transfer: %.0f env "
+      "steps/s while waiting)\n",
+      secs - waiting, waiting,
+      waiting > 0 ? static_cast<double>(env_steps) / waiting : 0.0);
   if (!actors_ok) std::printf("an actor failed\n");
   const double ret = ppo::mean_last(returns, h.solved_window);
   if (cfg.quick) {
     std::printf("quick mode: %lld iterations, %lld env steps in %.1f s\n",
-                static_cast<long long>(iter), static_cast<long long>(env_steps), secs);
+                static_cast<long long>(iter), static_cast<long long>(env_steps),
+                secs);
     return actors_ok ? 0 : 1;
   }
   if (solved() && actors_ok) {
-    std::printf("SOLVED with %d actors: mean return %.1f over the last %zu episodes "
-                "after %lld env steps, %lld iterations, %.1f s (%.0f steps/s)\n",
-                cfg.actors, ret, h.solved_window, static_cast<long long>(env_steps),
-                static_cast<long long>(iter), secs,
-                static_cast<double>(env_steps) / secs);
+    std::printf(
+        "SOLVED with %d actors: mean return %.1f over the last %zu episodes "
+        "after %lld env steps, %lld iterations, %.1f s (%.0f steps/s)\n",
+        cfg.actors, ret, h.solved_window, static_cast<long long>(env_steps),
+        static_cast<long long>(iter), secs,
+        static_cast<double>(env_steps) / secs);
     return 0;
   }
-  std::printf("NOT SOLVED: mean return %.1f after %lld env steps, %.1f s\n", ret,
-              static_cast<long long>(env_steps), secs);
+  std::printf("NOT SOLVED: mean return %.1f after %lld env steps, %.1f s\n",
+              ret, static_cast<long long>(env_steps), secs);
   return 1;
 }
 
@@ -321,7 +336,8 @@ bool parse_args(int argc, char** argv, Config& cfg) {
 int main(int argc, char** argv) {
   Config cfg;
   if (!parse_args(argc, argv, cfg)) {
-    std::fprintf(stderr, "usage: %s [--actors N] [--seed N] [--max-steps N]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--actors N] [--seed N] [--max-steps N]\n",
+                 argv[0]);
     return 2;
   }
   const char* quick = std::getenv("TENSORDICT_EXAMPLE_QUICK");
@@ -329,8 +345,8 @@ int main(int argc, char** argv) {
   try {
     return cfg.rank > 0 ? run_actor(cfg) : run_learner(cfg, argv[0]);
   } catch (const c10::Error& e) {
-    std::fprintf(stderr, "%s %d: %s\n", cfg.rank > 0 ? "actor" : "learner", cfg.rank,
-                 e.what_without_backtrace());
+    std::fprintf(stderr, "%s %d: %s\n", cfg.rank > 0 ? "actor" : "learner",
+                 cfg.rank, e.what_without_backtrace());
     return 1;
   }
 }

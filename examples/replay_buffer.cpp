@@ -234,10 +234,13 @@ int main() {
     TORCH_CHECK(disk.size() == 256 && disk.cursor() == 300 % 256);
     // Row 300 - 256 + k of the batch sits at storage row (300 + k) % 256.
     at::Tensor obs = disk.storage().get("obs");
-    TORCH_CHECK(at::equal(obs.narrow(0, 0, 44), first.get("obs").narrow(0, 256, 44)));
-    TORCH_CHECK(at::equal(obs.narrow(0, 44, 212), first.get("obs").narrow(0, 44, 212)));
+    TORCH_CHECK(
+        at::equal(obs.narrow(0, 0, 44), first.get("obs").narrow(0, 256, 44)));
+    TORCH_CHECK(
+        at::equal(obs.narrow(0, 44, 212), first.get("obs").narrow(0, 44, 212)));
     auto [data, sample_info] = disk.sample(32);
-    TORCH_CHECK(at::equal(data.get("obs"), obs.index_select(0, sample_info.index)));
+    TORCH_CHECK(
+        at::equal(data.get("obs"), obs.index_select(0, sample_info.index)));
     disk.add(make_step(1)[0]);  // keeps writing at the cursor
     TORCH_CHECK(disk.cursor() == 45);
   }
@@ -253,12 +256,14 @@ int main() {
   }
 
   // ---- Checkpoints ------------------------------------------------------------
-  ReplayBuffer live(ReplayBufferOptions(64).sampler(SamplerWithoutReplacement()).seed(7));
+  ReplayBuffer live(
+      ReplayBufferOptions(64).sampler(SamplerWithoutReplacement()).seed(7));
   live.extend(make_step(50));
-  (void)live.sample(16);            // mid-epoch
+  (void)live.sample(16);             // mid-epoch
   live.dumps(tmpl + "/checkpoint");  // a new (or empty) directory
   at::Tensor next = live.sample(16).second.index;
-  ReplayBuffer resumed(ReplayBufferOptions(64).sampler(SamplerWithoutReplacement()));
+  ReplayBuffer resumed(
+      ReplayBufferOptions(64).sampler(SamplerWithoutReplacement()));
   resumed.loads(tmpl + "/checkpoint");
   TORCH_CHECK(at::equal(resumed.sample(16).second.index, next));
   remove_tree(tmpl);

@@ -58,8 +58,8 @@ int main() {
 
   const at::Tensor advantage = data.get("advantage");  // [T, E, 1]
   TORCH_CHECK(advantage.sizes() == c10::IntArrayRef({T, E, 1}));
-  TORCH_CHECK(data.get("value_target")
-                  .allclose(advantage + data.get("state_value")));
+  TORCH_CHECK(
+      data.get("value_target").allclose(advantage + data.get("state_value")));
   // The same numbers from the free function (done already includes
   // truncated here, as CartPole sets both).
   auto [adv, target] = tensordict::gae(
@@ -87,14 +87,15 @@ int main() {
   std::set<int64_t> seen;
   for (const TensorDict& mb : buffer.minibatches(4, gen)) {
     TORCH_CHECK(mb.batch_size() == c10::IntArrayRef({T * E / 4}));  // [64]
-    const at::Tensor mb_adv = mb.get("advantage");  // [64, 1]
+    const at::Tensor mb_adv = mb.get("advantage");                  // [64, 1]
     TORCH_CHECK(mb_adv.sizes() == c10::IntArrayRef({T * E / 4, 1}));
     // Rows are whole transitions: find each one in the buffer.
-    const at::Tensor eq = (stored_obs.view({T * E, 1, 4}) ==
-                           mb.get("observation").unsqueeze(0))
-                              .all(-1);  // [T * E, 64]
+    const at::Tensor eq =
+        (stored_obs.view({T * E, 1, 4}) == mb.get("observation").unsqueeze(0))
+            .all(-1);  // [T * E, 64]
     const at::Tensor row = eq.to(at::kFloat).argmax(0);
-    for (int64_t i = 0; i < row.size(0); ++i) seen.insert(row[i].item<int64_t>());
+    for (int64_t i = 0; i < row.size(0); ++i)
+      seen.insert(row[i].item<int64_t>());
   }
   TORCH_CHECK(static_cast<int64_t>(seen.size()) == T * E,
               "the minibatches cover every row once");
@@ -109,8 +110,10 @@ int main() {
       tensordict::gae(reward, value, next_value, done, never, 0.5, 0.5);
   const auto terminated =
       tensordict::gae(reward, value, next_value, done, done, 0.5, 0.5);
-  fmt::print("truncated:  [{}]\n", fmt::join(values(truncated.advantage), ", "));
-  fmt::print("terminated: [{}]\n", fmt::join(values(terminated.advantage), ", "));
+  fmt::print("truncated:  [{}]\n",
+             fmt::join(values(truncated.advantage), ", "));
+  fmt::print("terminated: [{}]\n",
+             fmt::join(values(terminated.advantage), ", "));
   TORCH_CHECK(truncated.advantage.equal(torch::tensor({1.5, 2.0, 1.0})));
   TORCH_CHECK(terminated.advantage.equal(torch::tensor({0.25, -3.0, 1.0})));
   std::cout << "all checks passed\n";

@@ -55,8 +55,8 @@ void stacking_other_dims() {
   for (int64_t t = 0; t < 5; ++t) {
     steps.push_back(tensordict::stack({make_step(t), make_step(10 + t)}));
   }
-  TensorDict time_major = tensordict::stack(steps);     // [5, 2]: [t, env]
-  TensorDict env_major = tensordict::stack(steps, 1);   // [2, 5]: [env, t]
+  TensorDict time_major = tensordict::stack(steps);    // [5, 2]: [t, env]
+  TensorDict env_major = tensordict::stack(steps, 1);  // [2, 5]: [env, t]
   TensorDict longer = tensordict::cat({time_major, time_major});  // [10, 2]
 
   TORCH_CHECK(time_major.batch_size() == std::vector<int64_t>({5, 2}));
@@ -128,7 +128,9 @@ void checked_stack_errors() {
   TensorDict b = make_step(1);
   b.erase("reward");
   b.set("done", torch::zeros({1}, torch::kBool));
-  TORCH_CHECK(error_of([&] { (void)tensordict::stack({a, b}); }) ==
+  TORCH_CHECK(error_of([&] {
+                (void)tensordict::stack({a, b});
+              }) ==
               "stack: TensorDicts have different keys: missing from input 0: "
               "[done]; missing from input 1: [reward]");
 
@@ -146,10 +148,10 @@ void splitting() {
   TensorDict rollout = tensordict::stack(
       {make_step(0), make_step(1), make_step(2), make_step(3), make_step(4)});
 
-  std::vector<TensorDict> rows = rollout.unbind(0);   // 5 dicts, batch []
-  std::vector<TensorDict> parts = rollout.split(2);   // [2], [2], [1]
+  std::vector<TensorDict> rows = rollout.unbind(0);       // 5 dicts, batch []
+  std::vector<TensorDict> parts = rollout.split(2);       // [2], [2], [1]
   std::vector<TensorDict> sized = rollout.split({1, 4});  // [1], [4]
-  std::vector<TensorDict> halves = rollout.chunk(2);  // [3], [2]
+  std::vector<TensorDict> halves = rollout.chunk(2);      // [3], [2]
 
   TORCH_CHECK(rows.size() == 5 && rows[3].batch_size().empty());
   TORCH_CHECK(parts.size() == 3 && parts[2].batch_size()[0] == 1);
@@ -167,11 +169,13 @@ void splitting() {
 
 // Prints the batch size and the shape of one leaf, and whether that leaf
 // shares `base`'s data pointer.
-void show(const std::string& name, const TensorDict& td, const TensorDict& base) {
+void show(const std::string& name, const TensorDict& td,
+          const TensorDict& base) {
   const torch::Tensor obs = td.get("obs");
   std::cout << name << ": batch_size " << td.batch_size() << ", obs "
             << obs.sizes() << ", reward " << td.get("reward").sizes()
-            << (obs.data_ptr() == base.get("obs").data_ptr() ? ", view" : ", copy")
+            << (obs.data_ptr() == base.get("obs").data_ptr() ? ", view"
+                                                             : ", copy")
             << "\n";
 }
 
@@ -181,15 +185,15 @@ void shape_ops() {
                  {{"next", "obs"}, torch::rand({2, 3, 4})}},
                 {2, 3});
 
-  TensorDict flat = td.reshape({-1});        // [6]
-  TensorDict grid = flat.view({3, -1});      // [3, 2]
-  TensorDict lifted = td.unsqueeze(0);       // [1, 2, 3]
-  TensorDict dropped = lifted.squeeze();     // [2, 3]
-  TensorDict swapped = td.permute({1, 0});   // [3, 2]
-  TensorDict transposed = td.transpose(0, 1);  // [3, 2]
-  TensorDict flattened = td.flatten(0, 1);   // [6]
+  TensorDict flat = td.reshape({-1});                  // [6]
+  TensorDict grid = flat.view({3, -1});                // [3, 2]
+  TensorDict lifted = td.unsqueeze(0);                 // [1, 2, 3]
+  TensorDict dropped = lifted.squeeze();               // [2, 3]
+  TensorDict swapped = td.permute({1, 0});             // [3, 2]
+  TensorDict transposed = td.transpose(0, 1);          // [3, 2]
+  TensorDict flattened = td.flatten(0, 1);             // [6]
   TensorDict unflat = flattened.unflatten(0, {2, 3});  // [2, 3]
-  TensorDict expanded = td.expand({5, 2, 3});  // [5, 2, 3]
+  TensorDict expanded = td.expand({5, 2, 3});          // [5, 2, 3]
 
   show("reshape({-1})", flat, td);
   show("view({3, -1})", grid, td);
@@ -214,8 +218,9 @@ void shape_ops() {
 }
 
 void views_and_copies() {
-  TensorDict td({{"obs", torch::rand({2, 3, 4})}, {"reward", torch::rand({2, 3})}},
-                {2, 3});
+  TensorDict td(
+      {{"obs", torch::rand({2, 3, 4})}, {"reward", torch::rand({2, 3})}},
+      {2, 3});
   TensorDict swapped = td.transpose(0, 1);  // a view, no longer contiguous
   TensorDict flat = swapped.reshape({-1});  // must copy
   show("transpose(0, 1).reshape({-1})", flat, td);

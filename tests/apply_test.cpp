@@ -53,9 +53,11 @@ TEST(ApplyTest, ApplyRecursesIntoSubDictsKeepingOrderAndBatchSizes) {
   TensorDict sub({{"z", torch::zeros({4, 5, 1})}}, {4, 5});
   td.set({"next", "deep"}, sub);
   TensorDict out = td.apply([](const at::Tensor& t) { return t + 1; });
-  EXPECT_EQ(out.keys(true),
-            Keys({"a", "next", {"next", "obs"}, {"next", "deep"},
-                  {"next", "deep", "z"}}));
+  EXPECT_EQ(out.keys(true), Keys({"a",
+                                  "next",
+                                  {"next", "obs"},
+                                  {"next", "deep"},
+                                  {"next", "deep", "z"}}));
   EXPECT_EQ(out.get_tensordict({"next", "deep"}).batch_size().vec(),
             std::vector<int64_t>({4, 5}));
   EXPECT_TRUE(at::equal(out.get({"next", "obs"}), torch::full({4, 2}, 2.0)));
@@ -88,19 +90,22 @@ TEST(ApplyTest, NewBatchSizeAppliesToTheRootAndExtendsSubDicts) {
   TensorDict td({{"a", torch::zeros({4, 3})}}, {4});
   td.set("sub", TensorDict({{"b", torch::zeros({4, 5, 2})}}, {4, 5}));
   // Keep only the first 2 rows.
-  TensorDict out = td.apply(
-      [](const at::Tensor& t) { return t.slice(0, 0, 2); },
-      std::vector<int64_t>{2});
+  TensorDict out =
+      td.apply([](const at::Tensor& t) { return t.slice(0, 0, 2); },
+               std::vector<int64_t>{2});
   EXPECT_EQ(out.batch_size().vec(), std::vector<int64_t>({2}));
   EXPECT_EQ(out.get_tensordict("sub").batch_size().vec(),
             std::vector<int64_t>({2, 5}));
-  EXPECT_EQ(out.get({"sub", "b"}).sizes().vec(), std::vector<int64_t>({2, 5, 2}));
+  EXPECT_EQ(out.get({"sub", "b"}).sizes().vec(),
+            std::vector<int64_t>({2, 5, 2}));
 }
 
 TEST(ApplyTest, ResultNotStartingWithTheBatchSizeNamesTheKey) {
   TensorDict td = MakeDict();
   ExpectThrowsMsg(
-      [&] { (void)td.apply([](const at::Tensor& t) { return t.select(0, 0); }); },
+      [&] {
+        (void)td.apply([](const at::Tensor& t) { return t.select(0, 0); });
+      },
       "apply: key a: the result's shape [3] does not start with the "
       "batch_size [4]");
   ExpectThrowsMsg(
@@ -115,11 +120,11 @@ TEST(ApplyTest, ResultNotStartingWithTheBatchSizeNamesTheKey) {
 TEST(ApplyTest, ApplyWithAnotherDictWalksTheLeavesInLockstep) {
   TensorDict a = MakeDict();
   // Same keys, different insertion order.
-  TensorDict b({{{"next", "obs"}, torch::full({4, 2}, 3.0)},
-                {"a", torch::ones({4, 3})}},
-               {4});
-  TensorDict out =
-      a.apply([](const at::Tensor& x, const at::Tensor& y) { return x + y; }, b);
+  TensorDict b(
+      {{{"next", "obs"}, torch::full({4, 2}, 3.0)}, {"a", torch::ones({4, 3})}},
+      {4});
+  TensorDict out = a.apply(
+      [](const at::Tensor& x, const at::Tensor& y) { return x + y; }, b);
   EXPECT_EQ(out.keys(true), a.keys(true));
   EXPECT_TRUE(at::equal(out.get("a"), a.get("a") + 1));
   EXPECT_TRUE(at::equal(out.get({"next", "obs"}), torch::full({4, 2}, 4.0)));
@@ -143,16 +148,19 @@ TEST(ApplyTest, LockstepApplyWithDifferentKeysListsTheDifferences) {
   TensorDict b({{"a", torch::ones({4, 3})}, {"c", torch::ones({4})}}, {4});
   ExpectThrowsMsg(
       [&] {
-        (void)a.apply([](const at::Tensor& x, const at::Tensor&) { return x; }, b);
+        (void)a.apply([](const at::Tensor& x, const at::Tensor&) { return x; },
+                      b);
       },
-      "apply: TensorDicts have different keys: missing from the left-hand side: [c]; "
+      "apply: TensorDicts have different keys: missing from the left-hand "
+      "side: [c]; "
       "missing from the right-hand side: [('next', 'obs')]");
   ExpectThrowsMsg(
       [&] {
         (void)a.apply([](const std::vector<at::Tensor>& ts) { return ts[0]; },
                       {a.clone(), b});
       },
-      "apply: TensorDicts have different keys: missing from the left-hand side: [c]; "
+      "apply: TensorDicts have different keys: missing from the left-hand "
+      "side: [c]; "
       "missing from the right-hand side: [('next', 'obs')]");
 }
 
@@ -164,7 +172,8 @@ TEST(ApplyTest, InPlaceApplyCopiesIntoTheExistingLeaves) {
   EXPECT_TRUE(ret.is_same(td));
   EXPECT_TRUE(td.get("a").is_same(a));
   EXPECT_TRUE(td.get({"next", "obs"}).is_same(obs));
-  EXPECT_TRUE(at::equal(a, torch::arange(12, torch::kFloat).reshape({4, 3}) * 10));
+  EXPECT_TRUE(
+      at::equal(a, torch::arange(12, torch::kFloat).reshape({4, 3}) * 10));
   EXPECT_TRUE(at::equal(obs, torch::full({4, 2}, 10.0)));
 }
 
@@ -225,9 +234,10 @@ TEST(KeyOpsTest, UpdateFromASubDictOfItselfUsesTheKeysItHadBefore) {
   at::Tensor y = torch::ones({4});
   TensorDict td({{{"a", "a", "x"}, x}, {{"a", "y"}, y}}, {4});
   td.update(td.get_tensordict("a"));
-  EXPECT_EQ(td.keys(true), (std::vector<NestedKey>{
-                               "a", {"a", "a"}, {"a", "a", "x"}, {"a", "y"},
-                               {"a", "x"}, "y"}));
+  EXPECT_EQ(
+      td.keys(true),
+      (std::vector<NestedKey>{
+          "a", {"a", "a"}, {"a", "a", "x"}, {"a", "y"}, {"a", "x"}, "y"}));
   EXPECT_TRUE(td.get({"a", "x"}).is_same(x));
   EXPECT_TRUE(td.get("y").is_same(y));
 }
@@ -313,7 +323,9 @@ TEST(KeyOpsTest, SelectKeepsOnlyTheGivenKeysWithTheSameTensors) {
 TEST(KeyOpsTest, SelectOfAMissingKeyListsTheAvailableKeys) {
   TensorDict td = MakeDict();
   ExpectThrowsMsg<c10::IndexError>(
-      [&] { (void)td.select({"a", "nope"}); },
+      [&] {
+        (void)td.select({"a", "nope"});
+      },
       "key nope not found in TensorDict with keys [a, next, ('next', 'obs')]");
 }
 
@@ -346,7 +358,8 @@ TEST(KeyOpsTest, UnflattenKeysInvertsFlattenKeys) {
   td.set({"next", "deep", "x"}, torch::zeros({4}));
   TensorDict back = td.flatten_keys().unflatten_keys();
   EXPECT_EQ(back.keys(true), td.keys(true));
-  EXPECT_TRUE(back.get({"next", "deep", "x"}).is_same(td.get({"next", "deep", "x"})));
+  EXPECT_TRUE(
+      back.get({"next", "deep", "x"}).is_same(td.get({"next", "deep", "x"})));
   EXPECT_EQ(back.get_tensordict("next").batch_size().vec(),
             std::vector<int64_t>({4}));
 }
@@ -366,7 +379,8 @@ TEST(KeyOpsTest, UnflattenKeysMergesSubDictsAndNamesDeepCollisions) {
   at::Tensor c = torch::ones({4});
   TensorDict td({{"a.b", b}, {{"a", "c"}, c}}, {4});
   TensorDict out = td.unflatten_keys();
-  EXPECT_EQ(out.keys(true), (std::vector<NestedKey>{"a", {"a", "b"}, {"a", "c"}}));
+  EXPECT_EQ(out.keys(true),
+            (std::vector<NestedKey>{"a", {"a", "b"}, {"a", "c"}}));
   EXPECT_TRUE(out.get({"a", "b"}).is_same(b));
   EXPECT_TRUE(out.get({"a", "c"}).is_same(c));
   TensorDict clash({{"a.s.x", b}, {{"a", "s", "x"}, c}}, {4});
@@ -406,7 +420,8 @@ TEST(KeyOpsTest, ItemsAndValuesFollowTheOrderOfKeys) {
 
 TEST(ArithmeticTest, DictPlusDictAddsMatchingLeaves) {
   TensorDict a = MakeDict();
-  TensorDict b = a.apply([](const at::Tensor& t) { return torch::ones_like(t); });
+  TensorDict b =
+      a.apply([](const at::Tensor& t) { return torch::ones_like(t); });
   TensorDict out = a + b;
   EXPECT_TRUE(at::equal(out.get("a"), a.get("a") + 1));
   EXPECT_TRUE(at::equal(out.get({"next", "obs"}), torch::full({4, 2}, 2.0)));
@@ -431,7 +446,8 @@ TEST(ArithmeticTest, BatchShapedTensorIsExpandedToEachLeaf) {
   at::Tensor w = torch::arange(4, torch::kFloat);  // batch-shaped
   TensorDict out = td * w;
   EXPECT_TRUE(at::equal(out.get("a"), td.get("a") * w.unsqueeze(1)));
-  EXPECT_TRUE(at::equal(out.get({"next", "obs"}), w.unsqueeze(1).expand({4, 2})));
+  EXPECT_TRUE(
+      at::equal(out.get({"next", "obs"}), w.unsqueeze(1).expand({4, 2})));
   // A 0-dim tensor acts like a scalar.
   EXPECT_TRUE(at::equal((td + torch::tensor(2.0)).get("a"), td.get("a") + 2));
 }
@@ -444,7 +460,9 @@ TEST(ArithmeticTest, TensorNotBroadcastingToTheBatchIsAnError) {
       "batch_size [4] (it is aligned with the leading batch dims)");
   Snapshot s = TakeSnapshot(td);
   ExpectThrowsMsg(
-      [&] { td *= torch::ones({4, 3}); },
+      [&] {
+        td *= torch::ones({4, 3});
+      },
       "mul_: the tensor operand of shape [4, 3] does not broadcast to the "
       "batch_size [4] (it is aligned with the leading batch dims)");
   ExpectUnchanged(td, s);
@@ -462,8 +480,8 @@ TEST(ArithmeticTest, DictsWithDifferentKeysListTheDifferences) {
   ExpectThrowsMsg([&] { a += b; }, "add_" + diff);
   ExpectThrowsMsg([&] { a.mul_(b); }, "mul_" + diff);
   ExpectUnchanged(a, s);
-  ExpectThrowsMsg(
-      [&] { (void)a.where(torch::ones({4}, torch::kBool), b); }, "where" + diff);
+  ExpectThrowsMsg([&] { (void)a.where(torch::ones({4}, torch::kBool), b); },
+                  "where" + diff);
 }
 
 TEST(ArithmeticTest, InPlaceOpsKeepLeafIdentityAndReturnTheLeftDict) {
@@ -495,22 +513,26 @@ TEST(ArithmeticTest, InPlaceOpsKeepLeafIdentityAndReturnTheLeftDict) {
 
 TEST(ArithmeticTest, InPlaceOpsBroadcastOtherLeaves) {
   TensorDict td = MakeDict();
-  TensorDict other({{"a", torch::ones({4, 1})}, {{"next", "obs"}, torch::ones({4, 2})}},
-                   {4});
+  TensorDict other(
+      {{"a", torch::ones({4, 1})}, {{"next", "obs"}, torch::ones({4, 2})}},
+      {4});
   td += other;
-  EXPECT_TRUE(at::equal(td.get("a"), torch::arange(12, torch::kFloat).reshape({4, 3}) + 1));
+  EXPECT_TRUE(at::equal(td.get("a"),
+                        torch::arange(12, torch::kFloat).reshape({4, 3}) + 1));
 }
 
 TEST(ArithmeticTest, InPlaceOpThatCannotCastChangesNothing) {
-  TensorDict td({{"f", torch::ones({2})}, {"done", torch::zeros({2}, torch::kBool)}},
-                {2});
+  TensorDict td(
+      {{"f", torch::ones({2})}, {"done", torch::zeros({2}, torch::kBool)}},
+      {2});
   Snapshot s = TakeSnapshot(td);
-  ExpectThrowsMsg([&] { td.mul_(2); },
-                  "mul_: key done: the result type torch.int64 can't be cast to "
-                  "the leaf's dtype torch.bool");
+  ExpectThrowsMsg(
+      [&] { td.mul_(2); },
+      "mul_: key done: the result type torch.int64 can't be cast to "
+      "the leaf's dtype torch.bool");
   ExpectUnchanged(td, s);
-  TensorDict ints({{"f", torch::ones({2})}, {"i", torch::ones({2}, torch::kLong)}},
-                  {2});
+  TensorDict ints(
+      {{"f", torch::ones({2})}, {"i", torch::ones({2}, torch::kLong)}}, {2});
   Snapshot si = TakeSnapshot(ints);
   ExpectThrowsMsg([&] { ints /= 2; },
                   "div_: key i: the result type torch.float32 can't be cast to "
@@ -520,9 +542,10 @@ TEST(ArithmeticTest, InPlaceOpThatCannotCastChangesNothing) {
 
 TEST(ArithmeticTest, InPlaceOpOnALeafThatRequiresGradIsRejected) {
   TensorDict td({{"w", torch::ones({2}, torch::requires_grad())}}, {2});
-  ExpectThrowsMsg([&] { td.add_(1); },
-                  "add_: key w: a leaf tensor that requires grad cannot be "
-                  "modified in place (use torch::NoGradGuard, or detach it first)");
+  ExpectThrowsMsg(
+      [&] { td.add_(1); },
+      "add_: key w: a leaf tensor that requires grad cannot be "
+      "modified in place (use torch::NoGradGuard, or detach it first)");
   torch::NoGradGuard guard;
   td.add_(1);
   EXPECT_TRUE(at::equal(td.get("w"), torch::full({2}, 2.0)));
@@ -552,14 +575,16 @@ TEST(ArithmeticTest, EmptyDictArithmeticIsANoOp) {
 
 TEST(ReductionTest, WhereSelectsLeafwiseWithABatchShapedCondition) {
   TensorDict a = MakeDict();
-  TensorDict b = a.apply([](const at::Tensor& t) { return -torch::ones_like(t); });
+  TensorDict b =
+      a.apply([](const at::Tensor& t) { return -torch::ones_like(t); });
   at::Tensor cond = torch::tensor({true, false, true, false});
   TensorDict out = a.where(cond, b);
   EXPECT_TRUE(at::equal(out.get("a").select(0, 0), a.get("a").select(0, 0)));
   EXPECT_TRUE(at::equal(out.get("a").select(0, 1), -torch::ones({3})));
   TensorDict s = a.where(cond, 0);
-  EXPECT_TRUE(at::equal(s.get({"next", "obs"}),
-                        torch::tensor({1.f, 0.f, 1.f, 0.f}).unsqueeze(1).expand({4, 2})));
+  EXPECT_TRUE(at::equal(
+      s.get({"next", "obs"}),
+      torch::tensor({1.f, 0.f, 1.f, 0.f}).unsqueeze(1).expand({4, 2})));
 }
 
 TEST(ReductionTest, MaskedFillFillsMaskedRowsOfEveryLeaf) {
@@ -578,17 +603,20 @@ TEST(ReductionTest, MaskedFillFillsMaskedRowsOfEveryLeaf) {
 TEST(ReductionTest, MaskWithTheWrongShapeOrDtypeIsRejected) {
   TensorDict td = MakeDict();
   Snapshot s = TakeSnapshot(td);
-  ExpectThrowsMsg(
-      [&] { td.masked_fill_(torch::ones({3}, torch::kBool), 0); },
-      "masked_fill_: the mask of shape [3] does not broadcast to the batch_size "
-      "[4] (it is aligned with the leading batch dims)");
+  ExpectThrowsMsg([&] { td.masked_fill_(torch::ones({3}, torch::kBool), 0); },
+                  "masked_fill_: the mask of shape [3] does not broadcast to "
+                  "the batch_size "
+                  "[4] (it is aligned with the leading batch dims)");
   ExpectThrowsMsg<c10::TypeError>(
       [&] { td.masked_fill_(torch::ones({4}, torch::kLong), 0); },
       "masked_fill_: the mask must be a bool tensor, got torch.int64");
   ExpectUnchanged(td, s);
   ExpectThrowsMsg(
-      [&] { (void)td.where(torch::ones({4, 2}, torch::kBool), 0); },
-      "where: the condition of shape [4, 2] does not broadcast to the batch_size "
+      [&] {
+        (void)td.where(torch::ones({4, 2}, torch::kBool), 0);
+      },
+      "where: the condition of shape [4, 2] does not broadcast to the "
+      "batch_size "
       "[4] (it is aligned with the leading batch dims)");
 }
 
@@ -620,13 +648,16 @@ TEST(ReductionTest, ReductionOverAllBatchDimsGivesAnEmptyBatch) {
 }
 
 TEST(ReductionTest, ReductionOverTwoBatchDimsKeepsSubDictExtraDims) {
-  TensorDict td({{"x", torch::arange(24, torch::kFloat).reshape({2, 3, 4})}}, {2, 3});
+  TensorDict td({{"x", torch::arange(24, torch::kFloat).reshape({2, 3, 4})}},
+                {2, 3});
   td.set("sub", TensorDict({{"y", torch::ones({2, 3, 5})}}, {2, 3, 5}));
   TensorDict out = td.sum();
   EXPECT_EQ(out.get("x").sizes().vec(), std::vector<int64_t>({4}));
-  EXPECT_EQ(out.get_tensordict("sub").batch_size().vec(), std::vector<int64_t>({5}));
+  EXPECT_EQ(out.get_tensordict("sub").batch_size().vec(),
+            std::vector<int64_t>({5}));
   EXPECT_TRUE(at::equal(out.get({"sub", "y"}), torch::full({5}, 6.0)));
-  EXPECT_TRUE(at::equal(td.max().get("x"), torch::tensor({20.f, 21.f, 22.f, 23.f})));
+  EXPECT_TRUE(
+      at::equal(td.max().get("x"), torch::tensor({20.f, 21.f, 22.f, 23.f})));
 }
 
 TEST(ReductionTest, ReductionOverOneDimSupportsKeepdimAndNegativeDims) {
@@ -657,7 +688,8 @@ TEST(ReductionTest, OutOfRangeDimNamesTheBatchSize) {
 }
 
 TEST(ReductionTest, MeanOfAnIntegerLeafNamesTheKey) {
-  TensorDict td({{"f", torch::ones({2})}, {"i", torch::ones({2}, torch::kLong)}}, {2});
+  TensorDict td(
+      {{"f", torch::ones({2})}, {"i", torch::ones({2}, torch::kLong)}}, {2});
   ExpectThrowsMsg<c10::TypeError>(
       [&] { (void)td.mean(); },
       "mean: key i has dtype torch.int64; mean needs floating-point or complex "
@@ -684,7 +716,8 @@ TEST(ApplyDtypeTest, DtypeShorthandsCastEveryLeaf) {
 }
 
 TEST(ApplyDtypeTest, RequiresGradSkipsNonFloatingLeaves) {
-  TensorDict td({{"f", torch::ones({2})}, {"i", torch::ones({2}, torch::kLong)}}, {2});
+  TensorDict td(
+      {{"f", torch::ones({2})}, {"i", torch::ones({2}, torch::kLong)}}, {2});
   at::Tensor f = td.get("f");
   EXPECT_TRUE(td.requires_grad_().is_same(td));
   EXPECT_TRUE(td.get("f").is_same(f));

@@ -45,8 +45,9 @@ std::string TensorBytes(const at::Tensor& t) {
 }
 
 uint32_t Crc(const std::string& s) {
-  return static_cast<uint32_t>(
-      ::crc32(0L, reinterpret_cast<const Bytef*>(s.data()), static_cast<uInt>(s.size())));
+  return static_cast<uint32_t>(::crc32(0L,
+                                       reinterpret_cast<const Bytef*>(s.data()),
+                                       static_cast<uInt>(s.size())));
 }
 
 uint16_t Rd16(const std::string& s, size_t at) {
@@ -92,7 +93,8 @@ std::vector<ZipEntry> ReadZip(const std::string& bytes) {
     e.crc = Rd32(bytes, p + 16);
     e.size = Rd32(bytes, p + 24);
     e.header = Rd32(bytes, p + 42);
-    e.payload = e.header + 30 + Rd16(bytes, e.header + 26) + Rd16(bytes, e.header + 28);
+    e.payload =
+        e.header + 30 + Rd16(bytes, e.header + 26) + Rd16(bytes, e.header + 28);
     e.data = bytes.substr(e.payload, e.size);
     out.push_back(e);
     p += 46 + n + x + c;
@@ -196,7 +198,8 @@ const char* kMeta =
     R"("shape": [2], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})";
 
 std::string FloatBytes(std::vector<float> v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  return std::string(reinterpret_cast<const char*>(v.data()),
+                     v.size() * sizeof(float));
 }
 
 // kMeta, padded with spaces so that in Foreign() the payload of x.memmap
@@ -210,7 +213,8 @@ std::string ForeignMeta() {
 // A one-leaf archive, x = [1.5, 2.5], as foreign tools write it.
 ZipBuilder Foreign(bool deflate = false) {
   ZipBuilder z;
-  z.add("meta.json", ForeignMeta()).add("x.memmap", FloatBytes({1.5f, 2.5f}), deflate);
+  z.add("meta.json", ForeignMeta())
+      .add("x.memmap", FloatBytes({1.5f, 2.5f}), deflate);
   return z;
 }
 
@@ -263,15 +267,18 @@ TEST(Archive, MemmapToATdzPathWritesOneFileThatLoadsBack) {
   EXPECT_EQ(tensordict::repr(loaded.select({"obs"})),
             "TensorDict(\n"
             "    fields={\n"
-            "        obs: Tensor(shape=torch.Size([2, 3]), device=cpu, dtype=torch.float32, is_shared=True)},\n"
+            "        obs: Tensor(shape=torch.Size([2, 3]), device=cpu, "
+            "dtype=torch.float32, is_shared=True)},\n"
             "    batch_size=torch.Size([2]),\n"
             "    device=cpu,\n"
             "    is_shared=False)");
   // Every leaf is a view into one mapping of the file, 64-byte aligned.
   const at::Tensor obs = loaded.get("obs");
-  for (const auto& k : {tensordict::NestedKey("a b"), tensordict::NestedKey({"next", "reward"})}) {
+  for (const auto& k : {tensordict::NestedKey("a b"),
+                        tensordict::NestedKey({"next", "reward"})}) {
     EXPECT_TRUE(tensordict_test::SharesStorage(loaded.get(k), obs)) << k;
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(loaded.get(k).data_ptr()) % 64, 0u) << k;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(loaded.get(k).data_ptr()) % 64, 0u)
+        << k;
   }
 }
 
@@ -287,14 +294,16 @@ TEST(Archive, EntriesAreTheMemmapDirectorysFilesMetaJsonFirstAtEveryLevel) {
     // Byte for byte the directory's file, with the CRC-32 zip readers check.
     EXPECT_EQ(e.data, ReadFile(dir / ("td/" + e.name))) << e.name;
     EXPECT_EQ(e.crc, Crc(e.data)) << e.name;
-    const bool leaf = e.name.size() > 7 && e.name.substr(e.name.size() - 7) == ".memmap";
+    const bool leaf =
+        e.name.size() > 7 && e.name.substr(e.name.size() - 7) == ".memmap";
     if (leaf) {
       EXPECT_EQ(e.payload % 64, 0u) << e.name;
     }
     // Python's local header: a zip64 block with the sizes, after the
     // padding block 0x6474 of a leaf.
     const uint16_t extra = Rd16(bytes, e.header + 28);
-    EXPECT_EQ(Rd16(bytes, e.header + 30 + e.name.size() + extra - 20), 0x0001) << e.name;
+    EXPECT_EQ(Rd16(bytes, e.header + 30 + e.name.size() + extra - 20), 0x0001)
+        << e.name;
     if (leaf) {
       EXPECT_EQ(Rd16(bytes, e.header + 30 + e.name.size()), 0x6474) << e.name;
     }
@@ -323,7 +332,8 @@ TEST(Archive, MemmapReturnsACopyOnWriteDictAsInPython) {
 TEST(Archive, MemmapLikeMakesAZeroArchiveThatWritesReach) {
   TempDir dir;
   const std::string path = dir / "buf.tdz";
-  const TensorDict row({{"obs", at::ones({4})}, {{"next", "r"}, at::ones({1}, at::kLong)}}, {});
+  const TensorDict row(
+      {{"obs", at::ones({4})}, {{"next", "r"}, at::ones({1}, at::kLong)}}, {});
   for (bool sparse : {false, true}) {
     TensorDict buf = row.unsqueeze(0).expand({5}).memmap_like(path, sparse);
     EXPECT_TRUE(at::equal(buf.get("obs"), at::zeros({5, 4})));
@@ -351,7 +361,8 @@ TEST(Archive, AnArchiveReplacedOnDiskLeavesDictsOverTheOldOneIntact) {
   TensorDict old = TensorDict::load_memmap(path);
   (void)TensorDict({{"x", at::full({3}, 2.0)}}, {3}).memmap(path);
   EXPECT_TRUE(at::equal(old.get("x"), at::ones({3})));
-  EXPECT_TRUE(at::equal(TensorDict::load_memmap(path).get("x"), at::full({3}, 2.0)));
+  EXPECT_TRUE(
+      at::equal(TensorDict::load_memmap(path).get("x"), at::full({3}, 2.0)));
 }
 
 TEST(Archive, ForeignZipFilesLoadUnalignedAndDeflatedEntriesReadOnly) {
@@ -377,8 +388,9 @@ TEST(Archive, ForeignZipFilesLoadUnalignedAndDeflatedEntriesReadOnly) {
       R"({"sub": {"type": "TensorDict"}, "x": {"device": "cpu", "shape": [2], )"
       R"("dtype": "torch.float32", "is_nested": false}, "shape": [2], "device": "cpu", )"
       R"("_type": "<class 'tensordict._td.TensorDict'>"})";
-  z.add("sub/meta.json",
-        R"({"shape": [2], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})");
+  z.add(
+      "sub/meta.json",
+      R"({"shape": [2], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})");
   WriteFile(dir / "dirs.tdz", z.build());
   TensorDict td = TensorDict::load_memmap(dir / "dirs.tdz", /*read_only=*/true);
   EXPECT_EQ(td.keys(true), tensordict_test::Keys({"sub", "x"}));
@@ -398,14 +410,17 @@ TEST(Archive, AFourGibibyteLeafGetsZip64Records) {
   TensorDict again = TensorDict::load_memmap(path, /*read_only=*/true);
   EXPECT_EQ(again.get("b")[n - 1].item<uint8_t>(), 7);
   EXPECT_EQ(again.get("a").size(0), n);
-  EXPECT_EQ(again.get("b").data_ptr<uint8_t>() - again.get("a").data_ptr<uint8_t>() >= n, true);
+  EXPECT_EQ(
+      again.get("b").data_ptr<uint8_t>() - again.get("a").data_ptr<uint8_t>() >=
+          n,
+      true);
   // The end record points at the zip64 one (Python reads the same fields).
   const std::string tail = [&] {
     std::ifstream in(path, std::ios::binary);
     in.seekg(-98, std::ios::end);
     return std::string(std::istreambuf_iterator<char>(in), {});
   }();
-  EXPECT_EQ(Rd32(tail, 0), 0x06064b50u);  // zip64 end record
+  EXPECT_EQ(Rd32(tail, 0), 0x06064b50u);   // zip64 end record
   EXPECT_EQ(Rd32(tail, 56), 0x07064b50u);  // its locator
   EXPECT_EQ(Rd64(tail, 48), Rd64(tail, 64) - Rd64(tail, 40));  // cd offset
 }
@@ -436,15 +451,17 @@ TEST(ArchiveErrors, HostileFilesGetAClearError) {
   {
     std::string b = good;
     Put32(b, eocd + 16, static_cast<uint32_t>(good.size()));
-    expect(b, "is corrupt: its central directory (" + std::to_string(Rd32(good, eocd + 12)) +
-                  " bytes at offset " + std::to_string(good.size()) +
-                  ") does not fit in its " + std::to_string(good.size()) + " bytes");
+    expect(b, "is corrupt: its central directory (" +
+                  std::to_string(Rd32(good, eocd + 12)) + " bytes at offset " +
+                  std::to_string(good.size()) + ") does not fit in its " +
+                  std::to_string(good.size()) + " bytes");
   }
   {
     std::string b = good;
     b[eocd + 10] = 9;
     expect(b, "is corrupt: its central directory of " +
-                  std::to_string(Rd32(good, eocd + 12)) + " bytes cannot hold 9 entries");
+                  std::to_string(Rd32(good, eocd + 12)) +
+                  " bytes cannot hold 9 entries");
   }
   {
     std::string b = good;
@@ -455,14 +472,17 @@ TEST(ArchiveErrors, HostileFilesGetAClearError) {
     std::string b = good;
     Put32(b, cd + 20, 1u << 30);  // meta.json's compressed size
     Put32(b, cd + 24, 1u << 30);
-    expect(b, "is corrupt: entry 'meta.json' (1073741824 bytes at offset 39) does "
-              "not fit in its " + std::to_string(good.size()) + " bytes");
+    expect(b,
+           "is corrupt: entry 'meta.json' (1073741824 bytes at offset 39) does "
+           "not fit in its " +
+               std::to_string(good.size()) + " bytes");
   }
   {
     std::string b = good;
     Put32(b, cd + 24, 3);  // stored, but sizes differ
-    expect(b, "is corrupt: stored entry 'meta.json' has a size of 3 bytes but " +
-                  std::to_string(ForeignMeta().size()) + " bytes of data");
+    expect(b,
+           "is corrupt: stored entry 'meta.json' has a size of 3 bytes but " +
+               std::to_string(ForeignMeta().size()) + " bytes of data");
   }
   {
     ZipBuilder z = Foreign();
@@ -472,7 +492,8 @@ TEST(ArchiveErrors, HostileFilesGetAClearError) {
   {
     ZipBuilder z = Foreign();
     z.files[1].name = "x\xe9.memmap";
-    expect(z.build(), "is corrupt: entry 1's name is not marked UTF-8 and is not ASCII");
+    expect(z.build(),
+           "is corrupt: entry 1's name is not marked UTF-8 and is not ASCII");
   }
   // Entries' own data: messages name the entry.
   auto expect_entry = [&](const std::string& bytes, const std::string& msg) {
@@ -482,7 +503,8 @@ TEST(ArchiveErrors, HostileFilesGetAClearError) {
   {
     std::string b = good;
     b[39 + 2] ^= 1;  // a byte of meta.json
-    expect_entry(b, "load_memmap: '" + path + "/meta.json' is corrupt: its CRC-32 does not match");
+    expect_entry(b, "load_memmap: '" + path +
+                        "/meta.json' is corrupt: its CRC-32 does not match");
   }
   {
     ZipBuilder z = Foreign();
@@ -494,23 +516,27 @@ TEST(ArchiveErrors, HostileFilesGetAClearError) {
   {
     ZipBuilder z = Foreign();
     z.files[1].method_override = 12;
-    expect_entry(z.build(), "load_memmap: key 'x': '" + path +
-                                "/x.memmap' is compressed with method 12 (bzip2), which "
-                                "this library cannot read: only stored and deflate "
-                                "entries can be");
+    expect_entry(z.build(),
+                 "load_memmap: key 'x': '" + path +
+                     "/x.memmap' is compressed with method 12 (bzip2), which "
+                     "this library cannot read: only stored and deflate "
+                     "entries can be");
   }
   {
     std::string b = Foreign(/*deflate=*/true).build();
     const size_t x_record = Rd32(b, b.size() - 22 + 16) + 46 + 9;
     Put32(b, x_record + 24, 1u << 30);  // declares 1 GiB from a few bytes
-    expect_entry(b, "load_memmap: key 'x': '" + path +
-                        "/x.memmap' is corrupt: it declares 1073741824 bytes, more "
-                        "than its " + std::to_string(Rd32(b, x_record + 20)) +
-                        " compressed bytes can hold");
+    expect_entry(
+        b, "load_memmap: key 'x': '" + path +
+               "/x.memmap' is corrupt: it declares 1073741824 bytes, more "
+               "than its " +
+               std::to_string(Rd32(b, x_record + 20)) +
+               " compressed bytes can hold");
   }
   {
     ZipBuilder z;
-    z.add("meta.json", kMeta).add("x.memmap", FloatBytes({1.5f}), /*deflate=*/true);
+    z.add("meta.json", kMeta)
+        .add("x.memmap", FloatBytes({1.5f}), /*deflate=*/true);
     std::string b = z.build();
     const size_t x_record = Rd32(b, b.size() - 22 + 16) + 46 + 9;
     Put32(b, x_record + 24, 8);  // claims 8 bytes; its data inflates to 4
@@ -538,7 +564,9 @@ TEST(ArchiveErrors, AFailedWriteLeavesTheOldArchiveAndNoTemporaryFile) {
   (void)TensorDict({{"x", at::ones({3})}}, {3}).memmap(path);
   const std::string before = ReadFile(path);
   ExpectThrowsMsg<c10::ValueError>(
-      [&] { (void)TensorDict({{"shape", at::ones({3})}}, {3}).memmap(path); },
+      [&] {
+        (void)TensorDict({{"shape", at::ones({3})}}, {3}).memmap(path);
+      },
       "memmap: key 'shape' is reserved by the memmap format (meta.json uses "
       "\"shape\", \"device\" and \"_type\" for the dict's own metadata)");
   EXPECT_EQ(ReadFile(path), before);
@@ -546,15 +574,21 @@ TEST(ArchiveErrors, AFailedWriteLeavesTheOldArchiveAndNoTemporaryFile) {
   // A directory at the path stays as it is.
   MakeDirs(dir / "d.tdz");
   ExpectThrowsMsg<c10::ValueError>(
-      [&] { (void)TensorDict({{"x", at::ones({3})}}, {3}).memmap(dir / "d.tdz"); },
-      "memmap: '" + dir / "d.tdz" + "' is a directory, so no archive can be written there");
+      [&] {
+        (void)TensorDict({{"x", at::ones({3})}}, {3}).memmap(dir / "d.tdz");
+      },
+      "memmap: '" + dir / "d.tdz" +
+          "' is a directory, so no archive can be written there");
   EXPECT_TRUE(ListDir(dir / "d.tdz").empty());
   // A parent that is a file.
   WriteFile(dir / "f", "x");
   ExpectThrowsMsg(
-      [&] { (void)TensorDict({{"x", at::ones({3})}}, {3}).memmap(dir / "f/t.tdz"); },
+      [&] {
+        (void)TensorDict({{"x", at::ones({3})}}, {3}).memmap(dir / "f/t.tdz");
+      },
       "memmap: '" + dir / "f" + "' exists and is not a directory");
-  EXPECT_EQ(ListDir(dir.str()), (std::vector<std::string>{"d.tdz", "f", "td.tdz"}));
+  EXPECT_EQ(ListDir(dir.str()),
+            (std::vector<std::string>{"d.tdz", "f", "td.tdz"}));
 }
 
 TEST(ArchiveErrors, MemmapInPlaceCannotTargetAnArchive) {
@@ -565,7 +599,8 @@ TEST(ArchiveErrors, MemmapInPlaceCannotTargetAnArchive) {
       [&] { td.memmap_(dir / "td.tdz"); },
       "memmap_: '" + dir / "td.tdz" +
           "' names an archive (.tdz), which cannot hold this dict's leaves in "
-          "place: memmap(\"" + dir / "td.tdz" + "\") writes it and returns a dict over it");
+          "place: memmap(\"" +
+          dir / "td.tdz" + "\") writes it and returns a dict over it");
   ExpectUnchanged(td, snap);
   EXPECT_TRUE(ListDir(dir.str()).empty());
 }

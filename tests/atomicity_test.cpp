@@ -127,7 +127,7 @@ constexpr int kOpsPerSequence = 30;
 // No new sequence starts after this (only slow sanitizer builds get there).
 constexpr double kTimeBudgetSeconds = 8.0;
 constexpr double kRecreateProbability = 0.03;
-constexpr size_t kMaxKeys = 16;          // rebuild the dict beyond this
+constexpr size_t kMaxKeys = 16;           // rebuild the dict beyond this
 constexpr double kViewProbability = 0.3;  // write through td[Slice(a, b)]
 constexpr int kMaxReportsPerFamily = 3;   // detailed failures per family
 constexpr int64_t kBufferCapacity = 5;
@@ -149,7 +149,8 @@ bool Coin(Rng& rng, double p) {
 
 template <typename T>
 const T& Pick(Rng& rng, const std::vector<T>& v) {
-  return v[static_cast<size_t>(Uniform(rng, 0, static_cast<int64_t>(v.size()) - 1))];
+  return v[static_cast<size_t>(
+      Uniform(rng, 0, static_cast<int64_t>(v.size()) - 1))];
 }
 
 Shape Cat(c10::IntArrayRef a, c10::IntArrayRef b) {
@@ -237,7 +238,8 @@ std::vector<LeafRef> Leaves(const TensorDict& d) {
 
 // Exact equality of values; NaNs compare equal to NaNs.
 bool SameValues(const at::Tensor& a, const at::Tensor& b) {
-  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
+  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type())
+    return false;
   if (a.numel() == 0) return true;
   if (at::isFloatingType(a.scalar_type())) {
     return at::allclose(a, b, /*rtol=*/0.0, /*atol=*/0.0, /*equal_nan=*/true);
@@ -347,7 +349,8 @@ std::string Diff(const TensorDict& td, const Snapshot& s) {
     }
     if (es.is_dict) {
       TensorDict d = e.tensordict();
-      if (!d.is_same(es.dict)) out << "  key " << k << ": the sub-dict was replaced\n";
+      if (!d.is_same(es.dict))
+        out << "  key " << k << ": the sub-dict was replaced\n";
       if (d.batch_size().vec() != es.batch) {
         out << "  key " << k << ": sub-dict batch_size " << ShapeStr(es.batch)
             << " -> " << ShapeStr(d.batch_size()) << "\n";
@@ -356,7 +359,8 @@ std::string Diff(const TensorDict& td, const Snapshot& s) {
     }
     const at::Tensor& t = e.tensor();
     const LeafSnap& l = es.leaf;
-    if (!t.is_same(l.tensor)) out << "  key " << k << ": the stored tensor was replaced\n";
+    if (!t.is_same(l.tensor))
+      out << "  key " << k << ": the stored tensor was replaced\n";
     if (t.sizes().vec() != l.sizes) {
       out << "  key " << k << ": shape " << ShapeStr(l.sizes) << " -> "
           << ShapeStr(t.sizes()) << "\n";
@@ -365,16 +369,21 @@ std::string Diff(const TensorDict& td, const Snapshot& s) {
       out << "  key " << k << ": strides " << ShapeStr(l.strides) << " -> "
           << ShapeStr(t.strides()) << "\n";
     }
-    if (t.storage_offset() != l.offset) out << "  key " << k << ": storage offset changed\n";
+    if (t.storage_offset() != l.offset)
+      out << "  key " << k << ": storage offset changed\n";
     if (t.scalar_type() != l.dtype) {
-      out << "  key " << k << ": dtype " << l.dtype << " -> " << t.scalar_type() << "\n";
+      out << "  key " << k << ": dtype " << l.dtype << " -> " << t.scalar_type()
+          << "\n";
     }
     if (t.device().str() != l.device) {
-      out << "  key " << k << ": device " << l.device << " -> " << t.device() << "\n";
+      out << "  key " << k << ": device " << l.device << " -> " << t.device()
+          << "\n";
     }
-    if (t.requires_grad() != l.requires_grad) out << "  key " << k << ": requires_grad changed\n";
+    if (t.requires_grad() != l.requires_grad)
+      out << "  key " << k << ": requires_grad changed\n";
     if (!t.is_meta() && l.value.defined()) {
-      if (t.data_ptr() != l.data) out << "  key " << k << ": data pointer changed\n";
+      if (t.data_ptr() != l.data)
+        out << "  key " << k << ": data pointer changed\n";
       at::NoGradGuard no_grad;
       if (t.sizes() == l.value.sizes() && t.scalar_type() == l.dtype &&
           !SameValues(t.detach(), l.value)) {
@@ -382,8 +391,8 @@ std::string Diff(const TensorDict& td, const Snapshot& s) {
       }
     }
     if (t._version() != l.version) {
-      out << "  key " << k << ": version " << l.version << " -> " << t._version()
-          << "\n";
+      out << "  key " << k << ": version " << l.version << " -> "
+          << t._version() << "\n";
     }
   }
   return out.str();
@@ -502,7 +511,8 @@ struct World {
     return std::string(prefix) + std::to_string(counter++);
   }
   void Run(const Op& op) {
-    RunOp(runner, [this] { return td; }, op);
+    RunOp(
+        runner, [this] { return td; }, op);
   }
 };
 
@@ -529,7 +539,8 @@ TensorDict MakeDict(Rng& rng) {
   if (FeatureOn(rng, kGradLeaf)) {
     td.set("g", RandT(rng, Cat(batch, {2}), at::kFloat).requires_grad_());
   }
-  if (FeatureOn(rng, kMetaLeaf)) td.set("m", MetaT(Cat(batch, {2}), at::kFloat));
+  if (FeatureOn(rng, kMetaLeaf))
+    td.set("m", MetaT(Cat(batch, {2}), at::kFloat));
   if (FeatureOn(rng, kLocked)) td.lock_();
   return td;
 }
@@ -600,12 +611,13 @@ IndexSpec RandomIndex(Rng& rng, const Shape& batch, bool allow_bad) {
       s.start = Uniform(rng, 0, n0 - 1);
       s.stop = Uniform(rng, s.start + 1, n0);
       s.step = Coin(rng, 0.2) ? 2 : 1;
-      s.str = "Slice(" + std::to_string(s.start) + "," + std::to_string(s.stop) +
-              "," + std::to_string(s.step) + ")";
+      s.str = "Slice(" + std::to_string(s.start) + "," +
+              std::to_string(s.stop) + "," + std::to_string(s.step) + ")";
       break;
     case 3: {
       s.kind = IndexSpec::kMask;
-      const Shape shape = batch.size() > 1 && Coin(rng, 0.3) ? batch : Shape{n0};
+      const Shape shape =
+          batch.size() > 1 && Coin(rng, 0.3) ? batch : Shape{n0};
       s.t = RandT(rng, shape, at::kBool);
       s.str = "mask" + ShapeStr(shape) + "(" +
               std::to_string(s.t.sum().item<int64_t>()) + " true)";
@@ -660,7 +672,8 @@ bool IndexedShape(const Shape& batch, const IndexSpec& s, Shape* out) {
 // batch `s` (equal, or a suffix that broadcasts from the left).
 bool BatchFits(const Shape& vb, const Shape& s) {
   if (vb.size() > s.size()) return false;
-  return std::equal(vb.begin(), vb.end(), s.end() - static_cast<int64_t>(vb.size()));
+  return std::equal(vb.begin(), vb.end(),
+                    s.end() - static_cast<int64_t>(vb.size()));
 }
 
 // ===========================================================================
@@ -689,17 +702,20 @@ void GenSet(World& w) {
       if (leaves.empty()) return;
       const LeafRef& l = Pick(rng, leaves);
       const at::Tensor v = RandT(rng, l.tensor.sizes(), l.tensor.scalar_type());
-      d << "td.set(" << l.key.str() << ", new " << ShapeStr(v.sizes()) << ") (valid)";
+      d << "td.set(" << l.key.str() << ", new " << ShapeStr(v.sizes())
+        << ") (valid)";
       op.run = [td, k = l.key, v] { td.set(k, v); };
       break;
     }
     case 1: {  // new key
       const std::string n = w.NewKey("s");
-      const NestedKey k = Uniform(rng, 0, 2) == 0   ? NestedKey(n)
-                          : (has_next && Coin(rng, 0.5)) ? NestedKey({"next", n})
-                                                         : NestedKey({n, "x"});
+      const NestedKey k = Uniform(rng, 0, 2) == 0 ? NestedKey(n)
+                          : (has_next && Coin(rng, 0.5))
+                              ? NestedKey({"next", n})
+                              : NestedKey({n, "x"});
       const at::Tensor v = RandT(rng, Cat(batch, {2}), at::kFloat);
-      d << "td.set(" << k.str() << ", " << ShapeStr(v.sizes()) << ") (valid, new key)";
+      d << "td.set(" << k.str() << ", " << ShapeStr(v.sizes())
+        << ") (valid, new key)";
       op.run = [td, k, v] { td.set(k, v); };
       break;
     }
@@ -713,7 +729,8 @@ void GenSet(World& w) {
           k = NestedKey(w.NewKey("s"));
           break;
         default:
-          k = NestedKey({w.NewKey("sub"), "x"});  // the path must not be created
+          k = NestedKey(
+              {w.NewKey("sub"), "x"});  // the path must not be created
           break;
       }
       Shape shape = Cat({n0 + 1}, c10::IntArrayRef(batch).slice(1));
@@ -766,7 +783,8 @@ void GenSet(World& w) {
       if (!has_next) return;
       const std::string n = w.NewKey("loop");
       const bool deep = Coin(rng, 0.5);
-      const NestedKey k = deep ? NestedKey({"next", n, "deep"}) : NestedKey({"next", n});
+      const NestedKey k =
+          deep ? NestedKey({"next", n, "deep"}) : NestedKey({"next", n});
       d << "td.set(" << k.str() << ", td.get_tensordict(next)) (a cycle)";
       op.expect_throw = true;
       op.run = [td, k] { td.set(k, td.get_tensordict("next")); };
@@ -827,14 +845,15 @@ void GenIndexPut(World& w) {
   op.family = kIndexPut;
   op.expect_throw = !index_ok;
   std::ostringstream d;
-  d << dst_name << "[" << idx.str << "] = row(batch " << ShapeStr(row_batch) << ")";
+  d << dst_name << "[" << idx.str << "] = row(batch " << ShapeStr(row_batch)
+    << ")";
   if (Coin(rng, 0.4)) {  // a key the destination lacks: allocated lazily
     const std::string n = w.NewKey("lazy");
     const NestedKey k = Coin(rng, 0.5)   ? NestedKey(n)
                         : Coin(rng, 0.5) ? NestedKey({"next", n})
                                          : NestedKey({n, "x"});
-    const at::ScalarType dt = Pick(rng, std::vector<at::ScalarType>{
-                                            at::kFloat, at::kLong, at::kBool});
+    const at::ScalarType dt = Pick(
+        rng, std::vector<at::ScalarType>{at::kFloat, at::kLong, at::kBool});
     if (!(k.is_nested() && IsLeaf(row, NestedKey(k.front())))) {
       row.set(k, RandT(rng, Cat(row_batch, {2}), dt));
       d << " +lazy key " << k.str();
@@ -868,7 +887,8 @@ void GenIndexPut(World& w) {
       if (ints.empty()) break;
       const NestedKey k = Pick(rng, ints);
       const bool to_bool = dst.get(k).scalar_type() == at::kBool;
-      const at::ScalarType src = to_bool && Coin(rng, 0.5) ? at::kLong : at::kFloat;
+      const at::ScalarType src =
+          to_bool && Coin(rng, 0.5) ? at::kLong : at::kFloat;
       row.set(k, RandT(rng, row.get(k).sizes(), src));
       d << "; uncastable " << src << " value at " << k.str();
       op.expect_throw = true;
@@ -883,7 +903,8 @@ void GenIndexPut(World& w) {
       break;
     }
     case 5: {  // a dict where a tensor lives
-      const NestedKey k = Coin(rng, 0.5) ? NestedKey("a") : NestedKey({"next", "obs"});
+      const NestedKey k =
+          Coin(rng, 0.5) ? NestedKey("a") : NestedKey({"next", "obs"});
       if (!IsLeaf(dst, k)) break;
       if (row.contains(k)) row.erase(k);
       row.set(k.join(NestedKey("z")), RandT(rng, row_batch, at::kFloat));
@@ -906,8 +927,10 @@ void GenIndexPut(World& w) {
     case 7: {  // castable dtype change (int64 into float, bool into int64)
       for (const auto& k : in_both) {
         const auto st = dst.get(k).scalar_type();
-        if (at::isFloatingType(st)) row.set(k, RandT(rng, row.get(k).sizes(), at::kLong));
-        if (st == at::kLong) row.set(k, RandT(rng, row.get(k).sizes(), at::kBool));
+        if (at::isFloatingType(st))
+          row.set(k, RandT(rng, row.get(k).sizes(), at::kLong));
+        if (st == at::kLong)
+          row.set(k, RandT(rng, row.get(k).sizes(), at::kBool));
       }
       d << "; castable dtypes (valid)";
       break;
@@ -959,7 +982,9 @@ void GenIndexPut(World& w) {
     }
   }
   const int how = static_cast<int>(Uniform(rng, 0, 2));
-  d << (how == 0 ? " via index_put_" : how == 1 ? " via operator=" : " via td[i] (int)");
+  d << (how == 0   ? " via index_put_"
+        : how == 1 ? " via operator="
+                   : " via td[i] (int)");
   op.desc = d.str();
   op.run = [dst, idx, row, how] {
     if (how == 0) {
@@ -1031,7 +1056,8 @@ void GenStackCat(World& w) {
   Op op;
   op.family = kStackCat;
   int64_t dim = 0;
-  const size_t r = static_cast<size_t>(Uniform(rng, 0, static_cast<int64_t>(inputs.size()) - 1));
+  const size_t r = static_cast<size_t>(
+      Uniform(rng, 0, static_cast<int64_t>(inputs.size()) - 1));
   TensorDict& in = inputs[r];
   const std::vector<NestedKey> in_keys = in.keys(true, true);
   const size_t in_bd = static_cast<size_t>(in.batch_dims());
@@ -1045,7 +1071,9 @@ void GenStackCat(World& w) {
       if (in_keys.empty()) break;
       const NestedKey key = Pick(rng, in_keys);
       const at::Tensor t = in.get(key);
-      in.set(key, RandT(rng, Cat(t.sizes().slice(0, in_bd), BadTrailing(t.sizes().slice(in_bd))),
+      in.set(key, RandT(rng,
+                        Cat(t.sizes().slice(0, in_bd),
+                            BadTrailing(t.sizes().slice(in_bd))),
                         t.scalar_type()));
       d << "; input " << r << " has a wrong trailing shape at " << key.str();
       op.expect_throw = true;
@@ -1054,14 +1082,16 @@ void GenStackCat(World& w) {
     case 4: {  // uncastable dtype in one input
       std::vector<NestedKey> ints;
       for (const auto& key : in_keys) {
-        if (IsLeaf(dst, key) && !at::isFloatingType(dst.get(key).scalar_type())) {
+        if (IsLeaf(dst, key) &&
+            !at::isFloatingType(dst.get(key).scalar_type())) {
           ints.push_back(key);
         }
       }
       if (ints.empty()) break;
       const NestedKey key = Pick(rng, ints);
       in.set(key, RandT(rng, in.get(key).sizes(), at::kFloat));
-      d << "; input " << r << " has a float value at " << key.str() << " (uncastable)";
+      d << "; input " << r << " has a float value at " << key.str()
+        << " (uncastable)";
       op.expect_throw = true;
       break;
     }
@@ -1132,7 +1162,8 @@ void GenStackCat(World& w) {
       at::NoGradGuard no_grad;
       std::vector<TensorDict> clones;
       for (const auto& x : inputs) clones.push_back(x.clone());
-      expected = is_cat ? tensordict::cat(clones, 0) : tensordict::stack(clones, 0);
+      expected =
+          is_cat ? tensordict::cat(clones, 0) : tensordict::stack(clones, 0);
     } catch (const c10::Error&) {
       check = false;
     }
@@ -1201,7 +1232,8 @@ void GenUpdate(World& w) {
         break;
       case 2: {  // a key the dict lacks
         const std::string n = w.NewKey("nope");
-        const NestedKey k = Coin(rng, 0.5) ? NestedKey(n) : NestedKey({"next", n});
+        const NestedKey k =
+            Coin(rng, 0.5) ? NestedKey(n) : NestedKey({"next", n});
         if (IsLeaf(other, "next")) break;
         other.set(k, RandT(rng, Cat(batch, {1}), at::kFloat));
         d << "; other has " << k.str() << ", which the dict lacks";
@@ -1308,7 +1340,8 @@ void GenUpdate(World& w) {
           } catch (const c10::Error&) {
           }
           w.recreate = true;
-          return std::string("the call created a reference cycle; broken by erasing it");
+          return std::string(
+              "the call created a reference cycle; broken by erasing it");
         };
         break;
       }
@@ -1350,7 +1383,8 @@ void GenArith(World& w) {
   for (const auto& l : leaves) {
     has_int = has_int || IsIntegral(l.tensor.scalar_type());
     has_bool = has_bool || l.tensor.scalar_type() == at::kBool;
-    has_grad_leaf = has_grad_leaf || (l.tensor.requires_grad() && l.tensor.is_leaf());
+    has_grad_leaf =
+        has_grad_leaf || (l.tensor.requires_grad() && l.tensor.is_leaf());
   }
   const Shape batch = target.batch_size().vec();
   const int opk = static_cast<int>(Uniform(rng, 0, 3));
@@ -1365,20 +1399,29 @@ void GenArith(World& w) {
   switch (Uniform(rng, 0, 2)) {
     case 0: {  // scalar
       const int kind = static_cast<int>(Uniform(rng, 0, 2));
-      const at::Scalar sc = kind == 0 ? at::Scalar(int64_t{2})
+      const at::Scalar sc = kind == 0   ? at::Scalar(int64_t{2})
                             : kind == 1 ? at::Scalar(0.5)
                                         : at::Scalar(true);
       d << (kind == 0 ? "2" : kind == 1 ? "0.5" : "true") << ")";
-      if ((is_div && (has_int || has_bool)) || (kind == 1 && (has_int || has_bool)) ||
-          (has_bool && kind != 2) || (is_sub && has_bool)) {
+      if ((is_div && (has_int || has_bool)) ||
+          (kind == 1 && (has_int || has_bool)) || (has_bool && kind != 2) ||
+          (is_sub && has_bool)) {
         op.expect_throw = true;
       }
       op.run = [target, opk, sc] {
         switch (opk) {
-          case 0: target.add_(sc); break;
-          case 1: target.sub_(sc); break;
-          case 2: target.mul_(sc); break;
-          default: target.div_(sc); break;
+          case 0:
+            target.add_(sc);
+            break;
+          case 1:
+            target.sub_(sc);
+            break;
+          case 2:
+            target.mul_(sc);
+            break;
+          default:
+            target.div_(sc);
+            break;
         }
       };
       break;
@@ -1411,15 +1454,24 @@ void GenArith(World& w) {
       if (is_div) t = at::where(t == 0, at::ones_like(t), t);
       d << "tensor " << t.scalar_type() << ShapeStr(t.sizes()) << ")";
       const bool is_float = at::isFloatingType(t.scalar_type());
-      if ((is_float && (has_int || has_bool)) || has_bool || (is_div && (has_int || has_bool))) {
+      if ((is_float && (has_int || has_bool)) || has_bool ||
+          (is_div && (has_int || has_bool))) {
         op.expect_throw = true;
       }
       op.run = [target, opk, t] {
         switch (opk) {
-          case 0: target.add_(t); break;
-          case 1: target.sub_(t); break;
-          case 2: target.mul_(t); break;
-          default: target.div_(t); break;
+          case 0:
+            target.add_(t);
+            break;
+          case 1:
+            target.sub_(t);
+            break;
+          case 2:
+            target.mul_(t);
+            break;
+          default:
+            target.div_(t);
+            break;
         }
       };
       break;
@@ -1447,7 +1499,9 @@ void GenArith(World& w) {
         case 4: {  // a bad shape in the operand
           if (leaves.empty()) break;
           const LeafRef& l = Pick(rng, leaves);
-          other.set(l.key, RandT(rng, Cat(batch, BadTrailing(l.tensor.sizes().slice(batch.size()))),
+          other.set(l.key, RandT(rng,
+                                 Cat(batch, BadTrailing(l.tensor.sizes().slice(
+                                                batch.size()))),
                                  l.tensor.scalar_type()));
           d << " with a bad shape at " << l.key.str();
           op.expect_throw = true;
@@ -1473,17 +1527,26 @@ void GenArith(World& w) {
       if (is_div) {  // no integer division by zero
         for (const auto& l : Leaves(other)) {
           if (!l.tensor.is_meta() && l.tensor.scalar_type() != at::kBool) {
-            other.set(l.key, at::where(l.tensor == 0, at::ones_like(l.tensor), l.tensor));
+            other.set(l.key, at::where(l.tensor == 0, at::ones_like(l.tensor),
+                                       l.tensor));
           }
         }
       }
       d << ")";
       op.run = [target, opk, other, alpha] {
         switch (opk) {
-          case 0: target.add_(other, alpha); break;
-          case 1: target.sub_(other, alpha); break;
-          case 2: target.mul_(other); break;
-          default: target.div_(other); break;
+          case 0:
+            target.add_(other, alpha);
+            break;
+          case 1:
+            target.sub_(other, alpha);
+            break;
+          case 2:
+            target.mul_(other);
+            break;
+          default:
+            target.div_(other);
+            break;
         }
       };
       break;
@@ -1515,7 +1578,7 @@ void GenApply(World& w) {
   op.family = kApply;
   std::ostringstream d;
   d << tname << ".apply_(fn)";
-  at::Tensor victim;  // the leaf the callback misbehaves for
+  at::Tensor victim;   // the leaf the callback misbehaves for
   at::Tensor special;  // what it returns for it
   int kind = leaves.empty() ? 0 : static_cast<int>(Uniform(rng, 0, 6));
   if (kind != 0) {
@@ -1560,14 +1623,16 @@ void GenApply(World& w) {
       d << "returns t itself (valid)";
       break;
   }
-  const TensorDict::LeafFn fn = [victim, special, kind](const at::Tensor& t) -> at::Tensor {
+  const TensorDict::LeafFn fn = [victim, special,
+                                 kind](const at::Tensor& t) -> at::Tensor {
     if (victim.defined() && t.is_same(victim)) {
       switch (kind) {
         case 1:
         case 5:
           return special;
         case 2:
-          TORCH_CHECK(false, "atomicity test: the callback fails for this leaf");
+          TORCH_CHECK(false,
+                      "atomicity test: the callback fails for this leaf");
           return at::Tensor();  // unreachable
         case 3:
           return at::Tensor();
@@ -1599,14 +1664,16 @@ void GenRename(World& w) {
   Op op;
   op.family = kRename;
   const bool missing = keys.empty() || Coin(rng, 0.15);
-  const NestedKey old_key = missing ? NestedKey(w.NewKey("missing")) : Pick(rng, keys);
+  const NestedKey old_key =
+      missing ? NestedKey(w.NewKey("missing")) : Pick(rng, keys);
   op.expect_throw = missing;
   NestedKey new_key(w.NewKey("renamed"));
   switch (Uniform(rng, 0, 5)) {
     case 0:
       break;
     case 1:
-      if (IsDict(td, "next")) new_key = NestedKey({"next", w.NewKey("renamed")});
+      if (IsDict(td, "next"))
+        new_key = NestedKey({"next", w.NewKey("renamed")});
       break;
     case 2:
       if (keys.size() > 1) new_key = Pick(rng, keys);  // replaces it
@@ -1689,7 +1756,8 @@ TensorDict RbData(Rng& rng, const Shape& b) {
 void GenReplayBuffer(World& w) {
   Rng& rng = w.rng;
   if (!w.rb) {
-    w.rb = std::make_unique<ReplayBuffer>(ReplayBufferOptions(kBufferCapacity).seed(1));
+    w.rb = std::make_unique<ReplayBuffer>(
+        ReplayBufferOptions(kBufferCapacity).seed(1));
   }
   ReplayBuffer* rb = w.rb.get();
   const bool allocated = !rb->storage().empty();
@@ -1705,7 +1773,8 @@ void GenReplayBuffer(World& w) {
   switch (allocated ? Uniform(rng, 0, 8) : 0) {
     case 0:
     case 1:
-      d << (extend ? "batch of " + std::to_string(n) : std::string("row")) << ", valid";
+      d << (extend ? "batch of " + std::to_string(n) : std::string("row"))
+        << ", valid";
       check = true;
       break;
     case 2:
@@ -1777,7 +1846,8 @@ void GenReplayBuffer(World& w) {
       std::ostringstream out;
       for (const auto& key : expected.keys(true, true)) {
         at::Tensor want = expected.get(key);
-        want = extend ? want.narrow(0, want.size(0) - kept, kept) : want.unsqueeze(0);
+        want = extend ? want.narrow(0, want.size(0) - kept, kept)
+                      : want.unsqueeze(0);
         const at::Tensor got = st.get(key).index_select(0, *written);
         if (!SameValues(got, want)) {
           out << "  key " << key.str()
@@ -1785,7 +1855,8 @@ void GenReplayBuffer(World& w) {
         }
       }
       const std::string o = out.str();
-      return o.empty() ? o : "the call succeeded but stored wrong values:\n" + o;
+      return o.empty() ? o
+                       : "the call succeeded but stored wrong values:\n" + o;
     };
   }
   RunOp(
@@ -1839,7 +1910,8 @@ TEST(AtomicityTest, FailedOpsLeaveTheDictUnchanged) {
   for (int seq = 0; seq < kSequences; ++seq) {
     if (only >= 0 && seq != only) continue;
     const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     if (only < 0 && elapsed > kTimeBudgetSeconds) {
       std::cout << "atomicity: time budget reached after " << sequences
                 << " of " << kSequences << " sequences" << std::endl;
@@ -1848,7 +1920,8 @@ TEST(AtomicityTest, FailedOpsLeaveTheDictUnchanged) {
     ++sequences;
     SCOPED_TRACE(testing::Message() << "seed " << seed << ", sequence " << seq);
     runner.seq = seq;
-    World w(runner, seed ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(seq + 1)));
+    World w(runner,
+            seed ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(seq + 1)));
     w.td = MakeDict(w.rng);
     for (int op = 0; op < kOpsPerSequence; ++op) {
       runner.op = op;
@@ -1858,16 +1931,35 @@ TEST(AtomicityTest, FailedOpsLeaveTheDictUnchanged) {
         w.recreate = false;
       }
       switch (Pick(w.rng, enabled)) {
-        case kSet: GenSet(w); break;
-        case kIndexPut: GenIndexPut(w); break;
-        case kStackCat: GenStackCat(w); break;
-        case kUpdate: GenUpdate(w); break;
-        case kArith: GenArith(w); break;
-        case kApply: GenApply(w); break;
-        case kRename: GenRename(w); break;
-        case kErase: GenErase(w); break;
-        case kReplayBuffer: GenReplayBuffer(w); break;
-        default: break;
+        case kSet:
+          GenSet(w);
+          break;
+        case kIndexPut:
+          GenIndexPut(w);
+          break;
+        case kStackCat:
+          GenStackCat(w);
+          break;
+        case kUpdate:
+          GenUpdate(w);
+          break;
+        case kArith:
+          GenArith(w);
+          break;
+        case kApply:
+          GenApply(w);
+          break;
+        case kRename:
+          GenRename(w);
+          break;
+        case kErase:
+          GenErase(w);
+          break;
+        case kReplayBuffer:
+          GenReplayBuffer(w);
+          break;
+        default:
+          break;
       }
     }
   }

@@ -21,9 +21,9 @@ using tensordict::detail::as_int;
 // the library's row views are before `as_view` registers them.
 at::Tensor raw_alias(const at::Tensor& t) {
   c10::TensorImpl* ti = t.unsafeGetTensorImpl();
-  auto impl = c10::make_intrusive<c10::TensorImpl>(
-      c10::TensorImpl::VIEW, c10::Storage(ti->storage()), ti->key_set(),
-      ti->dtype());
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::TensorImpl::VIEW,
+                                                   c10::Storage(ti->storage()),
+                                                   ti->key_set(), ti->dtype());
   impl->set_sizes_and_strides(ti->sizes(), ti->strides());
   impl->set_storage_offset(ti->storage_offset());
   return at::Tensor(std::move(impl));
@@ -104,7 +104,7 @@ TEST(Compat, ForeachCopyCopiesEveryPairWithCasts) {
   EXPECT_EQ(dst[0].data_ptr(), p0);  // in place
   std::cout << "[ info ] foreach_copy_ uses "
             << (TENSORDICT_HAS_FOREACH_COPY ? "at::_foreach_copy_"
-                                             : "one copy_ per pair")
+                                            : "one copy_ per pair")
             << '\n';
 }
 
@@ -162,11 +162,13 @@ TEST(Compat, PythonWorldIsTheStoreLayoutOfPythonsDefaultGroup) {
   EXPECT_TRUE(v113.wait_at_barrier);
   for (int version : {200, 206, 214}) {
     const auto v2 = python_world(version);
-    EXPECT_EQ(v2.group_prefixes, (std::vector<std::string>{"0/", "cpu/"})) << version;
+    EXPECT_EQ(v2.group_prefixes, (std::vector<std::string>{"0/", "cpu/"}))
+        << version;
     EXPECT_EQ(v2.barrier_key, "store_based_barrier_key:0") << version;
     EXPECT_FALSE(v2.wait_at_barrier) << version;
   }
-  EXPECT_EQ(python_world().wait_at_barrier, tensordict::detail::kTorchVersion < 200);
+  EXPECT_EQ(python_world().wait_at_barrier,
+            tensordict::detail::kTorchVersion < 200);
 }
 
 TEST(Compat, OptionalIsLibTorchsOptional) {

@@ -16,9 +16,10 @@ using tensordict::ReplayBufferOptions;
 using tensordict::RolloutBuffer;
 using tensordict::TensorDict;
 
-#define SKIP_WITHOUT_CUDA()                                              \
-  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device: the CUDA tests run " \
-                                      "on a GPU machine"
+#define SKIP_WITHOUT_CUDA()                                                \
+  if (!at::hasCUDA()) {                                                    \
+    GTEST_SKIP() << "no CUDA device: the CUDA tests run on a GPU machine"; \
+  }
 
 const at::Device kCuda(at::kCUDA, 0);
 
@@ -134,8 +135,8 @@ TEST(Cuda, DeviceToDeviceRowWritesAndSliceWrites) {
   const TensorDict rows = tensordict::stack({Row(7), Row(8)}, 0).to(kCuda);
   buf[at::indexing::Slice(1, 3)] = rows;
   const at::Tensor obs = buf.get("obs").cpu();
-  EXPECT_TRUE(at::equal(obs.select(1, 0),
-                        at::tensor({1.0f, 7.0f, 8.0f, 0.0f})));
+  EXPECT_TRUE(
+      at::equal(obs.select(1, 0), at::tensor({1.0f, 7.0f, 8.0f, 0.0f})));
 }
 
 // The fused device copy (CUDA builds): 70 leaves (two kernel launches), rows
@@ -189,12 +190,13 @@ TEST(Cuda, ManyLeavesOfOddSizesWrittenAndGatheredExactly) {
 TEST(Cuda, StackAndCatOfCudaRows) {
   SKIP_WITHOUT_CUDA();
   std::vector<TensorDict> rows;
-  for (int i = 0; i < 5; ++i) rows.push_back(Row(static_cast<float>(i)).to(kCuda));
+  for (int i = 0; i < 5; ++i)
+    rows.push_back(Row(static_cast<float>(i)).to(kCuda));
   const TensorDict s = tensordict::stack(rows, 0);
   EXPECT_TRUE(s.get("obs").is_cuda());
   EXPECT_EQ(s.get("obs").sizes().vec(), std::vector<int64_t>({5, 4}));
-  EXPECT_TRUE(at::equal(s.get("obs").cpu().select(1, 0),
-                        at::arange(5, at::kFloat)));
+  EXPECT_TRUE(
+      at::equal(s.get("obs").cpu().select(1, 0), at::arange(5, at::kFloat)));
   TensorDict out = s.clone();
   tensordict::stack_out(out, rows, 0);
   EXPECT_TRUE(at::equal(out.get("obs").cpu(), s.get("obs").cpu()));
@@ -240,14 +242,15 @@ TEST(Cuda, RecordStreamKeepsMemoryUntilTheStreamIsDone) {
     EXPECT_EQ(at::empty({1 << 20}, on_cuda).data_ptr(), p);
   }
   const c10::Stream side = PoolStream();
-  TensorDict td({{"obs", at::ones({1 << 20}, at::TensorOptions().device(kCuda))}},
-                {});
+  TensorDict td(
+      {{"obs", at::ones({1 << 20}, at::TensorOptions().device(kCuda))}}, {});
   void* const freed = td.get("obs").data_ptr();
   EXPECT_EQ(&td.record_stream(side), &td);
   QueueBusyWork(side);
   ASSERT_FALSE(side.query());
   td = TensorDict();
-  const at::Tensor next = at::empty({1 << 20}, at::TensorOptions().device(kCuda));
+  const at::Tensor next =
+      at::empty({1 << 20}, at::TensorOptions().device(kCuda));
   EXPECT_NE(next.data_ptr(), freed);
   side.synchronize();
   // Every leaf must be on the stream's device: nothing is marked otherwise.
@@ -258,8 +261,9 @@ TEST(Cuda, RecordStreamKeepsMemoryUntilTheStreamIsDone) {
     mixed.record_stream(side);
     ADD_FAILURE() << "no error";
   } catch (const c10::Error& e) {
-    EXPECT_EQ(e.msg(), "record_stream: key ('b', 'c') is on cpu, but the "
-                       "stream is on cuda:0");
+    EXPECT_EQ(e.msg(),
+              "record_stream: key ('b', 'c') is on cpu, but the "
+              "stream is on cuda:0");
   }
 }
 
@@ -315,7 +319,8 @@ TEST(Cuda, ReplayBufferCallsDoNotWaitForTheGpu) {
                       .sampler(tensordict::PrioritizedSampler())
                       .seed(0));
   rb.add(Row(1));  // allocates the storage
-  const c10::Stream stream = c10::impl::VirtualGuardImpl(at::kCUDA).getStream(kCuda);
+  const c10::Stream stream =
+      c10::impl::VirtualGuardImpl(at::kCUDA).getStream(kCuda);
   QueueBusyWork(stream);
   rb.add(Row(2));
   (void)rb.extend(tensordict::stack({Row(3), Row(4)}, 0));
@@ -353,9 +358,9 @@ TEST(Cuda, ReplayBufferWithCudaStorageSamplesOnTheDevice) {
       rb.update_priority(info.index, at::ones({16}));
     }
     // The oldest rows (0 and 1) were overwritten by rows 8 and 9.
-    EXPECT_TRUE(at::equal(stored.select(1, 0),
-                          at::tensor({8.0f, 9.0f, 2.0f, 3.0f, 4.0f, 5.0f,
-                                      6.0f, 7.0f})));
+    EXPECT_TRUE(at::equal(
+        stored.select(1, 0),
+        at::tensor({8.0f, 9.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f})));
   }
 }
 
@@ -363,20 +368,21 @@ TEST(Cuda, RolloutBufferOnTheDeviceComputesGae) {
   SKIP_WITHOUT_CUDA();
   RolloutBuffer buf(3, 2, kCuda);
   for (int64_t t = 0; t < 3; ++t) {
-    buf.step(t, TensorDict({{"state_value", at::zeros({2, 1})},
-                            {{"next", "reward"}, at::ones({2, 1})},
-                            {{"next", "done"}, at::zeros({2, 1}, at::kBool)},
-                            {{"next", "terminated"}, at::zeros({2, 1}, at::kBool)},
-                            {{"next", "state_value"}, at::zeros({2, 1})}},
-                           {2}));
+    buf.step(t,
+             TensorDict({{"state_value", at::zeros({2, 1})},
+                         {{"next", "reward"}, at::ones({2, 1})},
+                         {{"next", "done"}, at::zeros({2, 1}, at::kBool)},
+                         {{"next", "terminated"}, at::zeros({2, 1}, at::kBool)},
+                         {{"next", "state_value"}, at::zeros({2, 1})}},
+                        {2}));
   }
   EXPECT_TRUE(buf.data().get({"next", "reward"}).is_cuda());
   buf.compute_gae(1.0, 1.0);
   // With no discounting and zero values, the advantage at step t is the
   // rewards still to come: 3, 2, 1.
   const at::Tensor adv = buf.data().get("advantage").cpu();
-  EXPECT_TRUE(at::equal(adv.select(1, 0).flatten(),
-                        at::tensor({3.0f, 2.0f, 1.0f})));
+  EXPECT_TRUE(
+      at::equal(adv.select(1, 0).flatten(), at::tensor({3.0f, 2.0f, 1.0f})));
 }
 
 }  // namespace

@@ -7,8 +7,8 @@
 // test expects, 3 when received data differ, 1 on an error (printed).
 #include <ATen/ATen.h>
 #include <tensordict/tensordict.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <unistd.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <chrono>
 #include <cstdlib>
@@ -39,7 +39,8 @@ TensorDict FirstOnWire(const TensorDict& td, size_t n) {
               return a.parts() < b.parts();
             });
   TensorDict out(td.batch_size());
-  for (size_t i = 0; i < n && i < keys.size(); ++i) out.set(keys[i], td.get(keys[i]));
+  for (size_t i = 0; i < n && i < keys.size(); ++i)
+    out.set(keys[i], td.get(keys[i]));
   return out;
 }
 
@@ -57,11 +58,13 @@ int Run(const std::string& scenario, const Group& pg) {
   } else if (scenario == "send_short") {
     // One raw message of 4 floats, where the receiver's leaf holds more.
     std::vector<at::Tensor> v{at::full({4}, -1.0f)};
-    tensordict::detail::with_group(pg, [&](auto& g) { g.send(v, 0, 0)->wait(); });
+    tensordict::detail::with_group(pg,
+                                   [&](auto& g) { g.send(v, 0, 0)->wait(); });
   } else if (scenario == "send_tag7") {
     tensordict::send(WireDict(1), 0, pg, 7);
   } else if (scenario == "send_consolidated") {
-    tensordict::send(WireDict(1).consolidate(), 0, pg, 3, /*consolidated=*/true);
+    tensordict::send(WireDict(1).consolidate(), 0, pg, 3,
+                     /*consolidated=*/true);
   } else if (scenario == "init_remote") {
     // A dict and its structure, then a second round of values as one
     // consolidated message into the dict the receiver made.
@@ -71,9 +74,13 @@ int Run(const std::string& scenario, const Group& pg) {
     tensordict::send(c, 0, pg, 0, /*consolidated=*/true);
   } else if (scenario == "bad_metadata") {
     // init_remote's first two messages, the pickle holding a class (GLOBAL).
-    const std::string pickle = "\x80\x04" "cbuiltins\nobject\n.";
-    at::Tensor length = at::full({1}, static_cast<int64_t>(pickle.size()), at::kLong);
-    at::Tensor bytes = at::empty({static_cast<int64_t>(pickle.size())}, at::kByte);
+    const std::string pickle =
+        "\x80\x04"
+        "cbuiltins\nobject\n.";
+    at::Tensor length =
+        at::full({1}, static_cast<int64_t>(pickle.size()), at::kLong);
+    at::Tensor bytes =
+        at::empty({static_cast<int64_t>(pickle.size())}, at::kByte);
     std::memcpy(bytes.data_ptr(), pickle.data(), pickle.size());
     std::vector<at::Tensor> a{length}, b{bytes};
     // Raw c10d sends, through either class of group (1.x's ProcessGroup,
@@ -112,7 +119,8 @@ int Run(const std::string& scenario, const Group& pg) {
     // Rank 2 holds ('sub', 'f16') as float32: every rank gets the same error
     // and keeps its values.
     TensorDict td = tensordict_test::ReduceDict(pg.rank());
-    if (pg.rank() == 2) td.set({"sub", "f16"}, td.get({"sub", "f16"}).to(at::kFloat));
+    if (pg.rank() == 2)
+      td.set({"sub", "f16"}, td.get({"sub", "f16"}).to(at::kFloat));
     const TensorDict before = td.clone();
     try {
       tensordict::all_reduce(td, tensordict::ReduceOp::kSum, pg);
@@ -145,8 +153,9 @@ int Run(const std::string& scenario, const Group& pg) {
         tensordict::all_reduce(td, tensordict::ReduceOp::kSum, pg);
         return 3;
       } catch (const c10::Error& e) {
-        if (e.msg() != "all_reduce: rank 0 failed its local checks (its error "
-                       "names the key)") {
+        if (e.msg() !=
+            "all_reduce: rank 0 failed its local checks (its error "
+            "names the key)") {
           std::cerr << e.msg() << "\n";
           return 3;
         }
@@ -176,7 +185,8 @@ int main(int argc, char** argv) {
   try {
     tensordict::GlooGroupOptions options;
     options.port = std::atoi(argv[4]);
-    if (argc > 5) options.timeout = std::chrono::milliseconds(std::atoi(argv[5]));
+    if (argc > 5)
+      options.timeout = std::chrono::milliseconds(std::atoi(argv[5]));
     Group pg = tensordict::make_gloo_group(std::atoi(argv[2]),
                                            std::atoi(argv[3]), options);
     return Run(argv[1], pg);

@@ -55,7 +55,8 @@ inline tensordict::TensorDict WireDict(int64_t seed) {
 
 // Same keys, shapes and dtypes as WireDict, every value zero.
 inline tensordict::TensorDict ZeroWireDict() {
-  return WireDict(0).apply([](const at::Tensor& t) { return at::zeros_like(t); });
+  return WireDict(0).apply(
+      [](const at::Tensor& t) { return at::zeros_like(t); });
 }
 
 // A TCP port nobody listens on now (the kernel's pick).
@@ -110,11 +111,15 @@ inline tensordict::TensorDict ReduceDict(int64_t rank, bool reversed = false) {
     int64_t k;
   };
   std::vector<Leaf> leaves = {
-      {"f32", {3, 2}, at::kFloat, 1},         {"f64", {3}, at::kDouble, 2},
-      {{"sub", "f16"}, {3, 4}, at::kHalf, 3}, {{"sub", "bf16"}, {3}, at::kBFloat16, 4},
-      {"i8", {3, 2}, at::kChar, 5},           {"u8", {3}, at::kByte, 6},
+      {"f32", {3, 2}, at::kFloat, 1},
+      {"f64", {3}, at::kDouble, 2},
+      {{"sub", "f16"}, {3, 4}, at::kHalf, 3},
+      {{"sub", "bf16"}, {3}, at::kBFloat16, 4},
+      {"i8", {3, 2}, at::kChar, 5},
+      {"u8", {3}, at::kByte, 6},
       {"i16", {3}, at::kShort, 9},
-      {{"sub", "i32"}, {3, 1}, at::kInt, 7},  {"i64", {3, 5}, at::kLong, 8},
+      {{"sub", "i32"}, {3, 1}, at::kInt, 7},
+      {"i64", {3, 5}, at::kLong, 8},
   };
   if (reversed) std::reverse(leaves.begin(), leaves.end());
   tensordict::TensorDict td({}, {3});
@@ -159,8 +164,10 @@ inline bool SameDict(const tensordict::TensorDict& a,
                      const tensordict::TensorDict& b) {
   auto ka = a.keys(true, true);
   auto kb = b.keys(true, true);
-  std::sort(ka.begin(), ka.end(), [](const auto& x, const auto& y) { return x.parts() < y.parts(); });
-  std::sort(kb.begin(), kb.end(), [](const auto& x, const auto& y) { return x.parts() < y.parts(); });
+  std::sort(ka.begin(), ka.end(),
+            [](const auto& x, const auto& y) { return x.parts() < y.parts(); });
+  std::sort(kb.begin(), kb.end(),
+            [](const auto& x, const auto& y) { return x.parts() < y.parts(); });
   if (ka != kb || a.batch_size() != b.batch_size()) return false;
   for (const auto& k : ka) {
     if (!at::equal(a.get(k), b.get(k))) return false;
@@ -184,15 +191,23 @@ inline std::string CollectiveRound(const tensordict::Group& pg) {
     std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> fn;
   };
   const std::vector<Case> cases = {
-      {ReduceOp::kSum, "sum", [](const at::Tensor& a, const at::Tensor& b) { return a + b; }},
-      {ReduceOp::kMax, "max", [](const at::Tensor& a, const at::Tensor& b) { return at::maximum(a, b); }},
-      {ReduceOp::kMin, "min", [](const at::Tensor& a, const at::Tensor& b) { return at::minimum(a, b); }},
+      {ReduceOp::kSum, "sum",
+       [](const at::Tensor& a, const at::Tensor& b) { return a + b; }},
+      {ReduceOp::kMax, "max",
+       [](const at::Tensor& a, const at::Tensor& b) {
+         return at::maximum(a, b);
+       }},
+      {ReduceOp::kMin, "min",
+       [](const at::Tensor& a, const at::Tensor& b) {
+         return at::minimum(a, b);
+       }},
   };
   for (const auto& c : cases) {
     TensorDict td = fresh();
     const at::Tensor stored = td.get("f32");
     tensordict::all_reduce(td, c.op, pg);
-    if (!SameDict(td, ReducedDict(size, c.fn))) return std::string("all_reduce ") + c.name;
+    if (!SameDict(td, ReducedDict(size, c.fn)))
+      return std::string("all_reduce ") + c.name;
     if (!td.get("f32").is_same(stored)) return "all_reduce replaced a leaf";
   }
   {
@@ -200,7 +215,8 @@ inline std::string CollectiveRound(const tensordict::Group& pg) {
     td.set("x", fresh().get("f32"));
     td.set({"sub", "y"}, fresh().get("f64"));
     tensordict::all_reduce(td, ReduceOp::kMean, pg);
-    TensorDict sum = ReducedDict(size, [](const at::Tensor& a, const at::Tensor& b) { return a + b; });
+    TensorDict sum = ReducedDict(
+        size, [](const at::Tensor& a, const at::Tensor& b) { return a + b; });
     if (!at::allclose(td.get("x"), sum.get("f32") / size) ||
         !at::allclose(td.get({"sub", "y"}), sum.get("f64") / size)) {
       return "all_reduce mean";

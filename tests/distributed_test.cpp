@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "dist_util.h"
-#include "test_util.h"
 #include "test_paths.h"
+#include "test_util.h"
 
 namespace {
 
@@ -47,7 +47,8 @@ class Peers {
     tensordict::GlooGroupOptions options;
     options.port = port;
     options.timeout = timeout;
-    pg_ = std::make_unique<Group>(tensordict::make_gloo_group(0, size, options));
+    pg_ =
+        std::make_unique<Group>(tensordict::make_gloo_group(0, size, options));
   }
   ~Peers() {
     for (pid_t pid : pids_) tensordict_test::Reap(pid, 0ms);
@@ -91,7 +92,8 @@ TEST(Distributed, RecvEveryDtypeNestedInPlace) {
 // buffer would come from new pages.
 TEST(Distributed, AShortMessageLeavesTheRestOfTheLeafAsItWas) {
   Peers peers({"send_short"});
-  const at::Tensor before = at::arange(2 * 300000, at::kFloat).reshape({2, 300000});
+  const at::Tensor before =
+      at::arange(2 * 300000, at::kFloat).reshape({2, 300000});
   TensorDict td({{"x", before.clone()}}, {2});
   tensordict::recv(td, 1, peers.pg());
   const at::Tensor x = td.get("x").reshape(-1);
@@ -195,9 +197,10 @@ TEST(Distributed, ConsolidatedDictsMoveAsOneMessage) {
   Peers peers({"send_consolidated"});
   TensorDict td = ZeroWireDict().consolidate();
   const void* storage = td.get("zeta").storage().data_ptr().get();
-  ExpectThrowsMsg([&] { tensordict::recv(ZeroWireDict(), 1, peers.pg(), 3, true); },
-                  "recv: consolidated=true needs a consolidated dict (see "
-                  "consolidate())");
+  ExpectThrowsMsg(
+      [&] { tensordict::recv(ZeroWireDict(), 1, peers.pg(), 3, true); },
+      "recv: consolidated=true needs a consolidated dict (see "
+      "consolidate())");
   tensordict::recv(td, 1, peers.pg(), 3, /*consolidated=*/true);
   EXPECT_TRUE(Same(td, WireDict(1)));
   EXPECT_TRUE(td.is_consolidated());
@@ -210,7 +213,8 @@ TEST(Distributed, FromRemoteInitReceivesADictAndItsStructure) {
   TensorDict td = tensordict::from_remote_init(1, peers.pg());
   EXPECT_TRUE(tensordict_test::SameDict(td, WireDict(1)));
   EXPECT_TRUE(td.is_consolidated());
-  EXPECT_EQ(td.get_tensordict("next").batch_size().vec(), std::vector<int64_t>{2});
+  EXPECT_EQ(td.get_tensordict("next").batch_size().vec(),
+            std::vector<int64_t>{2});
   // Python's order on arrival: a level's leaves, then its sub-dicts.
   EXPECT_EQ(td.keys().back(), tensordict::NestedKey("next"));
   tensordict::recv(td, 1, peers.pg(), 0, /*consolidated=*/true);
@@ -231,9 +235,10 @@ TEST(Distributed, InitRemoteRejectsKeysOfTheMetadataLayout) {
 
 TEST(Distributed, FromRemoteInitRejectsMetadataThatIsNotPlainData) {
   Peers peers({"bad_metadata"});
-  ExpectThrowsMsg([&] { (void)tensordict::from_remote_init(1, peers.pg()); },
-                  "from_remote_init: unsupported pickle opcode 0x63 (only plain "
-                  "data is read)");
+  ExpectThrowsMsg(
+      [&] { (void)tensordict::from_remote_init(1, peers.pg()); },
+      "from_remote_init: unsupported pickle opcode 0x63 (only plain "
+      "data is read)");
   peers.Done();
   EXPECT_EQ(peers.Finish(), std::vector<int>{0});
 }
@@ -344,10 +349,18 @@ TEST(Distributed, CollectivesRejectWhatTheyCannotReduce) {
   Peers peers({"partner_of_failing_rank0"});
   TensorDict td = tensordict_test::ReduceDict(0);
   td.set({"sub", "flag"}, at::zeros({3}, at::kBool));
-  ExpectThrowsMsg([&] { tensordict::all_reduce(td, tensordict::ReduceOp::kSum, peers.pg()); },
-                  "all_reduce: key ('sub', 'flag'): cannot reduce torch.bool tensors");
-  ExpectThrowsMsg([&] { tensordict::all_reduce(tensordict_test::ReduceDict(0), tensordict::ReduceOp::kMean, peers.pg()); },
-                  "all_reduce: key i16: kMean needs floating-point leaves, got torch.int16");
+  ExpectThrowsMsg(
+      [&] {
+        tensordict::all_reduce(td, tensordict::ReduceOp::kSum, peers.pg());
+      },
+      "all_reduce: key ('sub', 'flag'): cannot reduce torch.bool tensors");
+  ExpectThrowsMsg(
+      [&] {
+        tensordict::all_reduce(tensordict_test::ReduceDict(0),
+                               tensordict::ReduceOp::kMean, peers.pg());
+      },
+      "all_reduce: key i16: kMean needs floating-point leaves, got "
+      "torch.int16");
   EXPECT_EQ(peers.Finish(), std::vector<int>{0});
 }
 
@@ -355,8 +368,11 @@ TEST(Distributed, StructureMismatchFailsOnEveryRankBeforeDataMoves) {
   Peers peers({"mismatch", "mismatch"});
   TensorDict td = tensordict_test::ReduceDict(0);
   const auto snap = TakeSnapshot(td);
-  ExpectThrowsMsg([&] { tensordict::all_reduce(td, tensordict::ReduceOp::kSum, peers.pg()); },
-                  tensordict_test::kMismatchMessage);
+  ExpectThrowsMsg(
+      [&] {
+        tensordict::all_reduce(td, tensordict::ReduceOp::kSum, peers.pg());
+      },
+      tensordict_test::kMismatchMessage);
   ExpectUnchanged(td, snap);
   EXPECT_EQ(peers.Finish(), (std::vector<int>{0, 0}));
 }
@@ -373,8 +389,9 @@ TEST(Distributed, ALocalCheckFailingOnOneRankFailsEveryRank) {
 TEST(Distributed, CollectiveLocalErrors) {
   Peers peers({"silent"});
   const Group& pg = peers.pg();
-  ExpectThrowsMsg([&] { tensordict::broadcast(tensordict_test::ReduceDict(0), 2, pg); },
-                  "broadcast: root rank 2 is out of range for a group of size 2");
+  ExpectThrowsMsg(
+      [&] { tensordict::broadcast(tensordict_test::ReduceDict(0), 2, pg); },
+      "broadcast: root rank 2 is out of range for a group of size 2");
   peers.Done();
   EXPECT_EQ(peers.Finish(), std::vector<int>{0});
 }

@@ -37,10 +37,12 @@ struct Fixture {
 
 // Reads tests/data/repr/<name>.txt.
 Fixture ReadFixture(const std::string& name) {
-  const std::string path = tensordict_test::TestDataDir() + "/repr/" + name + ".txt";
+  const std::string path =
+      tensordict_test::TestDataDir() + "/repr/" + name + ".txt";
   std::ifstream in(path, std::ios::binary);
   EXPECT_TRUE(in.good()) << "cannot open " << path;
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes((std::istreambuf_iterator<char>(in)),
+                    std::istreambuf_iterator<char>());
   Fixture f;
   const size_t nl = bytes.find('\n');
   EXPECT_NE(nl, std::string::npos) << path;
@@ -56,7 +58,8 @@ Fixture ReadFixture(const std::string& name) {
 void ExpectReprMatchesFixture(const TensorDict& td, const std::string& name) {
   SCOPED_TRACE("fixture " + name);
   Fixture f = ReadFixture(name);
-  EXPECT_EQ(f.header.rfind("# built in Python tensordict by: ", 0), 0u) << f.header;
+  EXPECT_EQ(f.header.rfind("# built in Python tensordict by: ", 0), 0u)
+      << f.header;
   EXPECT_EQ(Streamed(td), f.repr);
   EXPECT_EQ(tensordict::repr(td), f.repr);
   EXPECT_EQ(fmt::format("{}", td), f.repr);
@@ -66,7 +69,8 @@ void ExpectReprMatchesFixture(const TensorDict& td, const std::string& name) {
 // "/torch_<...>", as `share_memory_()` makes in Python.
 at::Tensor SharedZeros(std::vector<int64_t> sizes) {
   static std::atomic<int> counter{0};
-  const std::string name = "/torch_tensordict_test_" + std::to_string(::getpid()) + "_" +
+  const std::string name = "/torch_tensordict_test_" +
+                           std::to_string(::getpid()) + "_" +
                            std::to_string(counter++);
   int64_t numel = 1;
   for (int64_t s : sizes) numel *= s;
@@ -80,7 +84,8 @@ at::Tensor SharedZeros(std::vector<int64_t> sizes) {
                        /*allocator=*/nullptr, /*resizable=*/false);
   at::Tensor t = at::empty({0}, at::kFloat);
   std::vector<int64_t> strides(sizes.size(), 1);
-  for (size_t i = sizes.size(); i > 1; --i) strides[i - 2] = strides[i - 1] * sizes[i - 1];
+  for (size_t i = sizes.size(); i > 1; --i)
+    strides[i - 2] = strides[i - 1] * sizes[i - 1];
   t.set_(storage, 0, sizes, strides);
   t.zero_();
   return t;
@@ -102,7 +107,8 @@ TEST(NestedKeyFormat, NestedKeyPrintsAsAPythonTuple) {
   NestedKey k = {"next", "obs"};
   EXPECT_EQ(Streamed(k), "('next', 'obs')");
   EXPECT_EQ(fmt::format("{}", k), "('next', 'obs')");
-  EXPECT_EQ(fmt::format("key {}!", NestedKey{"a", "b", "c"}), "key ('a', 'b', 'c')!");
+  EXPECT_EQ(fmt::format("key {}!", NestedKey{"a", "b", "c"}),
+            "key ('a', 'b', 'c')!");
 }
 
 TEST(NestedKeyFormat, ComponentsAreQuotedLikePythonRepr) {
@@ -110,7 +116,8 @@ TEST(NestedKeyFormat, ComponentsAreQuotedLikePythonRepr) {
   EXPECT_EQ((NestedKey{"say \"hi\"", "x"}).str(), "('say \"hi\"', 'x')");
   EXPECT_EQ((NestedKey{"a'b\"c", "x"}).str(), "('a\\'b\"c', 'x')");
   EXPECT_EQ((NestedKey{"back\\slash", "x"}).str(), "('back\\\\slash', 'x')");
-  EXPECT_EQ((NestedKey{"new\nline", "tab\t"}).str(), "('new\\nline', 'tab\\t')");
+  EXPECT_EQ((NestedKey{"new\nline", "tab\t"}).str(),
+            "('new\\nline', 'tab\\t')");
 }
 
 TEST(NestedKeyFormat, NonEmptyFormatSpecIsRejected) {
@@ -134,15 +141,17 @@ TEST(ReprGolden, EmptyDictWithABatchDim) {
 }
 
 TEST(ReprGolden, TutorialDictBuiltDirectly) {
-  ExpectReprMatchesFixture(
-      TensorDict({{"a", torch::zeros({10, 3})}, {"b", torch::zeros({10, 3, 4})}}, {10, 3}),
-      "tutorial");
+  ExpectReprMatchesFixture(TensorDict({{"a", torch::zeros({10, 3})},
+                                       {"b", torch::zeros({10, 3, 4})}},
+                                      {10, 3}),
+                           "tutorial");
 }
 
 TEST(ReprGolden, TutorialDictBuiltByLazyPreallocation) {
   TensorDict td({}, {10, 3});
   for (int64_t i = 0; i < 10; ++i) {
-    td[i] = TensorDict({{"a", torch::rand({3})}, {"b", torch::rand({3, 4})}}, {3});
+    td[i] =
+        TensorDict({{"a", torch::rand({3})}, {"b", torch::rand({3, 4})}}, {3});
   }
   ExpectReprMatchesFixture(td, "tutorial");
 }
@@ -161,17 +170,22 @@ TEST(ReprGolden, EveryDtypeName) {
 }
 
 TEST(ReprGolden, IndexedRowOfANestedDict) {
-  TensorDict td({{"obs", torch::zeros({1000, 64})}, {{"next", "obs"}, torch::zeros({1000, 64})}},
+  TensorDict td({{"obs", torch::zeros({1000, 64})},
+                 {{"next", "obs"}, torch::zeros({1000, 64})}},
                 {1000});
   ExpectReprMatchesFixture(td[5], "indexed_row");
   Fixture f = ReadFixture("indexed_row");
-  EXPECT_EQ(fmt::format("{}", td[5]), f.repr) << "fmt of the IndexedTensorDict itself";
+  EXPECT_EQ(fmt::format("{}", td[5]), f.repr)
+      << "fmt of the IndexedTensorDict itself";
   EXPECT_EQ(Streamed(td[5]), f.repr);
 }
 
 TEST(ReprGolden, DeeplyNestedDictsIndentByEightPerLevel) {
-  TensorDict deeper({{"c", torch::zeros({3, 4, 5, 6}, torch::kDouble)}}, {3, 4, 5});
-  TensorDict nested({{"b", torch::zeros({3, 4, 5}, torch::kLong)}, {"deeper", deeper}}, {3, 4});
+  TensorDict deeper({{"c", torch::zeros({3, 4, 5, 6}, torch::kDouble)}},
+                    {3, 4, 5});
+  TensorDict nested(
+      {{"b", torch::zeros({3, 4, 5}, torch::kLong)}, {"deeper", deeper}},
+      {3, 4});
   TensorDict td({{"a", torch::zeros({3, 4})}, {"nested", nested}}, {3});
   ExpectReprMatchesFixture(td, "nested_deep");
 }
@@ -187,11 +201,13 @@ TEST(ReprGolden, RolloutBufferSortsFieldsAndNestsNext) {
 }
 
 TEST(ReprGolden, ScalarLeafWithDevice) {
-  ExpectReprMatchesFixture(TensorDict({{"x", torch::zeros({})}}, {}, at::Device(at::kCPU)),
-                           "scalar_device");
+  ExpectReprMatchesFixture(
+      TensorDict({{"x", torch::zeros({})}}, {}, at::Device(at::kCPU)),
+      "scalar_device");
   // A dict moved to the CPU prints the same.
-  ExpectReprMatchesFixture(TensorDict({{"x", torch::zeros({})}}, {}).to(at::Device(at::kCPU)),
-                           "scalar_device");
+  ExpectReprMatchesFixture(
+      TensorDict({{"x", torch::zeros({})}}, {}).to(at::Device(at::kCPU)),
+      "scalar_device");
 }
 
 TEST(ReprGolden, FieldsAreSortedByTheWholeRenderedLine) {
@@ -209,7 +225,8 @@ TEST(ReprGolden, SharedMemoryLeavesPrintIsSharedTrue) {
   try {
     obs = SharedZeros({4, 3});
   } catch (const c10::Error& e) {
-    GTEST_SKIP() << "cannot create POSIX shared memory here: " << e.what_without_backtrace();
+    GTEST_SKIP() << "cannot create POSIX shared memory here: "
+                 << e.what_without_backtrace();
   }
   TensorDict td({{"obs", obs}, {{"next", "reward"}, SharedZeros({4, 1})}}, {4});
   EXPECT_TRUE(td.is_shared());
@@ -226,15 +243,18 @@ TEST(ReprDetails, MixedSharedAndPrivateLeavesAreNotShared) {
   try {
     shm = SharedZeros({2});
   } catch (const c10::Error& e) {
-    GTEST_SKIP() << "cannot create POSIX shared memory here: " << e.what_without_backtrace();
+    GTEST_SKIP() << "cannot create POSIX shared memory here: "
+                 << e.what_without_backtrace();
   }
   TensorDict td({{"s", shm}, {"p", torch::zeros({2})}}, {2});
   EXPECT_FALSE(td.is_shared());
   const std::string expected =
       "TensorDict(\n"
       "    fields={\n"
-      "        p: Tensor(shape=torch.Size([2]), device=cpu, dtype=torch.float32, is_shared=False),\n"
-      "        s: Tensor(shape=torch.Size([2]), device=cpu, dtype=torch.float32, is_shared=True)},\n"
+      "        p: Tensor(shape=torch.Size([2]), device=cpu, "
+      "dtype=torch.float32, is_shared=False),\n"
+      "        s: Tensor(shape=torch.Size([2]), device=cpu, "
+      "dtype=torch.float32, is_shared=True)},\n"
       "    batch_size=torch.Size([2]),\n"
       "    device=None,\n"
       "    is_shared=False)";
@@ -244,7 +264,8 @@ TEST(ReprDetails, MixedSharedAndPrivateLeavesAreNotShared) {
 }
 
 TEST(ReprDetails, EmptySubDictIndentsItsEmptyFieldsBlock) {
-  TensorDict td({{"sub", TensorDict({}, {2, 5})}, {"x", torch::zeros({2}, torch::kComplexDouble)}},
+  TensorDict td({{"sub", TensorDict({}, {2, 5})},
+                 {"x", torch::zeros({2}, torch::kComplexDouble)}},
                 {2});
   const std::string expected =
       "TensorDict(\n"
@@ -255,7 +276,8 @@ TEST(ReprDetails, EmptySubDictIndentsItsEmptyFieldsBlock) {
       "            batch_size=torch.Size([2, 5]),\n"
       "            device=None,\n"
       "            is_shared=False),\n"
-      "        x: Tensor(shape=torch.Size([2]), device=cpu, dtype=torch.complex128, is_shared=False)},\n"
+      "        x: Tensor(shape=torch.Size([2]), device=cpu, "
+      "dtype=torch.complex128, is_shared=False)},\n"
       "    batch_size=torch.Size([2]),\n"
       "    device=None,\n"
       "    is_shared=False)";
@@ -264,13 +286,15 @@ TEST(ReprDetails, EmptySubDictIndentsItsEmptyFieldsBlock) {
 }
 
 TEST(ReprDetails, DeviceIsPrintedOnEveryLevelAfterAMove) {
-  TensorDict td = TensorDict({{{"n", "x"}, torch::zeros({1}, torch::kBool)}}, {1}).cpu();
+  TensorDict td =
+      TensorDict({{{"n", "x"}, torch::zeros({1}, torch::kBool)}}, {1}).cpu();
   const std::string expected =
       "TensorDict(\n"
       "    fields={\n"
       "        n: TensorDict(\n"
       "            fields={\n"
-      "                x: Tensor(shape=torch.Size([1]), device=cpu, dtype=torch.bool, is_shared=False)},\n"
+      "                x: Tensor(shape=torch.Size([1]), device=cpu, "
+      "dtype=torch.bool, is_shared=False)},\n"
       "            batch_size=torch.Size([1]),\n"
       "            device=cpu,\n"
       "            is_shared=False)},\n"
@@ -281,7 +305,8 @@ TEST(ReprDetails, DeviceIsPrintedOnEveryLevelAfterAMove) {
 }
 
 TEST(ReprDetails, FmtFormatEqualsOperatorStreamInsideLargerStrings) {
-  TensorDict td({{"a", torch::zeros({2, 3})}, {{"n", "b"}, torch::zeros({2})}}, {2});
+  TensorDict td({{"a", torch::zeros({2, 3})}, {{"n", "b"}, torch::zeros({2})}},
+                {2});
   EXPECT_EQ(fmt::format("<{}>", td), "<" + Streamed(td) + ">");
   EXPECT_EQ(fmt::format("{} {}", td[0], NestedKey{"n", "b"}),
             Streamed(TensorDict(td[0])) + " ('n', 'b')");

@@ -106,8 +106,9 @@ class TempDir {
  public:
   explicit TempDir(const std::string& prefix = "td_test") {
     const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                       "/" + prefix + "_XXXXXX";
+    std::string tmpl =
+        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/" +
+        prefix + "_XXXXXX";
     char* p = ::mkdtemp(tmpl.data());
     if (p == nullptr) throw std::runtime_error("mkdtemp failed");
     path_ = p;

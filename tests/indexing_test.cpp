@@ -32,7 +32,8 @@ TensorDict MakeRow() {
 TensorDict MakeDict() {
   return TensorDict({{"a", torch::arange(12, torch::kFloat).reshape({4, 3})},
                      {"i", torch::arange(4, torch::kLong) * 10},
-                     {{"next", "obs"}, torch::arange(8, torch::kFloat).reshape({4, 2}) + 100}},
+                     {{"next", "obs"},
+                      torch::arange(8, torch::kFloat).reshape({4, 2}) + 100}},
                     {4});
 }
 
@@ -40,8 +41,10 @@ TensorDict MakeDict() {
 TensorDict MakeDict2D() {
   return TensorDict(
       {{"a", torch::arange(5 * 6 * 2, torch::kFloat).reshape({5, 6, 2})},
-       {"sub", TensorDict({{"x", torch::arange(5 * 6 * 3, torch::kLong).reshape({5, 6, 3})}},
-                          {5, 6, 3})}},
+       {"sub",
+        TensorDict(
+            {{"x", torch::arange(5 * 6 * 3, torch::kLong).reshape({5, 6, 3})}},
+            {5, 6, 3})}},
       {5, 6});
 }
 
@@ -57,7 +60,8 @@ TEST(IndexRead, IntegerIndexSelectsARowWhoseLeavesAreViews) {
   EXPECT_TRUE(at::equal(row.get("a"), td.get("a")[1]));
   EXPECT_TRUE(at::equal(row.get("i"), td.get("i")[1]));
   EXPECT_TRUE(at::equal(row.get({"next", "obs"}), td.get({"next", "obs"})[1]));
-  EXPECT_TRUE(row.get_tensordict("next").batch_size() == std::vector<int64_t>{});
+  EXPECT_TRUE(row.get_tensordict("next").batch_size() ==
+              std::vector<int64_t>{});
   EXPECT_TRUE(SharesStorage(row.get("a"), td.get("a")));
   row.get("a").fill_(-1);
   row.get({"next", "obs"}).fill_(-2);
@@ -144,14 +148,16 @@ TEST(IndexRead, SliceIndexReturnsViewsWithTheSlicedBatch) {
   TensorDict td = MakeDict();
   TensorDict s = td.index({Slice(1, 3)});
   EXPECT_TRUE(s.batch_size() == std::vector<int64_t>({2}));
-  EXPECT_TRUE(s.get_tensordict("next").batch_size() == std::vector<int64_t>({2}));
+  EXPECT_TRUE(s.get_tensordict("next").batch_size() ==
+              std::vector<int64_t>({2}));
   EXPECT_TRUE(at::equal(s.get("a"), td.get("a").slice(0, 1, 3)));
   s.get("a").fill_(-1);
   EXPECT_TRUE(td.get("a").slice(0, 1, 3).eq(-1).all().item<bool>());
 
   TensorDict stepped = td[Slice(None, None, 2)];
   EXPECT_TRUE(stepped.batch_size() == std::vector<int64_t>({2}));
-  EXPECT_TRUE(at::equal(stepped.get("i"), torch::tensor({0, 20}, torch::kLong)));
+  EXPECT_TRUE(
+      at::equal(stepped.get("i"), torch::tensor({0, 20}, torch::kLong)));
   EXPECT_TRUE(SharesStorage(stepped.get("i"), td.get("i")));
 }
 
@@ -160,8 +166,10 @@ TEST(IndexRead, EllipsisExpandsOverBatchDimsOnly) {
   TensorDict r = td.index({Ellipsis, 2});
   EXPECT_TRUE(r.batch_size() == std::vector<int64_t>({5}));
   EXPECT_TRUE(at::equal(r.get("a"), td.get("a").select(1, 2)));
-  EXPECT_TRUE(r.get_tensordict("sub").batch_size() == std::vector<int64_t>({5, 3}));
-  EXPECT_TRUE(at::equal(r.get({"sub", "x"}), td.get({"sub", "x"}).select(1, 2)));
+  EXPECT_TRUE(r.get_tensordict("sub").batch_size() ==
+              std::vector<int64_t>({5, 3}));
+  EXPECT_TRUE(
+      at::equal(r.get({"sub", "x"}), td.get({"sub", "x"}).select(1, 2)));
   EXPECT_TRUE(SharesStorage(r.get("a"), td.get("a")));
 
   TensorDict all = td.index({Ellipsis});
@@ -178,7 +186,8 @@ TEST(IndexRead, NoneAddsABatchDimAndKeepsViews) {
   TensorDict r = td.index({None});
   EXPECT_TRUE(r.batch_size() == std::vector<int64_t>({1, 4}));
   EXPECT_EQ(r.get("a").sizes(), c10::IntArrayRef({1, 4, 3}));
-  EXPECT_TRUE(r.get_tensordict("next").batch_size() == std::vector<int64_t>({1, 4}));
+  EXPECT_TRUE(r.get_tensordict("next").batch_size() ==
+              std::vector<int64_t>({1, 4}));
   EXPECT_TRUE(SharesStorage(r.get("a"), td.get("a")));
 
   TensorDict r2 = td.index({Slice(), None});
@@ -195,7 +204,8 @@ TEST(IndexRead, BoolMaskCopies) {
   at::Tensor mask = torch::tensor({true, false, true, true});
   TensorDict r = td.index({mask});
   EXPECT_TRUE(r.batch_size() == std::vector<int64_t>({3}));
-  EXPECT_TRUE(r.get_tensordict("next").batch_size() == std::vector<int64_t>({3}));
+  EXPECT_TRUE(r.get_tensordict("next").batch_size() ==
+              std::vector<int64_t>({3}));
   EXPECT_TRUE(at::equal(r.get("a"), td.get("a").index({mask})));
   EXPECT_FALSE(SharesStorage(r.get("a"), td.get("a")));
   r.get("a").fill_(-1);
@@ -213,8 +223,10 @@ TEST(IndexRead, TwoDimensionalBoolMaskConsumesTwoBatchDims) {
   TensorDict r = td.index({mask});
   EXPECT_TRUE(r.batch_size() == std::vector<int64_t>({2}));
   EXPECT_EQ(r.get("a").sizes(), c10::IntArrayRef({2, 2}));
-  EXPECT_TRUE(r.get_tensordict("sub").batch_size() == std::vector<int64_t>({2, 3}));
-  EXPECT_TRUE(at::equal(r.get({"sub", "x"}), td.get({"sub", "x"}).index({mask})));
+  EXPECT_TRUE(r.get_tensordict("sub").batch_size() ==
+              std::vector<int64_t>({2, 3}));
+  EXPECT_TRUE(
+      at::equal(r.get({"sub", "x"}), td.get({"sub", "x"}).index({mask})));
 }
 
 TEST(IndexRead, LongIndexTensorCopies) {
@@ -223,7 +235,8 @@ TEST(IndexRead, LongIndexTensorCopies) {
   TensorDict r = td[idx];
   EXPECT_TRUE(r.batch_size() == std::vector<int64_t>({3}));
   EXPECT_TRUE(at::equal(r.get("a"), td.get("a").index_select(0, idx)));
-  EXPECT_TRUE(at::equal(r.get({"next", "obs"}), td.get({"next", "obs"}).index_select(0, idx)));
+  EXPECT_TRUE(at::equal(r.get({"next", "obs"}),
+                        td.get({"next", "obs"}).index_select(0, idx)));
   EXPECT_FALSE(SharesStorage(r.get("a"), td.get("a")));
   r.get("i").fill_(-1);
   EXPECT_FALSE(td.get("i").eq(-1).any().item<bool>());
@@ -259,7 +272,8 @@ TEST(IndexRead, CombinedIndicesMatchTensorIndexingOnEveryLeaf) {
     // The same index on a leaf, with an explicit trailing slice for its own
     // non-batch dims.
     std::vector<TensorIndex> leaf_idx = c.idx;
-    if (!(leaf_idx.size() > 2 && leaf_idx[2].is_ellipsis())) leaf_idx.emplace_back(Ellipsis);
+    if (!(leaf_idx.size() > 2 && leaf_idx[2].is_ellipsis()))
+      leaf_idx.emplace_back(Ellipsis);
     EXPECT_TRUE(at::equal(r.get("a"), a.index(leaf_idx)));
     EXPECT_TRUE(at::equal(r.get({"sub", "x"}), x.index(leaf_idx)));
     std::vector<int64_t> sub_batch = c.batch;
@@ -269,7 +283,8 @@ TEST(IndexRead, CombinedIndicesMatchTensorIndexingOnEveryLeaf) {
 }
 
 TEST(IndexRead, IndexingKeepsTheDeviceAndIsChainable) {
-  TensorDict td({{"a", torch::arange(20).reshape({4, 5})}}, {4, 5}, at::Device(at::kCPU));
+  TensorDict td({{"a", torch::arange(20).reshape({4, 5})}}, {4, 5},
+                at::Device(at::kCPU));
   TensorDict r = td[1][2];
   EXPECT_EQ(r.batch_dims(), 0);
   EXPECT_EQ(r.get("a").item<int64_t>(), 7);
@@ -282,7 +297,8 @@ TEST(IndexRead, IndexingKeepsTheDeviceAndIsChainable) {
 TEST(IndexRead, IndexedDictExposesGetAndReductions) {
   TensorDict td = MakeDict();
   EXPECT_TRUE(at::equal(td[2].get("a"), td.get("a")[2]));
-  EXPECT_TRUE(td[2].get_tensordict("next").batch_size() == std::vector<int64_t>{});
+  EXPECT_TRUE(td[2].get_tensordict("next").batch_size() ==
+              std::vector<int64_t>{});
   EXPECT_TRUE(td[3].all());
   EXPECT_FALSE(td[0].all());  // a[0][0] == 0, i[0] == 0
   EXPECT_TRUE(td[0].any());
@@ -298,16 +314,19 @@ TEST(IndexRead, IndexedDictExposesGetAndReductions) {
 TEST(IndexReadErrors, OutOfRangeBatchIndexThrowsIndexError) {
   TensorDict td = MakeDict();
   Snapshot s = TakeSnapshot(td);
-  ExpectThrowsMsg<c10::IndexError>(
-      [&] { (void)td.index({4}); },
-      "index 4 is out of bounds for dim 0 with size 4 of TensorDict with batch_size [4]");
-  ExpectThrowsMsg<c10::IndexError>(
-      [&] { TensorDict r = td[-5]; },
-      "index -5 is out of bounds for dim 0 with size 4 of TensorDict with batch_size [4]");
+  ExpectThrowsMsg<c10::IndexError>([&] { (void)td.index({4}); },
+                                   "index 4 is out of bounds for dim 0 with "
+                                   "size 4 of TensorDict with batch_size [4]");
+  ExpectThrowsMsg<c10::IndexError>([&] { TensorDict r = td[-5]; },
+                                   "index -5 is out of bounds for dim 0 with "
+                                   "size 4 of TensorDict with batch_size [4]");
   TensorDict td2 = MakeDict2D();
   ExpectThrowsMsg<c10::IndexError>(
-      [&] { (void)td2.index({0, 6}); },
-      "index 6 is out of bounds for dim 1 with size 6 of TensorDict with batch_size [5, 6]");
+      [&] {
+        (void)td2.index({0, 6});
+      },
+      "index 6 is out of bounds for dim 1 with size 6 of TensorDict with "
+      "batch_size [5, 6]");
   ExpectUnchanged(td, s);
 }
 
@@ -319,27 +338,39 @@ TEST(IndexReadErrors, IndexingADictWithNoBatchDimsThrows) {
   ExpectThrowsMsg<c10::IndexError>([&] { TensorDict r = td[0]; }, msg);
   ExpectThrowsMsg<c10::IndexError>([&] { (void)td.index({Slice()}); }, msg);
   ExpectThrowsMsg<c10::IndexError>(
-      [&] { td[0] = TensorDict({{"x", torch::ones({2})}}, {}); }, msg);
+      [&] {
+        td[0] = TensorDict({{"x", torch::ones({2})}}, {});
+      },
+      msg);
   ExpectUnchanged(td, s);
 }
 
 TEST(IndexReadErrors, TooManyIndicesOrTwoEllipsesThrow) {
   TensorDict td = MakeDict();
   ExpectThrowsMsg<c10::IndexError>(
-      [&] { (void)td.index({0, 0}); },
-      "too many indices for TensorDict with batch_size [4]: 2 batch dims were indexed");
+      [&] {
+        (void)td.index({0, 0});
+      },
+      "too many indices for TensorDict with batch_size [4]: 2 batch dims were "
+      "indexed");
   ExpectThrowsMsg<c10::IndexError>(
-      [&] { (void)td.index({Ellipsis, 0, Ellipsis}); },
+      [&] {
+        (void)td.index({Ellipsis, 0, Ellipsis});
+      },
       "an index can only have a single ellipsis ('...')");
 }
 
 TEST(IndexReadErrors, OutOfRangeIndexTensorAndWrongMaskThrowIndexError) {
   TensorDict td = MakeDict();
   ExpectThrowsMsgPrefix<c10::IndexError>(
-      [&] { (void)td.index({torch::tensor({0, 9}, torch::kLong)}); },
+      [&] {
+        (void)td.index({torch::tensor({0, 9}, torch::kLong)});
+      },
       "invalid index for TensorDict with batch_size [4]: ");
   ExpectThrowsMsgPrefix<c10::IndexError>(
-      [&] { (void)td.index({torch::tensor({true, false})}); },
+      [&] {
+        (void)td.index({torch::tensor({true, false})});
+      },
       "invalid index for TensorDict with batch_size [4]: ");
 }
 
@@ -392,7 +423,8 @@ TEST(LazyPreallocation, NewBuffersGoOnTheLeafsDeviceWhenTheDictHasNone) {
 
 TEST(LazyPreallocation, NewBuffersGoOnTheDictsDeviceWhenItHasOne) {
   TensorDict td(std::vector<int64_t>{4}, at::Device(at::kMeta));
-  td[1] = TensorDict({{"c", torch::ones({2})}, {{"next", "o"}, torch::ones({3})}}, {});
+  td[1] = TensorDict(
+      {{"c", torch::ones({2})}, {{"next", "o"}, torch::ones({3})}}, {});
   EXPECT_TRUE(td.get("c").device().is_meta());
   EXPECT_EQ(td.get("c").sizes(), c10::IntArrayRef({4, 2}));
   EXPECT_EQ(td.get("c").scalar_type(), at::kFloat);
@@ -409,21 +441,27 @@ TEST(LazyPreallocation, NestedSubDictsAreCreatedRecursively) {
                                      {2, 7})}},
                  {});
   td[4] = row;
-  EXPECT_EQ(td.keys(true, true), Keys({{"next", "obs"}, {"sub", "x"}, {"sub", "deep", "y"}}));
-  EXPECT_TRUE(td.get_tensordict("next").batch_size() == std::vector<int64_t>({6}));
-  EXPECT_TRUE(td.get_tensordict("sub").batch_size() == std::vector<int64_t>({6, 2, 7}));
+  EXPECT_EQ(td.keys(true, true),
+            Keys({{"next", "obs"}, {"sub", "x"}, {"sub", "deep", "y"}}));
+  EXPECT_TRUE(td.get_tensordict("next").batch_size() ==
+              std::vector<int64_t>({6}));
+  EXPECT_TRUE(td.get_tensordict("sub").batch_size() ==
+              std::vector<int64_t>({6, 2, 7}));
   EXPECT_TRUE(td.get_tensordict({"sub", "deep"}).batch_size() ==
               std::vector<int64_t>({6, 2, 7}));
   EXPECT_EQ(td.get({"next", "obs"}).sizes(), c10::IntArrayRef({6, 3}));
   EXPECT_EQ(td.get({"sub", "x"}).sizes(), c10::IntArrayRef({6, 2, 7, 5}));
-  EXPECT_EQ(td.get({"sub", "deep", "y"}).sizes(), c10::IntArrayRef({6, 2, 7, 1}));
+  EXPECT_EQ(td.get({"sub", "deep", "y"}).sizes(),
+            c10::IntArrayRef({6, 2, 7, 1}));
   EXPECT_TRUE(td.get({"sub", "x"})[4].eq(1).all().item<bool>());
   EXPECT_EQ(td.get({"sub", "x"}).sum().item<float>(), 70.f);
   EXPECT_EQ(td.get({"sub", "deep", "y"}).sum().item<float>(), 14.f);
 }
 
 TEST(LazyPreallocation, MissingKeysAreAddedNextToExistingOnes) {
-  TensorDict td({{"a", torch::zeros({4, 3})}, {{"next", "obs"}, torch::zeros({4, 2})}}, {4});
+  TensorDict td(
+      {{"a", torch::zeros({4, 3})}, {{"next", "obs"}, torch::zeros({4, 2})}},
+      {4});
   at::Tensor a = td.get("a");
   at::Tensor obs = td.get({"next", "obs"});
   td[0] = TensorDict({{"a", torch::ones({3})},
@@ -475,7 +513,8 @@ TEST(LazyPreallocation, ValueWithFewerBatchDimsBroadcastsFromTheLeft) {
   TensorDict row({{"a", torch::tensor({1.f, 2.f})}}, {});  // batch []
   td[1] = row;  // indexed batch shape [3]
   EXPECT_EQ(td.get("a").sizes(), c10::IntArrayRef({4, 3, 2}));
-  EXPECT_TRUE(at::equal(td.get("a")[1], torch::tensor({1.f, 2.f}).expand({3, 2})));
+  EXPECT_TRUE(
+      at::equal(td.get("a")[1], torch::tensor({1.f, 2.f}).expand({3, 2})));
   EXPECT_TRUE(td.get("a")[0].eq(0).all().item<bool>());
 
   // Into existing keys, with a slice: value batch [3] into region [2, 3].
@@ -487,16 +526,20 @@ TEST(LazyPreallocation, ValueWithFewerBatchDimsBroadcastsFromTheLeft) {
 
 TEST(LazyPreallocation, WriteWithASliceAllocatesAndFillsTheRange) {
   TensorDict td({}, {10});
-  TensorDict v({{"a", torch::ones({3, 2})}, {{"n", "b"}, torch::ones({3}, torch::kLong)}}, {3});
+  TensorDict v({{"a", torch::ones({3, 2})},
+                {{"n", "b"}, torch::ones({3}, torch::kLong)}},
+               {3});
   const TensorDict& ret = td.index_put_({Slice(2, 5)}, v);
   EXPECT_TRUE(ret.is_same(td));
   EXPECT_EQ(td.get("a").sizes(), c10::IntArrayRef({10, 2}));
-  EXPECT_TRUE(at::equal(td.get({"n", "b"}),
-                        torch::tensor({0, 0, 1, 1, 1, 0, 0, 0, 0, 0}, torch::kLong)));
+  EXPECT_TRUE(
+      at::equal(td.get({"n", "b"}),
+                torch::tensor({0, 0, 1, 1, 1, 0, 0, 0, 0, 0}, torch::kLong)));
   TensorDict v2({{"a", torch::full({5, 2}, 2.0)}}, {5});
   td[Slice(None, None, 2)] = v2;
-  EXPECT_TRUE(at::equal(td.get("a").select(1, 0),
-                        torch::tensor({2.f, 0.f, 2.f, 1.f, 2.f, 0.f, 2.f, 0.f, 2.f, 0.f})));
+  EXPECT_TRUE(at::equal(
+      td.get("a").select(1, 0),
+      torch::tensor({2.f, 0.f, 2.f, 1.f, 2.f, 0.f, 2.f, 0.f, 2.f, 0.f})));
 }
 
 TEST(LazyPreallocation, WriteWithABoolMaskWritesTheSelectedRows) {
@@ -504,8 +547,10 @@ TEST(LazyPreallocation, WriteWithABoolMaskWritesTheSelectedRows) {
   at::Tensor mask = torch::tensor({false, true, false, true, false});
   TensorDict v({{"a", torch::tensor({{1.f, 2.f}, {3.f, 4.f}})}}, {2});
   td.index_put_({mask}, v);
-  EXPECT_TRUE(at::equal(td.get("a"), torch::tensor({{0.f, 0.f}, {1.f, 2.f}, {0.f, 0.f},
-                                                    {3.f, 4.f}, {0.f, 0.f}})));
+  EXPECT_TRUE(at::equal(
+      td.get("a"),
+      torch::tensor(
+          {{0.f, 0.f}, {1.f, 2.f}, {0.f, 0.f}, {3.f, 4.f}, {0.f, 0.f}})));
   at::Tensor a = td.get("a");
   td[mask] = TensorDict({{"a", torch::full({2, 2}, 9.f)}}, {2});
   EXPECT_TRUE(td.get("a").is_same(a));
@@ -523,19 +568,23 @@ TEST(LazyPreallocation, WriteWithAnIndexTensorWritesThoseRows) {
                {2});
   td[idx] = v;
   EXPECT_TRUE(td.get("a").is_same(a));
-  EXPECT_TRUE(at::equal(td.get("i"), torch::tensor({-4, 10, 20, -3}, torch::kLong)));
+  EXPECT_TRUE(
+      at::equal(td.get("i"), torch::tensor({-4, 10, 20, -3}, torch::kLong)));
   EXPECT_TRUE(a[0].eq(-1).all().item<bool>());
   EXPECT_TRUE(a[3].eq(-1).all().item<bool>());
   EXPECT_TRUE(at::equal(a[1], torch::tensor({3.f, 4.f, 5.f})));
-  EXPECT_TRUE(at::equal(td.get("new").squeeze(1), torch::tensor({1.f, 0.f, 0.f, 1.f})));
+  EXPECT_TRUE(
+      at::equal(td.get("new").squeeze(1), torch::tensor({1.f, 0.f, 0.f, 1.f})));
 }
 
 TEST(LazyPreallocation, NegativeIndexWritesCountFromTheEnd) {
   TensorDict td({}, {4});
   td[-1] = TensorDict({{"a", torch::ones({2})}}, {});
-  EXPECT_TRUE(at::equal(td.get("a").sum(1), torch::tensor({0.f, 0.f, 0.f, 2.f})));
+  EXPECT_TRUE(
+      at::equal(td.get("a").sum(1), torch::tensor({0.f, 0.f, 0.f, 2.f})));
   td.index_put_({-4}, TensorDict({{"a", torch::full({2}, 3.f)}}, {}));
-  EXPECT_TRUE(at::equal(td.get("a").sum(1), torch::tensor({6.f, 0.f, 0.f, 2.f})));
+  EXPECT_TRUE(
+      at::equal(td.get("a").sum(1), torch::tensor({6.f, 0.f, 0.f, 2.f})));
 }
 
 TEST(LazyPreallocation, AssigningAnIndexedDictCopiesTheRow) {
@@ -544,14 +593,16 @@ TEST(LazyPreallocation, AssigningAnIndexedDictCopiesTheRow) {
   td[0] = td[3];
   EXPECT_TRUE(td.get("a").is_same(a));
   EXPECT_TRUE(at::equal(a[0], a[3]));
-  EXPECT_TRUE(at::equal(td.get({"next", "obs"})[0], td.get({"next", "obs"})[3]));
+  EXPECT_TRUE(
+      at::equal(td.get({"next", "obs"})[0], td.get({"next", "obs"})[3]));
   a[3].fill_(-1);
   EXPECT_FALSE(a[0].eq(-1).any().item<bool>()) << "a copy, not an alias";
 }
 
 TEST(LazyPreallocation, ChainedIndexedWriteIntoExistingKeysReachesTheParent) {
   TensorDict td = MakeDict2D();
-  TensorDict row({{"a", torch::full({2}, -1.f)}, {{"sub", "x"}, torch::full({3}, -2, torch::kLong)}},
+  TensorDict row({{"a", torch::full({2}, -1.f)},
+                  {{"sub", "x"}, torch::full({3}, -2, torch::kLong)}},
                  {});
   td[2][3] = row;
   EXPECT_TRUE(td.get("a")[2][3].eq(-1).all().item<bool>());
@@ -561,8 +612,10 @@ TEST(LazyPreallocation, ChainedIndexedWriteIntoExistingKeysReachesTheParent) {
 
 TEST(LazyPreallocation, TwoIntegerIndexWritesOneCell) {
   TensorDict td = MakeDict2D();
-  TensorDict row({{"a", torch::full({2}, -1.f)}, {"sub", TensorDict({{"x", torch::full({3}, -2, torch::kLong)}}, {3})}},
-                 {});
+  TensorDict row(
+      {{"a", torch::full({2}, -1.f)},
+       {"sub", TensorDict({{"x", torch::full({3}, -2, torch::kLong)}}, {3})}},
+      {});
   td.index_put_({1, -2}, row);
   EXPECT_TRUE(td.get("a")[1][4].eq(-1).all().item<bool>());
   EXPECT_EQ(td.get("a").eq(-1).sum().item<int64_t>(), 2);
@@ -577,19 +630,21 @@ TEST(LazyPreallocation, TwoIntegerIndexWritesOneCell) {
 // A dict with preallocated contiguous float/bool buffers, like the rollout
 // benchmark: batch [6].
 TensorDict MakeBuffers() {
-  return TensorDict({{"obs", torch::zeros({6, 8})},
-                     {"done", torch::zeros({6, 1}, torch::kBool)},
-                     {{"next", "obs"}, torch::zeros({6, 8})},
-                     {"sub", TensorDict({{"y", torch::zeros({6, 2, 3})}}, {6, 2})}},
-                    {6});
+  return TensorDict(
+      {{"obs", torch::zeros({6, 8})},
+       {"done", torch::zeros({6, 1}, torch::kBool)},
+       {{"next", "obs"}, torch::zeros({6, 8})},
+       {"sub", TensorDict({{"y", torch::zeros({6, 2, 3})}}, {6, 2})}},
+      {6});
 }
 
 TensorDict MakeRolloutRow(float v) {
-  return TensorDict({{"obs", torch::full({8}, v)},
-                     {"done", torch::ones({1}, torch::kBool)},
-                     {{"next", "obs"}, torch::arange(8, torch::kFloat) + v},
-                     {"sub", TensorDict({{"y", torch::full({2, 3}, -v)}}, {2})}},
-                    {});
+  return TensorDict(
+      {{"obs", torch::full({8}, v)},
+       {"done", torch::ones({1}, torch::kBool)},
+       {{"next", "obs"}, torch::arange(8, torch::kFloat) + v},
+       {"sub", TensorDict({{"y", torch::full({2, 3}, -v)}}, {2})}},
+      {});
 }
 
 TEST(FastAndGeneralPath, FastPathWritesTheRowAndKeepsIdentity) {
@@ -603,7 +658,9 @@ TEST(FastAndGeneralPath, FastPathWritesTheRowAndKeepsIdentity) {
   }
   for (const auto& k : td.keys(true, true)) {
     EXPECT_TRUE(at::equal(td.get(k)[4], row.get(k))) << k;
-    EXPECT_EQ(td.get(k).ne(0).sum().item<int64_t>(), row.get(k).ne(0).sum().item<int64_t>()) << k;
+    EXPECT_EQ(td.get(k).ne(0).sum().item<int64_t>(),
+              row.get(k).ne(0).sum().item<int64_t>())
+        << k;
   }
 }
 
@@ -624,8 +681,10 @@ TEST(FastAndGeneralPath, FastPathBumpsTheVersionCounterLikeCopy) {
   }
 }
 
-TEST(FastAndGeneralPath, FastPathWithAZeroSizedLeafBumpsTheVersionCounterLikeCopy) {
-  TensorDict td({{"e", torch::zeros({4, 0})}, {"a", torch::zeros({4, 2})}}, {4});
+TEST(FastAndGeneralPath,
+     FastPathWithAZeroSizedLeafBumpsTheVersionCounterLikeCopy) {
+  TensorDict td({{"e", torch::zeros({4, 0})}, {"a", torch::zeros({4, 2})}},
+                {4});
   TensorDict row({{"e", torch::zeros({0})}, {"a", torch::ones({2})}}, {});
   at::Tensor ref = torch::zeros({4, 0});
   const auto r0 = ref._version();
@@ -652,13 +711,15 @@ TEST(FastAndGeneralPath, GeneralPathTriggersGiveTheSameResultAsTheFastPath) {
   };
   // Reference: the fast path.
   TensorDict fast({{"x", torch::zeros({6, 8})}}, {6});
-  for (int64_t i = 0; i < 6; i += 2) fast[i] = TensorDict({{"x", values(i)}}, {});
+  for (int64_t i = 0; i < 6; i += 2)
+    fast[i] = TensorDict({{"x", values(i)}}, {});
 
   // 1. A non-contiguous buffer (set from a transposed tensor).
   TensorDict noncontig({{"x", torch::zeros({8, 6}).t()}}, {6});
   ASSERT_FALSE(noncontig.get("x").is_contiguous());
   at::Tensor nc = noncontig.get("x");
-  for (int64_t i = 0; i < 6; i += 2) noncontig[i] = TensorDict({{"x", values(i)}}, {});
+  for (int64_t i = 0; i < 6; i += 2)
+    noncontig[i] = TensorDict({{"x", values(i)}}, {});
   EXPECT_TRUE(noncontig.get("x").is_same(nc));
   EXPECT_TRUE(at::equal(noncontig.get("x"), fast.get("x")));
 
@@ -680,7 +741,8 @@ TEST(FastAndGeneralPath, GeneralPathTriggersGiveTheSameResultAsTheFastPath) {
   // 4. A slice index with a batch-[1] value.
   TensorDict sliced({{"x", torch::zeros({6, 8})}}, {6});
   for (int64_t i = 0; i < 6; i += 2) {
-    sliced.index_put_({Slice(i, i + 1)}, TensorDict({{"x", values(i).unsqueeze(0)}}, {1}));
+    sliced.index_put_({Slice(i, i + 1)},
+                      TensorDict({{"x", values(i).unsqueeze(0)}}, {1}));
   }
   EXPECT_TRUE(at::equal(sliced.get("x"), fast.get("x")));
 
@@ -696,7 +758,8 @@ TEST(FastAndGeneralPath, GeneralPathTriggersGiveTheSameResultAsTheFastPath) {
   // 6. A broadcast value (batch [] into a region of batch [3]).
   TensorDict fast2({{"x", torch::zeros({2, 3, 8})}}, {2, 3});
   TensorDict bcast({{"x", torch::zeros({2, 3, 8})}}, {2, 3});
-  for (int64_t j = 0; j < 3; ++j) fast2.index_put_({1, j}, TensorDict({{"x", values(5)}}, {}));
+  for (int64_t j = 0; j < 3; ++j)
+    fast2.index_put_({1, j}, TensorDict({{"x", values(5)}}, {}));
   bcast[1] = TensorDict({{"x", values(5)}}, {});
   EXPECT_TRUE(at::equal(bcast.get("x"), fast2.get("x")));
 }
@@ -722,7 +785,8 @@ TEST(FastAndGeneralPath, RequiresGradSourceMakesTheBufferPartOfTheGraph) {
   ASSERT_TRUE(w.grad().defined());
   EXPECT_TRUE(at::equal(w.grad(), torch::full({2}, 3.f)));
   td[2] = TensorDict({{"w", torch::full({2}, 4.f)}}, {});
-  EXPECT_TRUE(at::equal(td.get("w").detach(), torch::tensor({{0.f, 0.f}, {3.f, 3.f}, {4.f, 4.f}})));
+  EXPECT_TRUE(at::equal(td.get("w").detach(),
+                        torch::tensor({{0.f, 0.f}, {3.f, 3.f}, {4.f, 4.f}})));
 }
 
 // ---------------------------------------------------------------------------
@@ -730,96 +794,137 @@ TEST(FastAndGeneralPath, RequiresGradSourceMakesTheBufferPartOfTheGraph) {
 // ---------------------------------------------------------------------------
 
 TEST(IndexedWriteErrors, BadTrailingShapeOnTheLastKeyLeavesTheDictUnchanged) {
-  TensorDict td({{"a", torch::zeros({4, 3})}, {"b", torch::zeros({4, 5})}}, {4});
+  TensorDict td({{"a", torch::zeros({4, 3})}, {"b", torch::zeros({4, 5})}},
+                {4});
   Snapshot s = TakeSnapshot(td);
   TensorDict row({{"new1", torch::ones({2})},
                   {"a", torch::ones({3})},
                   {{"nested", "new2"}, torch::ones({7})},
                   {"b", torch::ones({6})}},
                  {});
-  ExpectThrowsMsg([&] { td[1] = row; },
-                  "key b: the value's trailing shape [6] (value shape [6]) does not "
-                  "match the existing buffer's trailing shape [5] (buffer shape [4, 5])");
+  ExpectThrowsMsg(
+      [&] { td[1] = row; },
+      "key b: the value's trailing shape [6] (value shape [6]) does not "
+      "match the existing buffer's trailing shape [5] (buffer shape [4, 5])");
   ExpectUnchanged(td, s);
-  ExpectThrowsMsg([&] { td.index_put_({Slice(0, 2)}, TensorDict({{"a", torch::ones({2, 3})}, {"b", torch::ones({2, 4, 1})}}, {2})); },
-                  "key b: the value's trailing shape [4, 1] (value shape [2, 4, 1]) does not "
-                  "match the existing buffer's trailing shape [5] (buffer shape [4, 5])");
+  ExpectThrowsMsg(
+      [&] {
+        td.index_put_({Slice(0, 2)}, TensorDict({{"a", torch::ones({2, 3})},
+                                                 {"b", torch::ones({2, 4, 1})}},
+                                                {2}));
+      },
+      "key b: the value's trailing shape [4, 1] (value shape [2, 4, 1]) does "
+      "not "
+      "match the existing buffer's trailing shape [5] (buffer shape [4, 5])");
   ExpectUnchanged(td, s);
 }
 
 TEST(IndexedWriteErrors, NestedBadTrailingShapeNamesTheNestedKey) {
   TensorDict td({{{"next", "obs"}, torch::zeros({4, 3})}}, {4});
   Snapshot s = TakeSnapshot(td);
-  ExpectThrowsMsg([&] { td[0] = TensorDict({{{"next", "obs"}, torch::ones({2})}}, {}); },
-                  "key ('next', 'obs'): the value's trailing shape [2] (value shape [2]) does not "
-                  "match the existing buffer's trailing shape [3] (buffer shape [4, 3])");
+  ExpectThrowsMsg(
+      [&] {
+        td[0] = TensorDict({{{"next", "obs"}, torch::ones({2})}}, {});
+      },
+      "key ('next', 'obs'): the value's trailing shape [2] (value shape [2]) "
+      "does not "
+      "match the existing buffer's trailing shape [3] (buffer shape [4, 3])");
   ExpectUnchanged(td, s);
 }
 
 TEST(IndexedWriteErrors, UncastableDtypeLeavesTheDictUnchanged) {
-  TensorDict td({{"a", torch::zeros({4, 3})}, {"i", torch::zeros({4}, torch::kLong)}}, {4});
+  TensorDict td(
+      {{"a", torch::zeros({4, 3})}, {"i", torch::zeros({4}, torch::kLong)}},
+      {4});
   Snapshot s = TakeSnapshot(td);
-  TensorDict row({{"a", torch::ones({3})}, {"new", torch::ones({1})}, {"i", torch::ones({}) * 1.5}}, {});
+  TensorDict row({{"a", torch::ones({3})},
+                  {"new", torch::ones({1})},
+                  {"i", torch::ones({}) * 1.5}},
+                 {});
   ExpectThrowsMsg<c10::TypeError>(
       [&] { td[2] = row; },
-      "key i: cannot cast the value's dtype torch.float32 to the stored dtype torch.int64"
-      " (a write never casts to a lower kind, such as floating point to integer)");
+      "key i: cannot cast the value's dtype torch.float32 to the stored dtype "
+      "torch.int64"
+      " (a write never casts to a lower kind, such as floating point to "
+      "integer)");
   ExpectUnchanged(td, s);
   TensorDict crow({{"a", torch::ones({3}, torch::kComplexFloat)}}, {});
   ExpectThrowsMsg<c10::TypeError>(
       [&] { td[2] = crow; },
-      "key a: cannot cast the value's dtype torch.complex64 to the stored dtype torch.float32"
-      " (a write never casts to a lower kind, such as floating point to integer)");
+      "key a: cannot cast the value's dtype torch.complex64 to the stored "
+      "dtype torch.float32"
+      " (a write never casts to a lower kind, such as floating point to "
+      "integer)");
   ExpectUnchanged(td, s);
 }
 
 TEST(IndexedWriteErrors, TensorWhereASubDictLivesLeavesTheDictUnchanged) {
-  TensorDict td({{"a", torch::zeros({4, 3})}, {{"next", "obs"}, torch::zeros({4, 2})}}, {4});
+  TensorDict td(
+      {{"a", torch::zeros({4, 3})}, {{"next", "obs"}, torch::zeros({4, 2})}},
+      {4});
   Snapshot s = TakeSnapshot(td);
-  TensorDict row({{"a", torch::ones({3})}, {"new", torch::ones({1})}, {"next", torch::ones({2})}}, {});
-  ExpectThrowsMsg<c10::TypeError>([&] { td[0] = row; },
-                                  "index_put_: key next: cannot write a tensor where a TensorDict lives");
+  TensorDict row({{"a", torch::ones({3})},
+                  {"new", torch::ones({1})},
+                  {"next", torch::ones({2})}},
+                 {});
+  ExpectThrowsMsg<c10::TypeError>(
+      [&] { td[0] = row; },
+      "index_put_: key next: cannot write a tensor where a TensorDict lives");
   ExpectUnchanged(td, s);
 }
 
 TEST(IndexedWriteErrors, SubDictWhereATensorLivesLeavesTheDictUnchanged) {
-  TensorDict td({{"a", torch::zeros({4, 3})}, {{"next", "obs"}, torch::zeros({4, 2})}}, {4});
+  TensorDict td(
+      {{"a", torch::zeros({4, 3})}, {{"next", "obs"}, torch::zeros({4, 2})}},
+      {4});
   Snapshot s = TakeSnapshot(td);
   TensorDict row({{{"new", "x"}, torch::ones({1})},
                   {{"next", "obs", "deep"}, torch::ones({2})},
                   {"a", TensorDict({{"z", torch::ones({3})}}, {})}},
                  {});
-  ExpectThrowsMsg<c10::TypeError>(
-      [&] { td[0] = row; },
-      "index_put_: key ('next', 'obs'): cannot write a TensorDict where a tensor lives");
+  ExpectThrowsMsg<c10::TypeError>([&] { td[0] = row; },
+                                  "index_put_: key ('next', 'obs'): cannot "
+                                  "write a TensorDict where a tensor lives");
   ExpectUnchanged(td, s);
-  TensorDict row2({{"new", torch::ones({1})}, {"a", TensorDict({{"z", torch::ones({3})}}, {})}}, {});
-  ExpectThrowsMsg<c10::TypeError>([&] { td[0] = row2; },
-                                  "index_put_: key a: cannot write a TensorDict where a tensor lives");
+  TensorDict row2({{"new", torch::ones({1})},
+                   {"a", TensorDict({{"z", torch::ones({3})}}, {})}},
+                  {});
+  ExpectThrowsMsg<c10::TypeError>(
+      [&] { td[0] = row2; },
+      "index_put_: key a: cannot write a TensorDict where a tensor lives");
   ExpectUnchanged(td, s);
 }
 
 TEST(IndexedWriteErrors, ValueBatchSizeThatDoesNotFitLeavesTheDictUnchanged) {
   TensorDict td({{"a", torch::zeros({4, 3, 2})}}, {4, 3});
   Snapshot s = TakeSnapshot(td);
-  TensorDict wrong({{"new", torch::ones({2})}, {"a", torch::ones({2, 2})}}, {2});
-  ExpectThrowsMsg([&] { td[0] = wrong; },
-                  "cannot write a TensorDict with batch_size [2] into an indexed region of "
-                  "batch shape [3] (TensorDict batch_size [4, 3])");
+  TensorDict wrong({{"new", torch::ones({2})}, {"a", torch::ones({2, 2})}},
+                   {2});
+  ExpectThrowsMsg(
+      [&] { td[0] = wrong; },
+      "cannot write a TensorDict with batch_size [2] into an indexed region of "
+      "batch shape [3] (TensorDict batch_size [4, 3])");
   ExpectUnchanged(td, s);
   TensorDict too_many({{"a", torch::ones({1, 3, 2})}}, {1, 3});
   ExpectThrowsMsg([&] { td[0] = too_many; },
-                  "cannot write a TensorDict with batch_size [1, 3] into an indexed region of "
+                  "cannot write a TensorDict with batch_size [1, 3] into an "
+                  "indexed region of "
                   "batch shape [3] (TensorDict batch_size [4, 3])");
-  ExpectThrowsMsg([&] { td.index_put_({Slice(0, 2)}, TensorDict({{"a", torch::ones({3, 3, 2})}}, {3, 3})); },
-                  "cannot write a TensorDict with batch_size [3, 3] into an indexed region of "
-                  "batch shape [2, 3] (TensorDict batch_size [4, 3])");
+  ExpectThrowsMsg(
+      [&] {
+        td.index_put_({Slice(0, 2)},
+                      TensorDict({{"a", torch::ones({3, 3, 2})}}, {3, 3}));
+      },
+      "cannot write a TensorDict with batch_size [3, 3] into an indexed region "
+      "of "
+      "batch shape [2, 3] (TensorDict batch_size [4, 3])");
   ExpectUnchanged(td, s);
 
   TensorDict empty_dict({}, {4, 3});
-  ExpectThrowsMsg([&] { empty_dict[1] = wrong; },
-                  "cannot write a TensorDict with batch_size [2] into an indexed region of "
-                  "batch shape [3] (TensorDict batch_size [4, 3])");
+  ExpectThrowsMsg(
+      [&] { empty_dict[1] = wrong; },
+      "cannot write a TensorDict with batch_size [2] into an indexed region of "
+      "batch shape [3] (TensorDict batch_size [4, 3])");
   EXPECT_TRUE(empty_dict.empty());
 }
 
@@ -827,12 +932,12 @@ TEST(IndexedWriteErrors, OutOfRangeWriteIndexLeavesTheDictUnchanged) {
   TensorDict td({{"a", torch::zeros({4, 3})}}, {4});
   Snapshot s = TakeSnapshot(td);
   TensorDict row({{"a", torch::ones({3})}, {"new", torch::ones({1})}}, {});
-  ExpectThrowsMsg<c10::IndexError>(
-      [&] { td[4] = row; },
-      "index 4 is out of bounds for dim 0 with size 4 of TensorDict with batch_size [4]");
-  ExpectThrowsMsg<c10::IndexError>(
-      [&] { td.index_put_({-5}, row); },
-      "index -5 is out of bounds for dim 0 with size 4 of TensorDict with batch_size [4]");
+  ExpectThrowsMsg<c10::IndexError>([&] { td[4] = row; },
+                                   "index 4 is out of bounds for dim 0 with "
+                                   "size 4 of TensorDict with batch_size [4]");
+  ExpectThrowsMsg<c10::IndexError>([&] { td.index_put_({-5}, row); },
+                                   "index -5 is out of bounds for dim 0 with "
+                                   "size 4 of TensorDict with batch_size [4]");
   ExpectUnchanged(td, s);
 }
 
@@ -840,7 +945,8 @@ TEST(IndexedWriteErrors, OutOfRangeWriteIndexLeavesTheDictUnchanged) {
 // conflicts) before writing any". A value on a device the buffer cannot be
 // written from must fail before the first leaf is written.
 TEST(IndexedWriteErrors, LeafOnAnIncompatibleDeviceLeavesTheDictUnchanged) {
-  TensorDict td({{"a", torch::zeros({4, 3})}, {"b", torch::zeros({4, 2})}}, {4});
+  TensorDict td({{"a", torch::zeros({4, 3})}, {"b", torch::zeros({4, 2})}},
+                {4});
   Snapshot s = TakeSnapshot(td);
   TensorDict row({{"a", torch::ones({3})},
                   {"new", torch::ones({1})},
@@ -854,12 +960,16 @@ TEST(IndexedWriteErrors, LeafOnAnIncompatibleDeviceLeavesTheDictUnchanged) {
 
 // A buffer that is a leaf requiring grad cannot be written in place; the
 // failure must come before any other leaf of the row is written.
-TEST(IndexedWriteErrors, InPlaceWriteIntoALeafRequiringGradLeavesTheDictUnchanged) {
+TEST(IndexedWriteErrors,
+     InPlaceWriteIntoALeafRequiringGradLeavesTheDictUnchanged) {
   TensorDict td({{"a", torch::zeros({4, 3})},
                  {"w", torch::zeros({4, 2}, torch::requires_grad())}},
                 {4});
   Snapshot s = TakeSnapshot(td);
-  TensorDict row({{"a", torch::ones({3})}, {"new", torch::ones({1})}, {"w", torch::ones({2})}}, {});
+  TensorDict row({{"a", torch::ones({3})},
+                  {"new", torch::ones({1})},
+                  {"w", torch::ones({2})}},
+                 {});
   ExpectThrowsMsg([&] { td[1] = row; },
                   "key w: a leaf tensor that requires grad cannot be "
                   "modified in place (use torch::NoGradGuard, or detach it "

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "test_util.h"
 #include "test_paths.h"
+#include "test_util.h"
 
 namespace {
 
@@ -34,8 +34,8 @@ c10::impl::GenericDict AnyDict(
 
 TEST(JitTest, ToIValueGivesTheNarrowestDictTypes) {
   const at::Tensor obs = torch::rand({4, 3});
-  const TensorDict flat({{"obs", obs}, {"done", torch::zeros({4, 1}, torch::kBool)}},
-                        {4});
+  const TensorDict flat(
+      {{"obs", obs}, {"done", torch::zeros({4, 1}, torch::kBool)}}, {4});
   const c10::IValue v = tensordict::to_ivalue(flat);
   EXPECT_EQ(TypeOf(v), "Dict[str, Tensor]");
   const auto d = v.toGenericDict();
@@ -44,9 +44,10 @@ TEST(JitTest, ToIValueGivesTheNarrowestDictTypes) {
   EXPECT_EQ(keys, (std::vector<std::string>{"obs", "done"}));
   EXPECT_TRUE(d.at("obs").toTensor().is_same(obs));  // not copied
 
-  const TensorDict nested({{{"a", "x"}, torch::rand({2})}, {{"b", "y"}, torch::rand({2})}},
-                          {});
-  EXPECT_EQ(TypeOf(tensordict::to_ivalue(nested)), "Dict[str, Dict[str, Tensor]]");
+  const TensorDict nested(
+      {{{"a", "x"}, torch::rand({2})}, {{"b", "y"}, torch::rand({2})}}, {});
+  EXPECT_EQ(TypeOf(tensordict::to_ivalue(nested)),
+            "Dict[str, Dict[str, Tensor]]");
   const TensorDict mixed({{"obs", obs}, {{"next", "obs"}, obs}}, {4});
   const c10::IValue m = tensordict::to_ivalue(mixed);
   EXPECT_EQ(TypeOf(m), "Dict[str, Any]");
@@ -60,7 +61,8 @@ TEST(JitTest, ARoundTripKeepsKeysOrderAndTensors) {
                        {{"next", "deep", "r"}, torch::rand({4})},
                        {"a", torch::rand({4})}},
                       {4});
-  const TensorDict back = tensordict::from_ivalue(tensordict::to_ivalue(td), td.batch_size().vec());
+  const TensorDict back =
+      tensordict::from_ivalue(tensordict::to_ivalue(td), td.batch_size().vec());
   ASSERT_EQ(back.keys(true, false), td.keys(true, false));
   EXPECT_EQ(back.batch_size(), td.batch_size());
   EXPECT_EQ(back.get_tensordict("next").batch_size(), c10::IntArrayRef({4}));
@@ -70,10 +72,11 @@ TEST(JitTest, ARoundTripKeepsKeysOrderAndTensors) {
 }
 
 TEST(JitTest, FromIValueInfersBatchSizesAsPythonsAutoBatchSize) {
-  const c10::IValue iv = AnyDict(
-      {{"a", torch::rand({4, 3})},
-       {"n", AnyDict({{"x", torch::rand({4, 3, 5})}, {"y", torch::rand({4, 3, 5, 1})}})},
-       {"e", AnyDict({})}});
+  const c10::IValue iv =
+      AnyDict({{"a", torch::rand({4, 3})},
+               {"n", AnyDict({{"x", torch::rand({4, 3, 5})},
+                              {"y", torch::rand({4, 3, 5, 1})}})},
+               {"e", AnyDict({})}});
   const TensorDict td = tensordict::from_ivalue(iv);
   EXPECT_EQ(td.batch_size(), c10::IntArrayRef({4, 3}));
   EXPECT_EQ(td.get_tensordict("n").batch_size(), c10::IntArrayRef({4, 3, 5}));
@@ -83,25 +86,28 @@ TEST(JitTest, FromIValueInfersBatchSizesAsPythonsAutoBatchSize) {
   EXPECT_EQ(capped.get_tensordict("n").batch_size(), c10::IntArrayRef({4}));
   // No shared leading dim: batch size [].
   EXPECT_EQ(tensordict::from_ivalue(AnyDict({{"a", torch::rand({4, 3})},
-                                            {"b", torch::rand({5, 3})}}))
+                                             {"b", torch::rand({5, 3})}}))
                 .batch_size(),
             c10::IntArrayRef({}));
 }
 
 TEST(JitTest, FromIValueRejectsWhatIsNotADictOfTensors) {
-  ExpectThrowsMsg([] { (void)tensordict::from_ivalue(torch::rand({2})); },
-                  "from_ivalue: the value is a Tensor, expected a Dict[str, Tensor] "
-                  "(nested dicts allowed)");
+  ExpectThrowsMsg(
+      [] { (void)tensordict::from_ivalue(torch::rand({2})); },
+      "from_ivalue: the value is a Tensor, expected a Dict[str, Tensor] "
+      "(nested dicts allowed)");
   c10::impl::GenericDict by_int(c10::IntType::get(), c10::TensorType::get());
   by_int.insert(int64_t{1}, torch::rand({2}));
-  ExpectThrowsMsg([&] { (void)tensordict::from_ivalue(by_int); },
-                  "from_ivalue: the value is a Dict[int, Tensor], expected string keys");
+  ExpectThrowsMsg(
+      [&] { (void)tensordict::from_ivalue(by_int); },
+      "from_ivalue: the value is a Dict[int, Tensor], expected string keys");
   ExpectThrowsMsg(
       [] {
-        (void)tensordict::from_ivalue(
-            AnyDict({{"a", torch::rand({2})}, {"n", AnyDict({{"k", int64_t{3}}})}}));
+        (void)tensordict::from_ivalue(AnyDict(
+            {{"a", torch::rand({2})}, {"n", AnyDict({{"k", int64_t{3}}})}}));
       },
-      "from_ivalue: key ('n', 'k') holds a int, expected a Tensor or a dict of them");
+      "from_ivalue: key ('n', 'k') holds a int, expected a Tensor or a dict of "
+      "them");
   ExpectThrowsMsg(
       [] {
         (void)tensordict::from_ivalue(AnyDict({{"a", torch::rand({2})}}),
@@ -133,8 +139,9 @@ TEST(JitTest, AScriptedPolicyRunsOnATensorDict) {
   EXPECT_EQ(out.batch_size(), c10::IntArrayRef({5}));
   EXPECT_EQ(out.keys(), (std::vector<NestedKey>{"logits", "obs"}));
   const auto linear = policy.attr("linear").toModule();
-  const at::Tensor expected = torch::addmm(linear.attr("bias").toTensor(), obs.get("obs"),
-                                           linear.attr("weight").toTensor().t());
+  const at::Tensor expected =
+      torch::addmm(linear.attr("bias").toTensor(), obs.get("obs"),
+                   linear.attr("weight").toTensor().t());
   EXPECT_TRUE(torch::allclose(out.get("logits"), expected));
   EXPECT_TRUE(out.get("obs").is_same(obs.get("obs")));
 }
@@ -156,7 +163,8 @@ TEST(JitTest, NestedDictsMatchNestedDictTypes) {
   } catch (const c10::Error& e) {
     const std::string msg = e.what_without_backtrace();
     EXPECT_EQ(msg.rfind("forward: ", 0), 0u) << msg;
-    EXPECT_NE(msg.find("Dict[str, Dict[str, Tensor]]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Dict[str, Dict[str, Tensor]]"), std::string::npos)
+        << msg;
   }
 }
 

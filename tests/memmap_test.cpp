@@ -1,12 +1,12 @@
 // Persistence: memmap directories (Python tensordict's format), consolidate,
 // single-file save/load and pickle_save.
 #include <ATen/ATen.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <fcntl.h>
 #include <sys/wait.h>
 #include <tensordict/persistence.h>
 #include <tensordict/tensordict.h>
@@ -25,8 +25,8 @@
 #include <thread>
 #include <vector>
 
-#include "test_util.h"
 #include "test_paths.h"
+#include "test_util.h"
 
 namespace {
 
@@ -75,11 +75,12 @@ std::vector<std::string> JsonKeys(const ordered_json& j) {
 std::string DataDir() { return tensordict_test::TestDataDir() + "/memmap"; }
 
 TensorDict MakeNested() {
-  return TensorDict({{"obs", torch::arange(6, torch::kFloat32).reshape({2, 3})},
-                     {{"next", "reward"}, torch::tensor({1.5, 2.5}, torch::kFloat64)},
-                     {{"next", "done"}, torch::tensor({true, false})},
-                     {"count", torch::tensor({7, 8}, torch::kInt64)}},
-                    {2});
+  return TensorDict(
+      {{"obs", torch::arange(6, torch::kFloat32).reshape({2, 3})},
+       {{"next", "reward"}, torch::tensor({1.5, 2.5}, torch::kFloat64)},
+       {{"next", "done"}, torch::tensor({true, false})},
+       {"count", torch::tensor({7, 8}, torch::kInt64)}},
+      {2});
 }
 
 void ExpectSameDict(const TensorDict& a, const TensorDict& b) {
@@ -165,8 +166,11 @@ TEST(Memmap, EveryMemmappedDictIsLockedOnTheCpu) {
     Snapshot s = TakeSnapshot(*td);
     ExpectThrowsMsg([&] { td->set("new", torch::zeros({2})); },
                     "set: key new" + locked);
-    ExpectThrowsMsg([&] { td->set({"next", "new"}, torch::zeros({2})); },
-                    "set: key ('next', 'new')" + locked);
+    ExpectThrowsMsg(
+        [&] {
+          td->set({"next", "new"}, torch::zeros({2}));
+        },
+        "set: key ('next', 'new')" + locked);
     ExpectUnchanged(*td, s);
   }
   for (const char* d : {"copy", "like", "in_place"}) {
@@ -177,7 +181,8 @@ TEST(Memmap, EveryMemmappedDictIsLockedOnTheCpu) {
   // In-place writes reach the file.
   in_place.set_("count", torch::tensor({70, 80}, torch::kInt64));
   TensorDict reread = TensorDict::load_memmap(dir / "in_place");
-  EXPECT_TRUE(reread.get("count").equal(torch::tensor({70, 80}, torch::kInt64)));
+  EXPECT_TRUE(
+      reread.get("count").equal(torch::tensor({70, 80}, torch::kInt64)));
 }
 
 // The repr Python tensordict 0.4.0 prints for the same dict memory-mapped
@@ -224,11 +229,12 @@ TEST(Memmap, MemmapReturnsACopyAndLeavesTheSourceUnchanged) {
 TEST(Memmap, EveryDtypeRoundTripsBitForBit) {
   TempDir dir;
   std::vector<std::pair<std::string, at::ScalarType>> dtypes = {
-      {"f32", at::kFloat},  {"f64", at::kDouble},  {"f16", at::kHalf},
-      {"bf16", at::kBFloat16}, {"i8", at::kChar},  {"i16", at::kShort},
-      {"i32", at::kInt},    {"i64", at::kLong},    {"u8", at::kByte},
-      {"b", at::kBool},     {"c64", at::kComplexFloat},
-      {"c128", at::kComplexDouble}};
+      {"f32", at::kFloat},        {"f64", at::kDouble},
+      {"f16", at::kHalf},         {"bf16", at::kBFloat16},
+      {"i8", at::kChar},          {"i16", at::kShort},
+      {"i32", at::kInt},          {"i64", at::kLong},
+      {"u8", at::kByte},          {"b", at::kBool},
+      {"c64", at::kComplexFloat}, {"c128", at::kComplexDouble}};
   TensorDict td({}, {3});
   for (const auto& [k, dt] : dtypes) {
     at::Tensor t = dt == at::kBool ? torch::tensor({true, false, true})
@@ -240,8 +246,8 @@ TEST(Memmap, EveryDtypeRoundTripsBitForBit) {
   ExpectSameDict(loaded, td);
   const ordered_json meta = ReadJson(dir / "meta.json");
   const std::vector<std::string> names = {
-      "torch.float32", "torch.float64", "torch.float16", "torch.bfloat16",
-      "torch.int8",    "torch.int16",   "torch.int32",   "torch.int64",
+      "torch.float32", "torch.float64", "torch.float16",   "torch.bfloat16",
+      "torch.int8",    "torch.int16",   "torch.int32",     "torch.int64",
       "torch.uint8",   "torch.bool",    "torch.complex64", "torch.complex128"};
   for (size_t i = 0; i < dtypes.size(); ++i) {
     const std::string& k = dtypes[i].first;
@@ -253,14 +259,16 @@ TEST(Memmap, EveryDtypeRoundTripsBitForBit) {
 
 TEST(Memmap, ZeroElementLeavesGetNoFileAndLoadBack) {
   TempDir dir;
-  TensorDict td({{"empty", torch::zeros({4, 0, 3})}, {"x", torch::ones({4})}}, {4});
+  TensorDict td({{"empty", torch::zeros({4, 0, 3})}, {"x", torch::ones({4})}},
+                {4});
   td.memmap_(dir.str());
   EXPECT_FALSE(Exists(dir / "empty.memmap"));
   EXPECT_TRUE(Exists(dir / "x.memmap"));
   EXPECT_TRUE(td.is_memmap());
   TensorDict loaded = TensorDict::load_memmap(dir.str());
   EXPECT_EQ(loaded.get("empty").sizes(), (std::vector<int64_t>{4, 0, 3}));
-  EXPECT_EQ(ReadJson(dir / "meta.json")["empty"]["shape"], ordered_json({4, 0, 3}));
+  EXPECT_EQ(ReadJson(dir / "meta.json")["empty"]["shape"],
+            ordered_json({4, 0, 3}));
 
   TempDir empty_batch;
   TensorDict none({{"x", torch::zeros({0, 5})}}, {0});
@@ -274,10 +282,17 @@ TEST(Memmap, ZeroElementLeavesGetNoFileAndLoadBack) {
 TEST(Memmap, KeysAreStoredUnderTheirEscapedNamesByDefault) {
   TempDir dir;
   const std::vector<std::pair<std::string, std::string>> keys = {
-      {"obs", "obs"},          {"x y", "x%20y"},     {"100%", "100%25"},
-      {"q?*", "q%3F%2A"},      {"t\tn", "t%09n"},    {"caf\xc3\xa9", "caf\xc3\xa9"},
-      {".hidden", ".hidden"},  {"a/b", "a%2Fb"},     {".", "%2E"},
-      {"a%20b", "a%2520b"},    {"<>:\"|\\", "%3C%3E%3A%22%7C%5C"}};
+      {"obs", "obs"},
+      {"x y", "x%20y"},
+      {"100%", "100%25"},
+      {"q?*", "q%3F%2A"},
+      {"t\tn", "t%09n"},
+      {"caf\xc3\xa9", "caf\xc3\xa9"},
+      {".hidden", ".hidden"},
+      {"a/b", "a%2Fb"},
+      {".", "%2E"},
+      {"a%20b", "a%2520b"},
+      {"<>:\"|\\", "%3C%3E%3A%22%7C%5C"}};
   TensorDict td({}, {2});
   int64_t i = 0;
   for (const auto& [k, file] : keys) td.set(k, torch::full({2}, ++i));
@@ -399,8 +414,8 @@ TEST(Memmap, WritingAKeyRemovesWhatAnEarlierWriteLeftUnderItsOtherName) {
   WriteFile(dir / "s%20t/meta.json", "{}");
   WriteFile(dir / "s%20t/x.memmap", "stale");
   WriteFile(dir / "other%20file", "kept");
-  const TensorDict td({{"a b", torch::zeros({2})}, {{"s t", "x"}, torch::zeros({2})}},
-                      {2});
+  const TensorDict td(
+      {{"a b", torch::zeros({2})}, {{"s t", "x"}, torch::zeros({2})}}, {2});
   (void)td.memmap(dir.str(), tensordict::MemmapKeyNames::kRaw);
   EXPECT_FALSE(Exists(dir / "a%20b.memmap"));
   EXPECT_FALSE(Exists(dir / "s%20t/meta.json"));
@@ -417,8 +432,8 @@ TEST(Memmap, WritingAKeyRemovesWhatAnEarlierWriteLeftUnderItsOtherName) {
   EXPECT_EQ(ReadFile(dir / "other file"), "kept");
   // The raw name of "a%20b" is the escaped name of "a b": in one dict, both
   // keep their files, write after write.
-  const TensorDict pair({{"a b", torch::zeros({2})}, {"a%20b", torch::ones({2})}},
-                        {2});
+  const TensorDict pair(
+      {{"a b", torch::zeros({2})}, {"a%20b", torch::ones({2})}}, {2});
   (void)pair.memmap(dir / "both");
   (void)pair.memmap(dir / "both");
   EXPECT_TRUE(IsRegularFile(dir / "both/a%20b.memmap"));
@@ -428,14 +443,16 @@ TEST(Memmap, WritingAKeyRemovesWhatAnEarlierWriteLeftUnderItsOtherName) {
   (void)TensorDict({{"a%20b", torch::ones({2})}}, {2}).memmap(dir / "both");
   EXPECT_FALSE(Exists(dir / "both/a%20b.memmap"));
   EXPECT_TRUE(IsRegularFile(dir / "both/a%2520b.memmap"));
-  EXPECT_TRUE(TensorDict::load_memmap(dir / "both").get("a%20b").equal(torch::ones({2})));
+  EXPECT_TRUE(TensorDict::load_memmap(dir / "both")
+                  .get("a%20b")
+                  .equal(torch::ones({2})));
 }
 
 TEST(Memmap, IndexedWritesGoStraightToTheFile) {
   TempDir dir;
-  TensorDict(
-      {{"obs", torch::zeros({3, 2})}, {{"next", "r"}, torch::zeros({3}, torch::kInt32)}},
-      {3})
+  TensorDict({{"obs", torch::zeros({3, 2})},
+              {{"next", "r"}, torch::zeros({3}, torch::kInt32)}},
+             {3})
       .memmap_(dir.str());
   TensorDict td = TensorDict::load_memmap(dir.str());
   td[1] = TensorDict({{"obs", torch::tensor({1.0F, 2.0F})},
@@ -480,7 +497,8 @@ TEST(Memmap, MemmapLikeMakesZeroFilledSparseFilesWithTheSameStructure) {
   TempDir dir;
   // A replay-buffer-like storage: batch [capacity], built from one row.
   const int64_t capacity = 1 << 16;
-  TensorDict row({{"obs", torch::ones({64})}, {{"next", "done"}, torch::ones({1}, torch::kBool)}},
+  TensorDict row({{"obs", torch::ones({64})},
+                  {{"next", "done"}, torch::ones({1}, torch::kBool)}},
                  {});
   TensorDict spec = row.unsqueeze(0).expand({capacity});
   TensorDict storage = spec.memmap_like(dir.str(), /*sparse=*/true);
@@ -488,7 +506,8 @@ TEST(Memmap, MemmapLikeMakesZeroFilledSparseFilesWithTheSameStructure) {
   EXPECT_FALSE(spec.is_memmap());
   EXPECT_EQ(storage.batch_size().vec(), std::vector<int64_t>{capacity});
   EXPECT_EQ(storage.get("obs").sizes(), (std::vector<int64_t>{capacity, 64}));
-  EXPECT_EQ(FileSize(dir / "obs.memmap"), static_cast<uint64_t>(capacity * 64 * 4));
+  EXPECT_EQ(FileSize(dir / "obs.memmap"),
+            static_cast<uint64_t>(capacity * 64 * 4));
   struct stat st {};
   ASSERT_EQ(::stat((dir / "obs.memmap").c_str(), &st), 0);
   EXPECT_LT(st.st_blocks * 512, capacity * 64 * 4);  // sparse: nothing written
@@ -530,11 +549,14 @@ TEST(MemmapFormat, MetaJsonListsEntriesInInsertionOrderThenTheDictMetadata) {
 
   const ordered_json meta = ReadJson(dir / "meta.json");
   EXPECT_EQ(JsonKeys(meta),
-            (std::vector<std::string>{"zeta", "next", "alpha", "shape", "device", "_type"}));
-  EXPECT_EQ(meta["zeta"], ordered_json::parse(R"({"device": "cpu", "shape": [2, 3],
+            (std::vector<std::string>{"zeta", "next", "alpha", "shape",
+                                      "device", "_type"}));
+  EXPECT_EQ(meta["zeta"],
+            ordered_json::parse(R"({"device": "cpu", "shape": [2, 3],
       "dtype": "torch.float16", "is_nested": false})"));
-  EXPECT_EQ(JsonKeys(meta["zeta"]),
-            (std::vector<std::string>{"device", "shape", "dtype", "is_nested"}));
+  EXPECT_EQ(
+      JsonKeys(meta["zeta"]),
+      (std::vector<std::string>{"device", "shape", "dtype", "is_nested"}));
   EXPECT_EQ(meta["next"], ordered_json::parse(R"({"type": "TensorDict"})"));
   EXPECT_EQ(meta["alpha"]["dtype"], "torch.int64");
   EXPECT_EQ(meta["shape"], ordered_json({2}));
@@ -542,16 +564,17 @@ TEST(MemmapFormat, MetaJsonListsEntriesInInsertionOrderThenTheDictMetadata) {
   EXPECT_EQ(meta["_type"], "<class 'tensordict._td.TensorDict'>");
 
   const ordered_json sub = ReadJson(dir / "next/meta.json");
-  EXPECT_EQ(JsonKeys(sub),
-            (std::vector<std::string>{"obs", "inner", "shape", "device", "_type"}));
+  EXPECT_EQ(JsonKeys(sub), (std::vector<std::string>{"obs", "inner", "shape",
+                                                     "device", "_type"}));
   EXPECT_EQ(sub["obs"]["shape"], ordered_json({2, 4, 5}));
   EXPECT_EQ(sub["inner"]["dtype"], "torch.bool");
   EXPECT_EQ(sub["device"], "cpu");
 
   // Exactly the expected files: no temporary leftovers.
-  EXPECT_EQ(ListTree(dir.str()), (std::vector<std::string>{"alpha.memmap", "meta.json", "next",
-                                             "next/inner.memmap", "next/meta.json",
-                                             "next/obs.memmap", "zeta.memmap"}));
+  EXPECT_EQ(ListTree(dir.str()),
+            (std::vector<std::string>{"alpha.memmap", "meta.json", "next",
+                                      "next/inner.memmap", "next/meta.json",
+                                      "next/obs.memmap", "zeta.memmap"}));
 }
 
 TEST(MemmapFormat, LeafFilesHoldRawCContiguousLittleEndianBytes) {
@@ -562,10 +585,12 @@ TEST(MemmapFormat, LeafFilesHoldRawCContiguousLittleEndianBytes) {
   td.memmap(dir.str());
   const unsigned char expected_t[] = {0, 0, 2, 0, 4, 0, 1, 0, 3, 0, 5, 0};
   EXPECT_EQ(ReadFile(dir / "t.memmap"),
-            std::string(reinterpret_cast<const char*>(expected_t), sizeof(expected_t)));
+            std::string(reinterpret_cast<const char*>(expected_t),
+                        sizeof(expected_t)));
   const unsigned char expected_d[] = {0, 0, 0, 0, 0, 0, 0xE0, 0x3F};
   EXPECT_EQ(ReadFile(dir / "d.memmap"),
-            std::string(reinterpret_cast<const char*>(expected_d), sizeof(expected_d)));
+            std::string(reinterpret_cast<const char*>(expected_d),
+                        sizeof(expected_d)));
   EXPECT_EQ(ReadJson(dir / "meta.json")["device"], "cpu");
   EXPECT_EQ(ReadJson(dir / "meta.json")["shape"], ordered_json::array());
 }
@@ -579,32 +604,46 @@ TEST(MemmapGolden, FlatDictFromTensordict04LoadsExactly) {
   EXPECT_EQ(td.keys(), tensordict_test::Keys({"obs", "done", "count"}));
   EXPECT_EQ(td.batch_size().vec(), std::vector<int64_t>{2});
   EXPECT_EQ(td.device(), at::Device(at::kCPU));
-  EXPECT_TRUE(at::equal(td.get("obs"), torch::arange(6, torch::kFloat32).reshape({2, 3})));
-  EXPECT_TRUE(at::equal(td.get("done"), torch::tensor({true, false}).reshape({2, 1})));
+  EXPECT_TRUE(at::equal(td.get("obs"),
+                        torch::arange(6, torch::kFloat32).reshape({2, 3})));
+  EXPECT_TRUE(
+      at::equal(td.get("done"), torch::tensor({true, false}).reshape({2, 1})));
   EXPECT_TRUE(at::equal(td.get("count"), torch::tensor({7, 8}, torch::kInt64)));
   EXPECT_TRUE(td.is_memmap());
 }
 
 TEST(MemmapGolden, NestedDictFromTensordict04LoadsExactly) {
   TensorDict td = TensorDict::load_memmap(DataDir() + "/v0.4/nested", true);
-  EXPECT_EQ(td.keys(true), tensordict_test::Keys({"obs", "next", {"next", "reward"},
-                                                  {"next", "idx"}}));
-  EXPECT_TRUE(at::equal(td.get("obs"), torch::arange(6, torch::kFloat32).reshape({2, 3})));
-  EXPECT_TRUE(at::equal(td.get({"next", "reward"}),
-                        torch::tensor({1.5, 2.5}, torch::kFloat64).reshape({2, 1})));
-  EXPECT_TRUE(at::equal(td.get({"next", "idx"}), torch::tensor({7, 8}, torch::kInt64)));
-  EXPECT_EQ(td.get_tensordict("next").batch_size().vec(), std::vector<int64_t>{2});
+  EXPECT_EQ(td.keys(true),
+            tensordict_test::Keys(
+                {"obs", "next", {"next", "reward"}, {"next", "idx"}}));
+  EXPECT_TRUE(at::equal(td.get("obs"),
+                        torch::arange(6, torch::kFloat32).reshape({2, 3})));
+  EXPECT_TRUE(
+      at::equal(td.get({"next", "reward"}),
+                torch::tensor({1.5, 2.5}, torch::kFloat64).reshape({2, 1})));
+  EXPECT_TRUE(
+      at::equal(td.get({"next", "idx"}), torch::tensor({7, 8}, torch::kInt64)));
+  EXPECT_EQ(td.get_tensordict("next").batch_size().vec(),
+            std::vector<int64_t>{2});
 }
 
 TEST(MemmapGolden, EveryDtypeFromTensordict04LoadsExactly) {
   TensorDict td = TensorDict::load_memmap(DataDir() + "/v0.4/dtypes");
-  EXPECT_TRUE(at::equal(td.get("f16"), torch::tensor({1.5, -2.0}).to(torch::kHalf)));
-  EXPECT_TRUE(at::equal(td.get("bf16"), torch::tensor({1.5, -2.0}).to(torch::kBFloat16)));
-  EXPECT_TRUE(at::equal(td.get("u8"), torch::tensor({0, 255}).to(torch::kUInt8)));
-  EXPECT_TRUE(at::equal(td.get("i8"), torch::tensor({-128, 127}).to(torch::kInt8)));
-  EXPECT_TRUE(at::equal(td.get("i16"), torch::tensor({-3, 3}).to(torch::kInt16)));
-  EXPECT_TRUE(at::equal(td.get("i32"), torch::tensor({-5, 5}).to(torch::kInt32)));
-  EXPECT_TRUE(at::equal(td.get("f64"), torch::tensor({0.1, 0.2}, torch::kFloat64)));
+  EXPECT_TRUE(
+      at::equal(td.get("f16"), torch::tensor({1.5, -2.0}).to(torch::kHalf)));
+  EXPECT_TRUE(at::equal(td.get("bf16"),
+                        torch::tensor({1.5, -2.0}).to(torch::kBFloat16)));
+  EXPECT_TRUE(
+      at::equal(td.get("u8"), torch::tensor({0, 255}).to(torch::kUInt8)));
+  EXPECT_TRUE(
+      at::equal(td.get("i8"), torch::tensor({-128, 127}).to(torch::kInt8)));
+  EXPECT_TRUE(
+      at::equal(td.get("i16"), torch::tensor({-3, 3}).to(torch::kInt16)));
+  EXPECT_TRUE(
+      at::equal(td.get("i32"), torch::tensor({-5, 5}).to(torch::kInt32)));
+  EXPECT_TRUE(
+      at::equal(td.get("f64"), torch::tensor({0.1, 0.2}, torch::kFloat64)));
   at::Tensor c = td.get("c64");
   ASSERT_EQ(c.scalar_type(), at::kComplexFloat);
   const auto* cv = c.data_ptr<c10::complex<float>>();
@@ -616,7 +655,8 @@ TEST(MemmapGolden, EveryDtypeFromTensordict04LoadsExactly) {
 TEST(MemmapGolden, BatchedAndScalarDictsFromTensordict04LoadExactly) {
   TensorDict b2 = TensorDict::load_memmap(DataDir() + "/v0.4/batch2d");
   EXPECT_EQ(b2.batch_size().vec(), (std::vector<int64_t>{2, 3}));
-  EXPECT_TRUE(at::equal(b2.get("x"), torch::arange(24, torch::kInt32).reshape({2, 3, 4})));
+  EXPECT_TRUE(at::equal(b2.get("x"),
+                        torch::arange(24, torch::kInt32).reshape({2, 3, 4})));
   TensorDict sc = TensorDict::load_memmap(DataDir() + "/v0.4/scalar_batch");
   EXPECT_EQ(sc.batch_dims(), 0);
   EXPECT_EQ(sc.get("x").dim(), 0);
@@ -628,11 +668,13 @@ TEST(MemmapGolden, NewestFormatLoadsWithItsNonTensorData) {
   EXPECT_EQ(td.batch_size().vec(), (std::vector<int64_t>{2, 1}));
   // "string" is NonTensorData: an entry, but not a leaf. The newest format
   // stores no batch size for it: it takes its dict's.
-  EXPECT_EQ(td.keys(true),
-            tensordict_test::Keys({"nested", {"nested", "int64"},
-                                   {"nested", "string"}, {"nested", "bfloat16"}}));
-  EXPECT_EQ(td.keys(true, true),
-            tensordict_test::Keys({{"nested", "int64"}, {"nested", "bfloat16"}}));
+  EXPECT_EQ(td.keys(true), tensordict_test::Keys({"nested",
+                                                  {"nested", "int64"},
+                                                  {"nested", "string"},
+                                                  {"nested", "bfloat16"}}));
+  EXPECT_EQ(
+      td.keys(true, true),
+      tensordict_test::Keys({{"nested", "int64"}, {"nested", "bfloat16"}}));
   EXPECT_EQ(td.get_non_tensor({"nested", "string"}),
             nlohmann::ordered_json::array({"a string!"}));
   // As tensordict 0.4 prints it (given the _tensordict/meta.json it needs).
@@ -641,9 +683,12 @@ TEST(MemmapGolden, NewestFormatLoadsWithItsNonTensorData) {
             "    fields={\n"
             "        nested: TensorDict(\n"
             "            fields={\n"
-            "                bfloat16: MemoryMappedTensor(shape=torch.Size([2, 1]), device=cpu, dtype=torch.bfloat16, is_shared=True),\n"
-            "                int64: MemoryMappedTensor(shape=torch.Size([2, 1]), device=cpu, dtype=torch.int64, is_shared=True),\n"
-            "                string: NonTensorData(data=['a string!'], batch_size=torch.Size([2, 1]), device=cpu)},\n"
+            "                bfloat16: MemoryMappedTensor(shape=torch.Size([2, "
+            "1]), device=cpu, dtype=torch.bfloat16, is_shared=True),\n"
+            "                int64: MemoryMappedTensor(shape=torch.Size([2, "
+            "1]), device=cpu, dtype=torch.int64, is_shared=True),\n"
+            "                string: NonTensorData(data=['a string!'], "
+            "batch_size=torch.Size([2, 1]), device=cpu)},\n"
             "            batch_size=torch.Size([2, 1]),\n"
             "            device=cpu,\n"
             "            is_shared=False)},\n"
@@ -684,9 +729,10 @@ TEST(MemmapErrors, MissingOrNonTensorDictDirectoriesAreClearErrors) {
   TempDir dir;
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "nope"); },
                   "load_memmap: '" + (dir / "nope") + "' does not exist");
-  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir.str()); },
-                  "load_memmap: '" + dir.str() +
-                      "' is not a TensorDict memmap directory: it has no meta.json");
+  ExpectThrowsMsg(
+      [&] { (void)TensorDict::load_memmap(dir.str()); },
+      "load_memmap: '" + dir.str() +
+          "' is not a TensorDict memmap directory: it has no meta.json");
   // A file is read as a .tdz archive (archive_test.cpp), as in Python.
   WriteFile(dir / "file", "x");
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "file"); },
@@ -695,14 +741,19 @@ TEST(MemmapErrors, MissingOrNonTensorDictDirectoriesAreClearErrors) {
                       "with a top-level meta.json entry): it holds 1 bytes");
   // A NonTensorData directory from Python is not a TensorDict.
   ExpectThrowsMsg(
-      [&] { (void)TensorDict::load_memmap(DataDir() + "/newest/mmap_example/nested/string"); },
+      [&] {
+        (void)TensorDict::load_memmap(DataDir() +
+                                      "/newest/mmap_example/nested/string");
+      },
       "load_memmap: '" + DataDir() +
-          "/newest/mmap_example/nested/string/meta.json' does not describe a TensorDict "
+          "/newest/mmap_example/nested/string/meta.json' does not describe a "
+          "TensorDict "
           "(\"_type\" is \"<class 'tensordict.tensorclass.NonTensorData'>\")");
   MakeDir(dir / "notype", R"({"shape": [2], "device": "cpu"})");
-  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "notype"); },
-                  "load_memmap: '" + (dir / "notype/meta.json") +
-                      "' does not describe a TensorDict (\"_type\" is missing)");
+  ExpectThrowsMsg(
+      [&] { (void)TensorDict::load_memmap(dir / "notype"); },
+      "load_memmap: '" + (dir / "notype/meta.json") +
+          "' does not describe a TensorDict (\"_type\" is missing)");
 }
 
 TEST(MemmapErrors, MalformedMetaJsonIsAClearError) {
@@ -715,26 +766,36 @@ TEST(MemmapErrors, MalformedMetaJsonIsAClearError) {
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "array"); },
                   "load_memmap: '" + (dir / "array/meta.json") +
                       "' must hold a JSON object, got [1,2]");
-  MakeDir(dir / "shape", R"({"shape": [2, -1], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})");
-  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "shape"); },
-                  "load_memmap: '" + (dir / "shape/meta.json") +
-                      "': \"shape\" must be a list of non-negative integers, got [2,-1]");
+  MakeDir(
+      dir / "shape",
+      R"({"shape": [2, -1], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})");
+  ExpectThrowsMsg(
+      [&] { (void)TensorDict::load_memmap(dir / "shape"); },
+      "load_memmap: '" + (dir / "shape/meta.json") +
+          "': \"shape\" must be a list of non-negative integers, got [2,-1]");
   MakeDir(dir / "entry", std::string(R"({"x": 3, )") + kTail);
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "entry"); },
                   "load_memmap: '" + (dir / "entry/meta.json") +
                       "': the entry of key 'x' must be a JSON object, got 3");
-  MakeDir(dir / "leafshape",
-          std::string(R"({"x": {"device": "cpu", "shape": "2", "dtype": "torch.int8"}, )") + kTail);
-  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "leafshape"); },
-                  "load_memmap: '" + (dir / "leafshape/meta.json") +
-                      "': key 'x' has an invalid shape \"2\" (expected a list of "
-                      "non-negative integers)");
-  MakeDir(dir / "huge",
-          std::string(R"({"x": {"shape": [2, 4611686018427387904, 4], "dtype": "torch.int8"}, )") +
-              kTail);
+  MakeDir(
+      dir / "leafshape",
+      std::string(
+          R"({"x": {"device": "cpu", "shape": "2", "dtype": "torch.int8"}, )") +
+          kTail);
+  ExpectThrowsMsg(
+      [&] { (void)TensorDict::load_memmap(dir / "leafshape"); },
+      "load_memmap: '" + (dir / "leafshape/meta.json") +
+          "': key 'x' has an invalid shape \"2\" (expected a list of "
+          "non-negative integers)");
+  MakeDir(
+      dir / "huge",
+      std::string(
+          R"({"x": {"shape": [2, 4611686018427387904, 4], "dtype": "torch.int8"}, )") +
+          kTail);
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "huge"); },
                   "load_memmap: '" + (dir / "huge/meta.json") +
-                      "': key 'x' has shape [2, 4611686018427387904, 4], which is too large");
+                      "': key 'x' has shape [2, 4611686018427387904, 4], which "
+                      "is too large");
 }
 
 TEST(MemmapErrors, NumbersOutOfRangeAndWronglyTypedFieldsAreClearErrors) {
@@ -787,28 +848,33 @@ TEST(MemmapErrors, NumbersOutOfRangeAndWronglyTypedFieldsAreClearErrors) {
 
 TEST(MemmapErrors, UnknownDtypeIsATypeError) {
   TempDir dir;
-  MakeDir(dir.str(),
-          std::string(R"({"x": {"device": "cpu", "shape": [2], "dtype": "torch.float8"}, )") +
-              kTail,
-          {{"x.memmap", std::string(2, '\0')}});
+  MakeDir(
+      dir.str(),
+      std::string(
+          R"({"x": {"device": "cpu", "shape": [2], "dtype": "torch.float8"}, )") +
+          kTail,
+      {{"x.memmap", std::string(2, '\0')}});
   ExpectThrowsMsg<c10::TypeError>(
       [&] { (void)TensorDict::load_memmap(dir.str()); },
-      "load_memmap: '" + (dir / "meta.json") + "': key 'x' has unknown dtype \"torch.float8\"");
+      "load_memmap: '" + (dir / "meta.json") +
+          "': key 'x' has unknown dtype \"torch.float8\"");
 }
 
 TEST(MemmapErrors, MissingOrShortLeafFilesAreClearErrors) {
   TempDir dir;
   const std::string meta =
-      std::string(R"({"x": {"device": "cpu", "shape": [2, 3], "dtype": "torch.float32"}, )") +
+      std::string(
+          R"({"x": {"device": "cpu", "shape": [2, 3], "dtype": "torch.float32"}, )") +
       kTail;
   MakeDir(dir / "missing", meta);
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "missing"); },
-                  "load_memmap: key 'x': leaf file '" + (dir / "missing/x.memmap") +
-                      "' is missing");
+                  "load_memmap: key 'x': leaf file '" +
+                      (dir / "missing/x.memmap") + "' is missing");
   MakeDir(dir / "short", meta, {{"x.memmap", std::string(23, '\0')}});
-  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "short"); },
-                  "load_memmap: key 'x': leaf file '" + (dir / "short/x.memmap") +
-                      "' holds 23 bytes, but shape [2, 3] of torch.float32 needs 24");
+  ExpectThrowsMsg(
+      [&] { (void)TensorDict::load_memmap(dir / "short"); },
+      "load_memmap: key 'x': leaf file '" + (dir / "short/x.memmap") +
+          "' holds 23 bytes, but shape [2, 3] of torch.float32 needs 24");
   // Extra trailing bytes are fine.
   MakeDir(dir / "long", meta, {{"x.memmap", std::string(25, '\0')}});
   EXPECT_EQ(TensorDict::load_memmap(dir / "long").get("x").sizes(),
@@ -817,33 +883,44 @@ TEST(MemmapErrors, MissingOrShortLeafFilesAreClearErrors) {
 
 TEST(MemmapErrors, ShapesThatDoNotMatchTheBatchSizeAreClearErrors) {
   TempDir dir;
-  MakeDir(dir / "leaf",
-          std::string(R"({"x": {"device": "cpu", "shape": [3], "dtype": "torch.int8"}, )") + kTail,
-          {{"x.memmap", "abc"}});
+  MakeDir(
+      dir / "leaf",
+      std::string(
+          R"({"x": {"device": "cpu", "shape": [3], "dtype": "torch.int8"}, )") +
+          kTail,
+      {{"x.memmap", "abc"}});
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "leaf"); },
                   "load_memmap: '" + (dir / "leaf/meta.json") +
-                      "': key 'x' has shape [3], which does not start with the batch size [2]");
-  MakeDir(dir / "sub", std::string(R"({"next": {"type": "TensorDict"}, )") + kTail);
-  MakeDir(dir / "sub/next",
-          R"({"shape": [5], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})");
-  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "sub"); },
-                  "load_memmap: '" + (dir / "sub/next/meta.json") +
-                      "': the batch size [5] of key 'next' does not start with the "
-                      "parent's batch size [2]");
-  MakeDir(dir / "nosub", std::string(R"({"next": {"type": "TensorDict"}, )") + kTail);
+                      "': key 'x' has shape [3], which does not start with the "
+                      "batch size [2]");
+  MakeDir(dir / "sub",
+          std::string(R"({"next": {"type": "TensorDict"}, )") + kTail);
+  MakeDir(
+      dir / "sub/next",
+      R"({"shape": [5], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})");
+  ExpectThrowsMsg(
+      [&] { (void)TensorDict::load_memmap(dir / "sub"); },
+      "load_memmap: '" + (dir / "sub/next/meta.json") +
+          "': the batch size [5] of key 'next' does not start with the "
+          "parent's batch size [2]");
+  MakeDir(dir / "nosub",
+          std::string(R"({"next": {"type": "TensorDict"}, )") + kTail);
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "nosub"); },
                   "load_memmap: '" + (dir / "nosub/next") + "' does not exist");
 }
 
 TEST(MemmapErrors, NestedKeysAreNamedInFullInLeafErrors) {
   TempDir dir;
-  MakeDir(dir.str(), std::string(R"({"next": {"type": "TensorDict"}, )") + kTail);
-  MakeDir(dir / "next",
-          std::string(R"({"obs": {"device": "cpu", "shape": [2], "dtype": "torch.int16"}, )") +
-              kTail);
+  MakeDir(dir.str(),
+          std::string(R"({"next": {"type": "TensorDict"}, )") + kTail);
+  MakeDir(
+      dir / "next",
+      std::string(
+          R"({"obs": {"device": "cpu", "shape": [2], "dtype": "torch.int16"}, )") +
+          kTail);
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir.str()); },
-                  "load_memmap: key ('next', 'obs'): leaf file '" + (dir / "next/obs.memmap") +
-                      "' is missing");
+                  "load_memmap: key ('next', 'obs'): leaf file '" +
+                      (dir / "next/obs.memmap") + "' is missing");
 }
 
 TEST(MemmapErrors, ReservedAndCollidingKeysAreRejectedBeforeAnythingIsWritten) {
@@ -854,7 +931,8 @@ TEST(MemmapErrors, ReservedAndCollidingKeysAreRejectedBeforeAnythingIsWritten) {
     ExpectThrowsMsg<c10::ValueError>(
         [&] { td.memmap_(dir / "r"); },
         std::string("memmap_: key '") + k +
-            "' is reserved by the memmap format (meta.json uses \"shape\", \"device\" "
+            "' is reserved by the memmap format (meta.json uses \"shape\", "
+            "\"device\" "
             "and \"_type\" for the dict's own metadata)");
     tensordict_test::ExpectUnchanged(td, snap);
     EXPECT_FALSE(Exists(dir / "r"));
@@ -862,21 +940,25 @@ TEST(MemmapErrors, ReservedAndCollidingKeysAreRejectedBeforeAnythingIsWritten) {
   TensorDict nested({{{"next", "shape"}, torch::zeros({2})}}, {2});
   ExpectThrowsMsg<c10::ValueError>(
       [&] { (void)nested.memmap(dir / "r"); },
-      "memmap: key ('next', 'shape') is reserved by the memmap format (meta.json uses "
+      "memmap: key ('next', 'shape') is reserved by the memmap format "
+      "(meta.json uses "
       "\"shape\", \"device\" and \"_type\" for the dict's own metadata)");
-  TensorDict clash({{"a", torch::zeros({2})}, {{"a.memmap", "x"}, torch::zeros({2})}}, {2});
+  TensorDict clash(
+      {{"a", torch::zeros({2})}, {{"a.memmap", "x"}, torch::zeros({2})}}, {2});
   ExpectThrowsMsg<c10::ValueError>(
       [&] { (void)clash.memmap_like(dir / "r"); },
-      "memmap_like: key 'a.memmap' would be stored as 'a.memmap', which another entry of "
+      "memmap_like: key 'a.memmap' would be stored as 'a.memmap', which "
+      "another entry of "
       "the same dict uses");
-  TensorDict bad_utf8({{"ok", torch::zeros({2})}, {{"n", "\xff"}, torch::zeros({2})}}, {2});
-  ExpectThrowsMsg<c10::ValueError>(
-      [&] { bad_utf8.memmap_(dir / "r"); },
-      "memmap_: key ('n', '\xff') is not valid UTF-8, which meta.json cannot hold");
+  TensorDict bad_utf8(
+      {{"ok", torch::zeros({2})}, {{"n", "\xff"}, torch::zeros({2})}}, {2});
+  ExpectThrowsMsg<c10::ValueError>([&] { bad_utf8.memmap_(dir / "r"); },
+                                   "memmap_: key ('n', '\xff') is not valid "
+                                   "UTF-8, which meta.json cannot hold");
   TensorDict unsupported({{"q", torch::zeros({2}, torch::kComplexHalf)}}, {2});
-  ExpectThrowsMsg<c10::TypeError>(
-      [&] { unsupported.memmap_(dir / "r"); },
-      "memmap_: key 'q' has dtype torch.complex32, which the memmap format does not support");
+  ExpectThrowsMsg<c10::TypeError>([&] { unsupported.memmap_(dir / "r"); },
+                                  "memmap_: key 'q' has dtype torch.complex32, "
+                                  "which the memmap format does not support");
   // 216 bytes fit a name (with room for the temporary suffix); 75 '/' do
   // not, once escaped.
   TensorDict long_ok({{std::string(216, 'x'), torch::zeros({2})}}, {2});
@@ -896,8 +978,9 @@ TEST(MemmapErrors, APrefixThatIsAFileIsAClearErrorAndTheDictIsUnchanged) {
   WriteFile(dir / "file", "x");
   TensorDict td = MakeNested();
   auto snap = tensordict_test::TakeSnapshot(td);
-  ExpectThrowsMsg([&] { td.memmap_(dir / "file"); },
-                  "memmap_: '" + (dir / "file") + "' exists and is not a directory");
+  ExpectThrowsMsg(
+      [&] { td.memmap_(dir / "file"); },
+      "memmap_: '" + (dir / "file") + "' exists and is not a directory");
   tensordict_test::ExpectUnchanged(td, snap);
   EXPECT_FALSE(td.is_memmap());
 }
@@ -909,7 +992,8 @@ TEST(MemmapErrors, DeeplyNestedJsonValuesAreReportedWithoutBeingPrinted) {
                          R"(, "dtype": "torch.int8"}, )" + kTail);
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir.str()); },
                   "load_memmap: '" + (dir / "meta.json") +
-                      "': key 'x' has an invalid shape (deeply nested JSON) (expected a list "
+                      "': key 'x' has an invalid shape (deeply nested JSON) "
+                      "(expected a list "
                       "of non-negative integers)");
 }
 
@@ -981,26 +1065,32 @@ TEST(MemmapErrors, FifosAndOtherNonRegularFilesAreRejectedWithoutBlocking) {
 
 TEST(MemmapErrors, NestedTensorEntriesAndUnknownTypesAreRejected) {
   TempDir dir;
-  MakeDir(dir / "nt",
-          std::string(
-              R"({"x": {"device": "cpu", "shape": [2], "dtype": "torch.int8", "is_nested": true}, )") +
-              kTail,
-          {{"x.memmap", "ab"}});
-  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "nt"); },
-                  "load_memmap: '" + (dir / "nt/meta.json") +
-                      "': key 'x' is a nested (jagged) tensor, which is not supported");
-  MakeDir(dir / "lazy", std::string(R"({"x": {"type": "LazyStackedTensorDict"}, )") + kTail);
-  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "lazy"); },
-                  "load_memmap: '" + (dir / "lazy/meta.json") +
-                      "': key 'x' has unsupported type \"LazyStackedTensorDict\"");
+  MakeDir(
+      dir / "nt",
+      std::string(
+          R"({"x": {"device": "cpu", "shape": [2], "dtype": "torch.int8", "is_nested": true}, )") +
+          kTail,
+      {{"x.memmap", "ab"}});
+  ExpectThrowsMsg(
+      [&] { (void)TensorDict::load_memmap(dir / "nt"); },
+      "load_memmap: '" + (dir / "nt/meta.json") +
+          "': key 'x' is a nested (jagged) tensor, which is not supported");
+  MakeDir(dir / "lazy",
+          std::string(R"({"x": {"type": "LazyStackedTensorDict"}, )") + kTail);
+  ExpectThrowsMsg(
+      [&] { (void)TensorDict::load_memmap(dir / "lazy"); },
+      "load_memmap: '" + (dir / "lazy/meta.json") +
+          "': key 'x' has unsupported type \"LazyStackedTensorDict\"");
 }
 
 TEST(MemmapErrors, ADirectoryThatContainsItselfIsAnErrorNotARecursion) {
   TempDir dir;
-  MakeDir(dir.str(), std::string(R"({"loop": {"type": "TensorDict"}, )") + kTail);
+  MakeDir(dir.str(),
+          std::string(R"({"loop": {"type": "TensorDict"}, )") + kTail);
   ASSERT_EQ(::symlink(".", (dir / "loop").c_str()), 0);
   ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir.str()); },
-                  "load_memmap: '" + (dir / "loop") + "' is one of its own parent directories");
+                  "load_memmap: '" + (dir / "loop") +
+                      "' is one of its own parent directories");
 }
 
 // ---------------------------------------------------------------------------
@@ -1023,12 +1113,15 @@ TEST(MemmapCrash, LeftoverTemporaryFilesFromAnInterruptedWriteAreIgnored) {
 
 TEST(MemmapCrash, AWriterKilledMidWayNeverLeavesMetaJsonDescribingMissingData) {
   TempDir dir;
-  TensorDict v1({{"a", torch::full({4, 2}, 1.0)}, {{"next", "b"}, torch::full({4}, 1.0)}}, {4});
+  TensorDict v1(
+      {{"a", torch::full({4, 2}, 1.0)}, {{"next", "b"}, torch::full({4}, 1.0)}},
+      {4});
   v1.memmap(dir.str());
   // The second version is large, so the child is still writing when killed.
   const int64_t n = 1 << 19;
   TensorDict v2({}, {n});
-  for (int i = 0; i < 8; ++i) v2.set("k" + std::to_string(i), torch::full({n, 4}, 2.0));
+  for (int i = 0; i < 8; ++i)
+    v2.set("k" + std::to_string(i), torch::full({n, 4}, 2.0));
   v2.set({"next", "b"}, torch::full({n}, 2.0));
 
   const pid_t child = ::fork();
@@ -1065,8 +1158,10 @@ TEST(MemmapCrash, AWriterKilledMidWayNeverLeavesMetaJsonDescribingMissingData) {
     }
   } catch (const c10::Error& e) {
     ::testing::Test::RecordProperty("outcome", "no meta.json");
-    EXPECT_EQ(e.msg(), "load_memmap: '" + dir.str() +
-                           "' is not a TensorDict memmap directory: it has no meta.json");
+    EXPECT_EQ(
+        e.msg(),
+        "load_memmap: '" + dir.str() +
+            "' is not a TensorDict memmap directory: it has no meta.json");
   }
   // A new write over the debris succeeds.
   v1.memmap(dir.str());
@@ -1078,11 +1173,14 @@ TEST(MemmapCrash, AWriterKilledMidWayNeverLeavesMetaJsonDescribingMissingData) {
 // ---------------------------------------------------------------------------
 
 TEST(Consolidate, LeavesBecomeAlignedViewsIntoOneStorage) {
-  TensorDict td({{"a", torch::arange(3, torch::kInt8)},
-                 {{"n", "c"}, torch::tensor({1.0, 2.0}, torch::kComplexDouble)},
-                 {"b", torch::arange(6, torch::kFloat32).reshape({3, 2}).t().t()},
-                 {"t", torch::arange(6, torch::kInt16).reshape({2, 3}).t()}},  // non-contiguous
-                {});
+  TensorDict td(
+      {{"a", torch::arange(3, torch::kInt8)},
+       {{"n", "c"}, torch::tensor({1.0, 2.0}, torch::kComplexDouble)},
+       {"b", torch::arange(6, torch::kFloat32).reshape({3, 2}).t().t()},
+       {"t", torch::arange(6, torch::kInt16)
+                 .reshape({2, 3})
+                 .t()}},  // non-contiguous
+      {});
   EXPECT_FALSE(td.is_consolidated());
   TensorDict c = td.consolidate();
   EXPECT_TRUE(c.is_consolidated());
@@ -1110,7 +1208,8 @@ TEST(Consolidate, LeavesBecomeAlignedViewsIntoOneStorage) {
 }
 
 TEST(Consolidate, ToAnotherDeviceIsOneCopyWithTheViewsRebuilt) {
-  TensorDict td({{"x", torch::ones({4, 3})}, {{"n", "y"}, torch::zeros({4}, torch::kInt64)}},
+  TensorDict td({{"x", torch::ones({4, 3})},
+                 {{"n", "y"}, torch::zeros({4}, torch::kInt64)}},
                 {4});
   TensorDict c = td.consolidate();
   TensorDict m = c.to(at::Device(at::kMeta));
@@ -1119,7 +1218,8 @@ TEST(Consolidate, ToAnotherDeviceIsOneCopyWithTheViewsRebuilt) {
   EXPECT_TRUE(m.get("x").is_meta());
   EXPECT_TRUE(tensordict_test::SharesStorage(m.get("x"), m.get({"n", "y"})));
   EXPECT_EQ(m.get("x").sizes(), c.get("x").sizes());
-  EXPECT_EQ(m.get({"n", "y"}).storage_offset(), c.get({"n", "y"}).storage_offset());
+  EXPECT_EQ(m.get({"n", "y"}).storage_offset(),
+            c.get({"n", "y"}).storage_offset());
   // Back on the same device: nothing is copied.
   EXPECT_TRUE(c.to(at::kCPU).get("x").is_same(c.get("x")));
 }
@@ -1135,15 +1235,18 @@ TEST(SaveLoad, SaveWritesDataThenJsonThenItsLengthAndLoadMapsItBack) {
   std::memcpy(&len, bytes.data() + bytes.size() - 8, 8);
   ASSERT_LE(len, static_cast<int64_t>(bytes.size()) - 8);
   const size_t data_size = bytes.size() - 8 - static_cast<size_t>(len);
-  const ordered_json meta = ordered_json::parse(bytes.substr(data_size, static_cast<size_t>(len)));
+  const ordered_json meta =
+      ordered_json::parse(bytes.substr(data_size, static_cast<size_t>(len)));
   EXPECT_EQ(meta["type"], "TensorDict");
   EXPECT_EQ(meta["batch_size"], ordered_json({2}));
-  EXPECT_EQ(JsonKeys(meta["entries"]), (std::vector<std::string>{"obs", "next", "count"}));
+  EXPECT_EQ(JsonKeys(meta["entries"]),
+            (std::vector<std::string>{"obs", "next", "count"}));
   EXPECT_EQ(meta["entries"]["obs"]["offset"], 0);
   EXPECT_EQ(meta["entries"]["obs"]["dtype"], "torch.float32");
   EXPECT_EQ(bytes.substr(0, 24), TensorBytes(td.get("obs")));
   const int64_t count_off = meta["entries"]["count"]["offset"].get<int64_t>();
-  EXPECT_EQ(bytes.substr(static_cast<size_t>(count_off), 16), TensorBytes(td.get("count")));
+  EXPECT_EQ(bytes.substr(static_cast<size_t>(count_off), 16),
+            TensorBytes(td.get("count")));
 
   TensorDict loaded = TensorDict::load(path);
   EXPECT_TRUE(loaded.is_consolidated());
@@ -1162,16 +1265,18 @@ TEST(SaveLoad, CorruptFilesAreClearErrors) {
   ExpectThrowsMsg([&] { (void)TensorDict::load(dir / "none"); },
                   "load: '" + (dir / "none") + "' does not exist");
   WriteFile(dir / "tiny", "abc");
-  ExpectThrowsMsg([&] { (void)TensorDict::load(dir / "tiny"); },
-                  "load: '" + (dir / "tiny") +
-                      "' holds 3 bytes, too few for a saved TensorDict (it ends with an "
-                      "8-byte length)");
+  ExpectThrowsMsg(
+      [&] { (void)TensorDict::load(dir / "tiny"); },
+      "load: '" + (dir / "tiny") +
+          "' holds 3 bytes, too few for a saved TensorDict (it ends with an "
+          "8-byte length)");
   std::string bad(16, '\0');
   bad[8] = 100;
   WriteFile(dir / "len", bad);
   ExpectThrowsMsg([&] { (void)TensorDict::load(dir / "len"); },
                   "load: '" + (dir / "len") +
-                      "' is not a saved TensorDict (its metadata length 100 does not fit in "
+                      "' is not a saved TensorDict (its metadata length 100 "
+                      "does not fit in "
                       "its 16 bytes)");
   // A leaf that points past the data.
   const std::string json =
@@ -1182,7 +1287,8 @@ TEST(SaveLoad, CorruptFilesAreClearErrors) {
   WriteFile(dir / "oob", file);
   ExpectThrowsMsg([&] { (void)TensorDict::load(dir / "oob"); },
                   "load: '" + (dir / "oob") +
-                      "': key 'x' has offset 8 and 16 bytes, which do not fit in the file's 16 "
+                      "': key 'x' has offset 8 and 16 bytes, which do not fit "
+                      "in the file's 16 "
                       "data bytes");
 }
 
@@ -1276,7 +1382,8 @@ TEST(PickleSave, WritesANestedDictOfTensorsThatPickleLoadReadsBack) {
   EXPECT_TRUE(at::equal(d.at("obs").toTensor(), td.get("obs")));
   EXPECT_TRUE(at::equal(d.at("count").toTensor(), td.get("count")));
   c10::impl::GenericDict next = d.at("next").toGenericDict();
-  EXPECT_TRUE(at::equal(next.at("reward").toTensor(), td.get({"next", "reward"})));
+  EXPECT_TRUE(
+      at::equal(next.at("reward").toTensor(), td.get({"next", "reward"})));
   EXPECT_TRUE(at::equal(next.at("done").toTensor(), td.get({"next", "done"})));
 }
 
@@ -1398,7 +1505,9 @@ TEST(MemmapCrash, AFullDiskIsAClearErrorWhenTheSpaceIsReserved) {
   tensordict::ReplayBuffer rb(
       tensordict::ReplayBufferOptions(1 << 20).storage_dir(mnt + "/rb"));
   ExpectThrowsMsgPrefix(
-      [&] { rb.add(TensorDict({{"x", torch::zeros({})}}, {})); },
+      [&] {
+        rb.add(TensorDict({{"x", torch::zeros({})}}, {}));
+      },
       "memmap_like: cannot reserve 4194304 bytes for '" + mnt +
           "/rb/storage/x.memmap%tmp.");
   EXPECT_EQ(rb.size(), 0);

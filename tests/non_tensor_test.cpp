@@ -60,8 +60,10 @@ TEST(NonTensor, SetPrintsAndGetsAsPython) {
   EXPECT_EQ(tensordict::repr(td),
             "TensorDict(\n"
             "    fields={\n"
-            "        a: Tensor(shape=torch.Size([3]), device=cpu, dtype=torch.float32, is_shared=False),\n"
-            "        s: NonTensorData(data=hello, batch_size=torch.Size([3]), device=None)},\n"
+            "        a: Tensor(shape=torch.Size([3]), device=cpu, "
+            "dtype=torch.float32, is_shared=False),\n"
+            "        s: NonTensorData(data=hello, batch_size=torch.Size([3]), "
+            "device=None)},\n"
             "    batch_size=torch.Size([3]),\n"
             "    device=None,\n"
             "    is_shared=False)");
@@ -97,7 +99,8 @@ TEST(NonTensor, ValuesPrintAsPythonsStr) {
       {"say \"hi\"", "say \"hi\""},
       {"", ""},
       {json::array({1, "a", nullptr, true, 2.0}), "[1, 'a', None, True, 2.0]"},
-      {json{{"k", 1}, {"z", {1, 2}}, {"s", "v"}}, "{'k': 1, 'z': [1, 2], 's': 'v'}"},
+      {json{{"k", 1}, {"z", {1, 2}}, {"s", "v"}},
+       "{'k': 1, 'z': [1, 2], 's': 'v'}"},
       {json::object(), "{}"},
       {json::array(), "[]"},
       {json::array({"it's", "say \"hi\"", "both ' \"", "a\nb", "\x01", "\\"}),
@@ -124,7 +127,8 @@ TEST(NonTensor, ValuesPrintAsPythonsStr) {
 }
 
 TEST(NonTensor, IsAnEntryButNotALeaf) {
-  TensorDict td({{"a", torch::zeros({3})}, {{"n", "b"}, torch::zeros({3})}}, {3});
+  TensorDict td({{"a", torch::zeros({3})}, {{"n", "b"}, torch::zeros({3})}},
+                {3});
   td.set_non_tensor("s", "hello");
   td.set_non_tensor({"n", "t"}, 7);
   EXPECT_EQ(td.keys(), Keys({"a", "n", "s"}));
@@ -140,15 +144,17 @@ TEST(NonTensor, IsAnEntryButNotALeaf) {
                                   "key a holds a tensor, not non-tensor data; "
                                   "use get()");
   ExpectThrowsMsg<c10::TypeError>(
-      [&] { td.set({"s", "x"}, torch::zeros({3})); },
+      [&] {
+        td.set({"s", "x"}, torch::zeros({3}));
+      },
       "key ('s', 'x'): cannot create a sub-TensorDict at s: non-tensor data "
       "lives there");
   // Arithmetic, apply and clone keep it; flatten_keys names it as Python.
   TensorDict sum = td + 1;
   EXPECT_EQ(sum.get_non_tensor({"n", "t"}), json(7));
-  EXPECT_EQ(td.apply([](const at::Tensor& t) { return t * 2; })
-                .get_non_tensor("s"),
-            json("hello"));
+  EXPECT_EQ(
+      td.apply([](const at::Tensor& t) { return t * 2; }).get_non_tensor("s"),
+      json("hello"));
   EXPECT_EQ(td.clone().get_non_tensor("s"), json("hello"));
   EXPECT_EQ(td.flatten_keys().keys(), Keys({"a", "n.b", "n.t", "s"}));
   EXPECT_EQ(td.flatten_keys().get_non_tensor("n.t"), json(7));
@@ -165,38 +171,46 @@ TEST(NonTensor, IndexingChangesOnlyTheBatchSize) {
   EXPECT_EQ(tensordict::repr(td.index({0})),
             "TensorDict(\n"
             "    fields={\n"
-            "        a: Tensor(shape=torch.Size([]), device=cpu, dtype=torch.float32, is_shared=False),\n"
-            "        s: NonTensorData(data=hello, batch_size=torch.Size([]), device=None)},\n"
+            "        a: Tensor(shape=torch.Size([]), device=cpu, "
+            "dtype=torch.float32, is_shared=False),\n"
+            "        s: NonTensorData(data=hello, batch_size=torch.Size([]), "
+            "device=None)},\n"
             "    batch_size=torch.Size([]),\n"
             "    device=None,\n"
             "    is_shared=False)");
-  auto batch_of = [](const TensorDict& t) {
-    return Field(t, "s");
-  };
-  EXPECT_EQ(batch_of(td.index({Slice(1, 3)})),
-            "s: NonTensorData(data=hello, batch_size=torch.Size([2]), device=None)");
-  EXPECT_EQ(batch_of(td.index({torch::tensor({true, false, true, false})})),
-            "s: NonTensorData(data=hello, batch_size=torch.Size([2]), device=None)");
-  EXPECT_EQ(batch_of(td.index({torch::tensor({0, 2, 2, 1})})),
-            "s: NonTensorData(data=hello, batch_size=torch.Size([4]), device=None)");
+  auto batch_of = [](const TensorDict& t) { return Field(t, "s"); };
+  EXPECT_EQ(
+      batch_of(td.index({Slice(1, 3)})),
+      "s: NonTensorData(data=hello, batch_size=torch.Size([2]), device=None)");
+  EXPECT_EQ(
+      batch_of(td.index({torch::tensor({true, false, true, false})})),
+      "s: NonTensorData(data=hello, batch_size=torch.Size([2]), device=None)");
+  EXPECT_EQ(
+      batch_of(td.index({torch::tensor({0, 2, 2, 1})})),
+      "s: NonTensorData(data=hello, batch_size=torch.Size([4]), device=None)");
   EXPECT_EQ(batch_of(td.index({None})),
-            "s: NonTensorData(data=hello, batch_size=torch.Size([1, 4]), device=None)");
+            "s: NonTensorData(data=hello, batch_size=torch.Size([1, 4]), "
+            "device=None)");
   EXPECT_EQ(batch_of(td.reshape({2, 2})),
-            "s: NonTensorData(data=hello, batch_size=torch.Size([2, 2]), device=None)");
+            "s: NonTensorData(data=hello, batch_size=torch.Size([2, 2]), "
+            "device=None)");
 }
 
 TEST(NonTensor, StackingEqualValuesKeepsOneAndOthersMakeAStack) {
   TensorDict td = Hello(2);
-  EXPECT_EQ(Field(tensordict::stack({td.index({0}), td.index({1})}), "s"),
-            "s: NonTensorData(data=hello, batch_size=torch.Size([2]), device=None)");
+  EXPECT_EQ(
+      Field(tensordict::stack({td.index({0}), td.index({1})}), "s"),
+      "s: NonTensorData(data=hello, batch_size=torch.Size([2]), device=None)");
   // Python's ==: 1 == 1.0 == True.
-  EXPECT_EQ(Field(tensordict::stack({Row(1), Row(1.0), Row(true)}), "s"),
-            "s: NonTensorData(data=1, batch_size=torch.Size([3]), device=None)");
+  EXPECT_EQ(
+      Field(tensordict::stack({Row(1), Row(1.0), Row(true)}), "s"),
+      "s: NonTensorData(data=1, batch_size=torch.Size([3]), device=None)");
   TensorDict st = tensordict::stack({Row("hello"), Row("world"), Row("hello")});
   EXPECT_EQ(tensordict::repr(st),
             "TensorDict(\n"
             "    fields={\n"
-            "        a: Tensor(shape=torch.Size([3]), device=cpu, dtype=torch.float32, is_shared=False),\n"
+            "        a: Tensor(shape=torch.Size([3]), device=cpu, "
+            "dtype=torch.float32, is_shared=False),\n"
             "        s: NonTensorStack(\n"
             "            ['hello', 'world', 'hello'],\n"
             "            batch_size=torch.Size([3]),\n"
@@ -206,8 +220,9 @@ TEST(NonTensor, StackingEqualValuesKeepsOneAndOthersMakeAStack) {
             "    is_shared=False)");
   EXPECT_EQ(st.get_non_tensor("s"), json::array({"hello", "world", "hello"}));
   // Indexing a stack: one element is NonTensorData, several stay a stack.
-  EXPECT_EQ(Field(st.index({1}), "s"),
-            "s: NonTensorData(data=world, batch_size=torch.Size([]), device=None)");
+  EXPECT_EQ(
+      Field(st.index({1}), "s"),
+      "s: NonTensorData(data=world, batch_size=torch.Size([]), device=None)");
   EXPECT_EQ(st.index({Slice(None, None, 2)}).get_non_tensor("s"),
             json::array({"hello", "hello"}));
   EXPECT_TRUE(tensordict::repr(st.index({Slice(None, None, 2)}))
@@ -220,15 +235,17 @@ TEST(NonTensor, StackingEqualValuesKeepsOneAndOthersMakeAStack) {
             json::array({json::array({"hello", "world", "hello"})}));
   // An integer at the stack dim leaves NonTensorData, as in Python (the
   // new dim of None is no stack dim).
-  EXPECT_EQ(Field(lifted.index({Slice(), 1}), "s"),
-            "s: NonTensorData(data=world, batch_size=torch.Size([1]), device=None)");
+  EXPECT_EQ(
+      Field(lifted.index({Slice(), 1}), "s"),
+      "s: NonTensorData(data=world, batch_size=torch.Size([1]), device=None)");
   EXPECT_EQ(lifted.index({Slice(), 1}).get_non_tensor("s"), "world");
   // cat follows the elements.
   EXPECT_EQ(tensordict::cat({st, Hello(2)}).get_non_tensor("s"),
             json::array({"hello", "world", "hello", "hello", "hello"}));
   // A stack follows reshapes; a reduction cannot carry it.
-  EXPECT_EQ(tensordict::stack({st, st}).reshape({6}).get_non_tensor("s"),
-            json::array({"hello", "world", "hello", "hello", "world", "hello"}));
+  EXPECT_EQ(
+      tensordict::stack({st, st}).reshape({6}).get_non_tensor("s"),
+      json::array({"hello", "world", "hello", "hello", "world", "hello"}));
   ExpectThrowsMsg(
       [&] { (void)st.sum(0); },
       "sum: key s holds a NonTensorStack, whose values cannot follow a "
@@ -239,13 +256,16 @@ TEST(NonTensor, StackingEqualValuesKeepsOneAndOthersMakeAStack) {
 // reprs against it): values compare element by element; a comparison with a
 // scalar, or of NonTensorData with a stack, gives None values.
 TEST(NonTensor, ComparisonsCompareValuesAsPythonDoes) {
-  const TensorDict st = tensordict::stack({Row("hello"), Row("world"), Row("hello")});
+  const TensorDict st =
+      tensordict::stack({Row("hello"), Row("world"), Row("hello")});
   TensorDict same = (st == st.clone());
   EXPECT_TRUE(same.get("s").equal(torch::ones({3}, torch::kBool)));
   EXPECT_TRUE(same.all());
-  const TensorDict other = tensordict::stack({Row("hello"), Row("x"), Row("hello")});
+  const TensorDict other =
+      tensordict::stack({Row("hello"), Row("x"), Row("hello")});
   EXPECT_TRUE((st == other).get("s").equal(torch::tensor({true, false, true})));
-  EXPECT_TRUE((st != other).get("s").equal(torch::tensor({false, true, false})));
+  EXPECT_TRUE(
+      (st != other).get("s").equal(torch::tensor({false, true, false})));
   EXPECT_FALSE((st == other).all());
   // 1 == 1.0, as in Python.
   EXPECT_TRUE((Row(1) == Row(1.0)).get("s").item<bool>());
@@ -254,10 +274,12 @@ TEST(NonTensor, ComparisonsCompareValuesAsPythonDoes) {
             "            [None, None, None],\n"
             "            batch_size=torch.Size([3]),\n"
             "            device=None)");
-  EXPECT_EQ(Field(Hello(2) != 1, "s"),
-            "s: NonTensorData(data=None, batch_size=torch.Size([2]), device=None)");
-  EXPECT_EQ(Field(Hello(3) == st, "s"),
-            "s: NonTensorData(data=None, batch_size=torch.Size([3]), device=None)");
+  EXPECT_EQ(
+      Field(Hello(2) != 1, "s"),
+      "s: NonTensorData(data=None, batch_size=torch.Size([2]), device=None)");
+  EXPECT_EQ(
+      Field(Hello(3) == st, "s"),
+      "s: NonTensorData(data=None, batch_size=torch.Size([3]), device=None)");
   // What cannot be compared is a clear error.
   TensorDict plain({{"a", torch::zeros({3})}, {"s", TensorDict({}, {3})}}, {3});
   ExpectThrowsMsg<c10::TypeError>(
@@ -272,19 +294,22 @@ TEST(NonTensor, ComparisonsCompareValuesAsPythonDoes) {
 
 TEST(NonTensor, ALongStackIsCutAsPythonCutsIt) {
   std::vector<TensorDict> rows;
-  for (int i = 0; i < 10; ++i) rows.push_back(Row("abcdefghij" + std::to_string(i)));
-  EXPECT_EQ(Field(tensordict::stack(rows), "s"),
-            "s: NonTensorStack(\n"
-            "            ['abcdefghij0', 'abcdefghij1', 'abcdefghij2', 'abc...,\n"
-            "            batch_size=torch.Size([10]),\n"
-            "            device=None)");
+  for (int i = 0; i < 10; ++i)
+    rows.push_back(Row("abcdefghij" + std::to_string(i)));
+  EXPECT_EQ(
+      Field(tensordict::stack(rows), "s"),
+      "s: NonTensorStack(\n"
+      "            ['abcdefghij0', 'abcdefghij1', 'abcdefghij2', 'abc...,\n"
+      "            batch_size=torch.Size([10]),\n"
+      "            device=None)");
 }
 
 TEST(NonTensor, RowWritesMakeAStackAsPythonDoes) {
   TensorDict td = Hello(3);
   td.index_put_({0}, Row("hello"));  // equal: nothing changes (as Python)
-  EXPECT_EQ(Field(td, "s"),
-            "s: NonTensorData(data=hello, batch_size=torch.Size([3]), device=None)");
+  EXPECT_EQ(
+      Field(td, "s"),
+      "s: NonTensorData(data=hello, batch_size=torch.Size([3]), device=None)");
   td[0] = Row("rowval");
   EXPECT_EQ(Field(td, "s"),
             "s: NonTensorStack(\n"
@@ -295,19 +320,22 @@ TEST(NonTensor, RowWritesMakeAStackAsPythonDoes) {
   sub.set_non_tensor("s", "x");
   td.index_put_({Slice(1, 3)}, sub);
   EXPECT_EQ(td.get_non_tensor("s"), json::array({"rowval", "x", "x"}));
-  td.index_put_({torch::tensor({2, 0})}, tensordict::stack({Row("p"), Row("q")}));
+  td.index_put_({torch::tensor({2, 0})},
+                tensordict::stack({Row("p"), Row("q")}));
   EXPECT_EQ(td.get_non_tensor("s"), json::array({"q", "x", "p"}));
   // update_ replaces the data, as Python's.
   TensorDict other = Hello(3);
   other.set_non_tensor("s", "other");
   td.update_(other);
-  EXPECT_EQ(Field(td, "s"),
-            "s: NonTensorData(data=other, batch_size=torch.Size([3]), device=None)");
+  EXPECT_EQ(
+      Field(td, "s"),
+      "s: NonTensorData(data=other, batch_size=torch.Size([3]), device=None)");
   // A missing key: every row gets the value (as Python).
   TensorDict buf({}, {3});
   buf[0] = Row("first");
-  EXPECT_EQ(Field(buf, "s"),
-            "s: NonTensorData(data=first, batch_size=torch.Size([3]), device=None)");
+  EXPECT_EQ(
+      Field(buf, "s"),
+      "s: NonTensorData(data=first, batch_size=torch.Size([3]), device=None)");
 }
 
 TEST(NonTensor, AMemoryMappedDictsNonTensorDataCannotChangeInPlace) {
@@ -336,7 +364,9 @@ TEST(NonTensor, TensorOnlyStorageRejectsIt) {
   EXPECT_EQ(rb.size(), 0);
   TensorDict out({{"a", torch::zeros({2})}}, {2});
   ExpectThrowsMsg<c10::TypeError>(
-      [&] { tensordict::stack_out(out, {td.index({0}), td.index({1})}); },
+      [&] {
+        tensordict::stack_out(out, {td.index({0}), td.index({1})});
+      },
       "stack_out: key s holds non-tensor data, which out cannot hold "
       "(tensors only)");
   ExpectThrowsMsg<c10::TypeError>(
@@ -364,21 +394,28 @@ TEST(NonTensor, MemmapWritesPythonsFormatAndReadsItBack) {
   const std::string dir = tmp / "td";
   EXPECT_EQ(json::parse(ReadFile(dir + "/meta.json"))["s"],
             json({{"type", "NonTensorData"}}));
-  EXPECT_EQ(json::parse(ReadFile(dir + "/s/meta.json")),
-            json::parse(R"({"_type": "<class 'tensordict.tensorclass.NonTensorData'>", "data": "hello", "_metadata": null})"));
-  EXPECT_EQ(json::parse(ReadFile(dir + "/s/_tensordict/meta.json")),
-            json::parse(R"({"shape": [3], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})"));
+  EXPECT_EQ(
+      json::parse(ReadFile(dir + "/s/meta.json")),
+      json::parse(
+          R"({"_type": "<class 'tensordict.tensorclass.NonTensorData'>", "data": "hello", "_metadata": null})"));
+  EXPECT_EQ(
+      json::parse(ReadFile(dir + "/s/_tensordict/meta.json")),
+      json::parse(
+          R"({"shape": [3], "device": "cpu", "_type": "<class 'tensordict._td.TensorDict'>"})"));
   const std::string expected =
       "TensorDict(\n"
       "    fields={\n"
-      "        a: MemoryMappedTensor(shape=torch.Size([3]), device=cpu, dtype=torch.float32, is_shared=True),\n"
+      "        a: MemoryMappedTensor(shape=torch.Size([3]), device=cpu, "
+      "dtype=torch.float32, is_shared=True),\n"
       "        nested: TensorDict(\n"
       "            fields={\n"
-      "                x: NonTensorData(data=5, batch_size=torch.Size([3]), device=cpu)},\n"
+      "                x: NonTensorData(data=5, batch_size=torch.Size([3]), "
+      "device=cpu)},\n"
       "            batch_size=torch.Size([3]),\n"
       "            device=cpu,\n"
       "            is_shared=False),\n"
-      "        s: NonTensorData(data=hello, batch_size=torch.Size([3]), device=cpu)},\n"
+      "        s: NonTensorData(data=hello, batch_size=torch.Size([3]), "
+      "device=cpu)},\n"
       "    batch_size=torch.Size([3]),\n"
       "    device=cpu,\n"
       "    is_shared=False)";
@@ -387,8 +424,10 @@ TEST(NonTensor, MemmapWritesPythonsFormatAndReadsItBack) {
 
   TensorDict st = tensordict::stack({Row("hello"), Row("world")});
   st.memmap_(tmp / "st");
-  EXPECT_EQ(json::parse(ReadFile(tmp / "st/s/meta.json")),
-            json::parse(R"({"_type": "<class 'tensordict.tensorclass.NonTensorStack'>", "stack_dim": 0, "device": "cpu", "data": ["hello", "world"]})"));
+  EXPECT_EQ(
+      json::parse(ReadFile(tmp / "st/s/meta.json")),
+      json::parse(
+          R"({"_type": "<class 'tensordict.tensorclass.NonTensorStack'>", "stack_dim": 0, "device": "cpu", "data": ["hello", "world"]})"));
   EXPECT_EQ(TensorDict::load_memmap(tmp / "st").get_non_tensor("s"),
             json::array({"hello", "world"}));
   // Stacked along dim 1: Python writes "stack_dim": 1.
@@ -397,25 +436,30 @@ TEST(NonTensor, MemmapWritesPythonsFormatAndReadsItBack) {
   TensorDict rows3 = rows2.clone();
   rows3.set_non_tensor("s", "q");
   tensordict::stack({rows2, rows3}, 1).memmap_(tmp / "st1");
-  EXPECT_EQ(json::parse(ReadFile(tmp / "st1/s/meta.json")),
-            json::parse(R"({"_type": "<class 'tensordict.tensorclass.NonTensorStack'>", "stack_dim": 1, "device": "cpu", "data": [["p", "q"], ["p", "q"]]})"));
+  EXPECT_EQ(
+      json::parse(ReadFile(tmp / "st1/s/meta.json")),
+      json::parse(
+          R"({"_type": "<class 'tensordict.tensorclass.NonTensorStack'>", "stack_dim": 1, "device": "cpu", "data": [["p", "q"], ["p", "q"]]})"));
 }
 
 TEST(NonTensor, DamagedNonTensorEntriesAreClearErrors) {
   TempDir tmp;
   Hello(3).memmap(tmp / "td");
   const std::string meta = tmp / "td/s/meta.json";
-  std::ofstream(meta) << R"({"_type": "<class 'tensordict.tensorclass.NonTensorData'>", "_metadata": null})";
+  std::ofstream(meta)
+      << R"({"_type": "<class 'tensordict.tensorclass.NonTensorData'>", "_metadata": null})";
   ExpectThrowsMsg(
       [&] { (void)TensorDict::load_memmap(tmp / "td"); },
       "load_memmap: key 's': its value was pickled by Python (it is not "
       "JSON), which this library cannot read ('" +
           meta + "' has no JSON \"data\")");
-  std::ofstream(meta) << R"({"_type": "<class 'tensordict._td.TensorDict'>", "data": 1})";
+  std::ofstream(meta)
+      << R"({"_type": "<class 'tensordict._td.TensorDict'>", "data": 1})";
   ExpectThrowsMsg(
       [&] { (void)TensorDict::load_memmap(tmp / "td"); },
       "load_memmap: '" + meta +
-          "': key 's' should hold a <class 'tensordict.tensorclass.NonTensorData'>"
+          "': key 's' should hold a <class "
+          "'tensordict.tensorclass.NonTensorData'>"
           ", but \"_type\" is \"<class 'tensordict._td.TensorDict'>\"");
 }
 

@@ -19,8 +19,9 @@ using tensordict_test::ExpectThrowsMsg;
 TensorDict Sample() {
   return TensorDict(
       {{"a", torch::arange(24, torch::kFloat).view({4, 3, 2})},
-       {"n", TensorDict({{"b", torch::arange(24, torch::kFloat).view({4, 3, 2}) * -1}},
-                        {4, 3, 2})}},
+       {"n", TensorDict(
+                 {{"b", torch::arange(24, torch::kFloat).view({4, 3, 2}) * -1}},
+                 {4, 3, 2})}},
       {4, 3});
 }
 
@@ -32,8 +33,10 @@ TEST(OpsTest, StdVarCumsumNorm) {
                               a.var(1, /*unbiased=*/false, /*keepdim=*/true)));
   EXPECT_EQ(td.var(1, true).batch_size(), c10::IntArrayRef({4, 1}));
   const std::vector<int64_t> both = {0, 1};
-  EXPECT_TRUE(torch::allclose(td.std().get("a"), a.std(both, /*unbiased=*/true, false)));
-  EXPECT_TRUE(at::equal(td.cumsum(1).get({"n", "b"}), td.get({"n", "b"}).cumsum(1)));
+  EXPECT_TRUE(torch::allclose(td.std().get("a"),
+                              a.std(both, /*unbiased=*/true, false)));
+  EXPECT_TRUE(
+      at::equal(td.cumsum(1).get({"n", "b"}), td.get({"n", "b"}).cumsum(1)));
   const TensorDict norm = td.norm();
   EXPECT_EQ(norm.batch_size(), c10::IntArrayRef({}));
   EXPECT_EQ(norm.get_tensordict("n").batch_size(), c10::IntArrayRef({}));
@@ -52,7 +55,8 @@ TEST(OpsTest, StdVarCumsumNorm) {
 TEST(OpsTest, ClampMaximumMinimumIsclose) {
   const TensorDict td = Sample();
   EXPECT_TRUE(at::equal(td.clamp(2, 5).get("a"), td.get("a").clamp(2, 5)));
-  EXPECT_TRUE(at::equal(td.clamp_max(3).get({"n", "b"}), td.get({"n", "b"}).clamp_max(3)));
+  EXPECT_TRUE(at::equal(td.clamp_max(3).get({"n", "b"}),
+                        td.get({"n", "b"}).clamp_max(3)));
   EXPECT_TRUE(at::equal(td.clamp_min(3).get("a"), td.get("a").clamp_min(3)));
   const TensorDict other = td * -1;
   EXPECT_TRUE(at::equal(td.maximum(other).get({"n", "b"}), td.get("a")));
@@ -62,8 +66,9 @@ TEST(OpsTest, ClampMaximumMinimumIsclose) {
   EXPECT_EQ(close.get("a").scalar_type(), at::kBool);
   EXPECT_TRUE(td.allclose(td + 1e-9));
   EXPECT_FALSE(td.allclose(td + 1));
-  ExpectThrowsMsg<c10::ValueError>([&] { (void)td.clamp(c10::nullopt, c10::nullopt); },
-                                   "clamp: at least one of min and max must be given");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { (void)td.clamp(c10::nullopt, c10::nullopt); },
+      "clamp: at least one of min and max must be given");
   const TensorDict fewer({{"a", torch::zeros({4, 3, 2})}}, {4, 3});
   EXPECT_THROW((void)td.maximum(fewer), c10::Error);
 }
@@ -77,7 +82,8 @@ TEST(OpsTest, MaskedSelectRepeatGatherSort) {
   EXPECT_TRUE(at::equal(sel.get("a"), td.get("a").index({mask})));
   ExpectThrowsMsg<c10::ValueError>(
       [&] { (void)td.masked_select(torch::ones({4}, torch::kBool)); },
-      "masked_select: the mask must be a bool tensor of the batch shape [4, 3], "
+      "masked_select: the mask must be a bool tensor of the batch shape [4, "
+      "3], "
       "got torch.bool [4]");
 
   const TensorDict rep = td.repeat({2, 1});
@@ -91,8 +97,9 @@ TEST(OpsTest, MaskedSelectRepeatGatherSort) {
   const at::Tensor index = torch::tensor({2, 0, 1, 1, 0, 2, 2, 2}).view({4, 2});
   const TensorDict g = td.gather(1, index);
   EXPECT_EQ(g.batch_size(), c10::IntArrayRef({4, 2}));
-  EXPECT_TRUE(at::equal(
-      g.get("a"), td.get("a").gather(1, index.unsqueeze(-1).expand({4, 2, 2}))));
+  EXPECT_TRUE(
+      at::equal(g.get("a"),
+                td.get("a").gather(1, index.unsqueeze(-1).expand({4, 2, 2}))));
   ExpectThrowsMsg<c10::IndexError>(
       [&] { (void)td.gather(1, index + 1); },
       "gather: index values must be in [0, 3) along batch dim 1, got values in "
@@ -101,13 +108,14 @@ TEST(OpsTest, MaskedSelectRepeatGatherSort) {
   const TensorDict keyed({{"score", torch::tensor({3.f, 1.f, 2.f, 1.f})},
                           {"id", torch::arange(4)}},
                          {4});
-  EXPECT_TRUE(at::equal(keyed.sort("score").get("id"), torch::tensor({1, 3, 2, 0})));
+  EXPECT_TRUE(
+      at::equal(keyed.sort("score").get("id"), torch::tensor({1, 3, 2, 0})));
   EXPECT_TRUE(at::equal(keyed.sort("score", 0, true).get("id"),
                         torch::tensor({0, 2, 1, 3})));
-  ExpectThrowsMsg<c10::ValueError>(
-      [&] { (void)td.sort("a"); },
-      "sort: key a has shape [4, 3, 2]; sorting by it needs the batch shape [4, "
-      "3] (trailing dims of size 1 allowed)");
+  ExpectThrowsMsg<c10::ValueError>([&] { (void)td.sort("a"); },
+                                   "sort: key a has shape [4, 3, 2]; sorting "
+                                   "by it needs the batch shape [4, "
+                                   "3] (trailing dims of size 1 allowed)");
 }
 
 TEST(OpsTest, PadAndPadSequence) {
@@ -117,23 +125,26 @@ TEST(OpsTest, PadAndPadSequence) {
   EXPECT_EQ(p.get_tensordict("n").batch_size(), c10::IntArrayRef({7, 3, 2}));
   EXPECT_TRUE(at::equal(p.get("a").narrow(0, 1, 4), td.get("a")));
   EXPECT_TRUE(p.get("a")[0].eq(-1).all().item<bool>());
-  EXPECT_EQ(tensordict::pad(td, {0, 1, 2, 0}).batch_size(), c10::IntArrayRef({5, 5}));
+  EXPECT_EQ(tensordict::pad(td, {0, 1, 2, 0}).batch_size(),
+            c10::IntArrayRef({5, 5}));
   ExpectThrowsMsg<c10::ValueError>(
       [&] { (void)tensordict::pad(td, {1}); },
       "pad: pad_size must hold a (before, after) pair per padded batch dim, at "
       "most 2 pairs for batch_size [4, 3], got [1]");
 
   const TensorDict seq = tensordict::pad_sequence(
-      {td[torch::indexing::Slice(0, 2)], td, td[torch::indexing::Slice(0, 1)]}, 0, 0.0,
+      {td[torch::indexing::Slice(0, 2)], td, td[torch::indexing::Slice(0, 1)]},
+      0, 0.0,
       /*return_mask=*/true);
   EXPECT_EQ(seq.batch_size(), c10::IntArrayRef({3, 4, 3}));
   EXPECT_EQ(seq.get("a").sizes(), c10::IntArrayRef({3, 4, 3, 2}));
-  EXPECT_EQ(seq.get_tensordict("n").batch_size(), c10::IntArrayRef({3, 4, 3, 2}));
+  EXPECT_EQ(seq.get_tensordict("n").batch_size(),
+            c10::IntArrayRef({3, 4, 3, 2}));
   EXPECT_EQ(seq.get({"masks", "a"}).sizes(), c10::IntArrayRef({3, 4, 3}));
   EXPECT_EQ(seq.get({"masks", "n", "b"}).sizes(), c10::IntArrayRef({3, 4, 3}));
   EXPECT_TRUE(at::equal(seq.get({"masks", "a"}).select(2, 0),
-                        torch::tensor({true, true, false, false, true, true, true, true,
-                                       true, false, false, false})
+                        torch::tensor({true, true, false, false, true, true,
+                                       true, true, true, false, false, false})
                             .view({3, 4})));
   EXPECT_TRUE(at::equal(seq.get("a")[1], td.get("a")));
   EXPECT_TRUE(seq.get("a")[2].narrow(0, 1, 3).eq(0).all().item<bool>());

@@ -33,8 +33,8 @@ bool PythonArchives() { return tensordict_test::TensordictAtLeast(0, 14); }
 // Keys as "a" or "sub|b", each leaf i holding [i, i + 0.5] (float64): keys
 // that need care as file names, nested.
 const std::vector<std::string>& KeySpecs() {
-  static const std::vector<std::string> keys = {"obs", "a b", "100%", "q?*",
-                                                "sub dir|k 2", "next|reward"};
+  static const std::vector<std::string> keys = {
+      "obs", "a b", "100%", "q?*", "sub dir|k 2", "next|reward"};
   return keys;
 }
 
@@ -45,14 +45,16 @@ tensordict::NestedKey Key(const std::string& spec) {
 }
 
 at::Tensor Value(size_t i) {
-  return at::tensor({static_cast<double>(i), static_cast<double>(i) + 0.5}, at::kDouble);
+  return at::tensor({static_cast<double>(i), static_cast<double>(i) + 0.5},
+                    at::kDouble);
 }
 
 // The dict both sides write: the keys above, an empty sub-dict, and the
 // non-tensor value "note".
 TensorDict MakeDict() {
   TensorDict td({}, {2});
-  for (size_t i = 0; i < KeySpecs().size(); ++i) td.set(Key(KeySpecs()[i]), Value(i));
+  for (size_t i = 0; i < KeySpecs().size(); ++i)
+    td.set(Key(KeySpecs()[i]), Value(i));
   td.set("empty", TensorDict({}, {2}));
   td.set_non_tensor("note", "hello");
   return td;
@@ -136,20 +138,24 @@ TEST(PythonReference, TensordictLoadsTheArchivesThisLibraryWrites) {
                                       : tensordict::MemmapKeyNames::kRaw;
   (void)td.memmap(dir / "cpp.tdz", names);
   TensorDict buf = td.memmap_like(dir / "buf.tdz", /*sparse=*/false, names);
-  for (size_t i = 0; i < KeySpecs().size(); ++i) buf.get(Key(KeySpecs()[i])).copy_(Value(i));
+  for (size_t i = 0; i < KeySpecs().size(); ++i)
+    buf.get(Key(KeySpecs()[i])).copy_(Value(i));
   tensordict::refresh_archive_checksums(dir / "buf.tdz");
-  ASSERT_TRUE(RunPython(kReadScript, {dir / "out.json", dir / "cpp.tdz", dir / "buf.tdz"}));
+  ASSERT_TRUE(RunPython(kReadScript,
+                        {dir / "out.json", dir / "cpp.tdz", dir / "buf.tdz"}));
   const json out = json::parse(ReadFile(dir / "out.json"));
   json keys = json::array();
   json values = json::array();
   // Python lists nested leaves in insertion order, sub-dicts after leaves.
   for (const std::string& spec : KeySpecs()) {
     const size_t bar = spec.find('|');
-    keys.push_back(bar == std::string::npos
-                       ? json::array({spec})
-                       : json::array({spec.substr(0, bar), spec.substr(bar + 1)}));
+    keys.push_back(
+        bar == std::string::npos
+            ? json::array({spec})
+            : json::array({spec.substr(0, bar), spec.substr(bar + 1)}));
   }
-  for (size_t i = 0; i < KeySpecs().size(); ++i) values.push_back({double(i), double(i) + 0.5});
+  for (size_t i = 0; i < KeySpecs().size(); ++i)
+    values.push_back({double(i), double(i) + 0.5});
   for (const char* name : {"cpp.tdz", "buf.tdz"}) {
     SCOPED_TRACE(name);
     const json& e = out[name];
@@ -157,7 +163,8 @@ TEST(PythonReference, TensordictLoadsTheArchivesThisLibraryWrites) {
     EXPECT_EQ(e["names"][0], "meta.json");
     ASSERT_EQ(e["loads"].size(), PythonArchives() ? 2u : 1u);
     if (PythonArchives()) {
-      EXPECT_EQ(e["repr"], tensordict::repr(TensorDict::load_memmap(dir / name)));
+      EXPECT_EQ(e["repr"],
+                tensordict::repr(TensorDict::load_memmap(dir / name)));
     }
     for (const json& load : e["loads"]) {
       EXPECT_EQ(load["keys"], keys);
@@ -189,16 +196,19 @@ TEST(PythonReference, ThisLibraryLoadsTheArchivesTensordictWrites) {
     std::sort(got.begin(), got.end());
     EXPECT_EQ(got, keys);
     for (size_t i = 0; i < KeySpecs().size(); ++i) {
-      EXPECT_TRUE(at::equal(td.get(Key(KeySpecs()[i])), Value(i))) << KeySpecs()[i];
+      EXPECT_TRUE(at::equal(td.get(Key(KeySpecs()[i])), Value(i)))
+          << KeySpecs()[i];
     }
     EXPECT_EQ(td.get_non_tensor("note"), "hello");
-    EXPECT_EQ(td.get_tensordict("empty").batch_size().vec(), (std::vector<int64_t>{2}));
+    EXPECT_EQ(td.get_tensordict("empty").batch_size().vec(),
+              (std::vector<int64_t>{2}));
   }
   if (PythonArchives()) {
     // Python aligns its leaves: they load writable, over the file.
     TensorDict td = TensorDict::load_memmap(dir / "py.tdz");
     td.get("obs").fill_(9);
-    EXPECT_TRUE(at::equal(TensorDict::load_memmap(dir / "py.tdz", true).get("obs"),
-                          at::full({2}, 9.0, at::kDouble)));
+    EXPECT_TRUE(
+        at::equal(TensorDict::load_memmap(dir / "py.tdz", true).get("obs"),
+                  at::full({2}, 9.0, at::kDouble)));
   }
 }

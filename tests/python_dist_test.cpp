@@ -194,7 +194,8 @@ void ExpectPythonOk(const std::string& output) {
   const std::string ok = "python ok\n";
   EXPECT_TRUE(output.size() >= ok.size() &&
               output.compare(output.size() - ok.size(), ok.size(), ok) == 0 &&
-              (output.size() == ok.size() || output[output.size() - ok.size() - 1] == '\n'))
+              (output.size() == ok.size() ||
+               output[output.size() - ok.size() - 1] == '\n'))
       << output;
 }
 
@@ -203,9 +204,10 @@ void ExpectPythonOk(const std::string& output) {
 bool LiveRemoteInit() { return tensordict_test::TensordictAtLeast(0, 9); }
 
 // kWireScript as rank 1 of a group with this process (rank 0).
-int WithPythonPeer(const std::string& mode, int init_tag,
-                   const std::function<void(const tensordict::Group&)>& cpp_side,
-                   std::string& output) {
+int WithPythonPeer(
+    const std::string& mode, int init_tag,
+    const std::function<void(const tensordict::Group&)>& cpp_side,
+    std::string& output) {
   const int port = tensordict_test::FreePort();
   return WithPythonScript(
       kWireScript,
@@ -287,11 +289,13 @@ TEST(PythonReference, InitRemoteAndFromRemoteInitInPythonsMessageLayout) {
         "remote_send", 0,
         [&](const tensordict::Group& pg) {
           td = tensordict::from_remote_init(1, pg);
-          EXPECT_TRUE(tensordict_test::SameDict(td, tensordict_test::WireDict(1)));
+          EXPECT_TRUE(
+              tensordict_test::SameDict(td, tensordict_test::WireDict(1)));
           EXPECT_TRUE(td.is_consolidated());
           if (!LiveRemoteInit()) return;
           tensordict::recv(td, 1, pg, 0, /*consolidated=*/true);
-          EXPECT_TRUE(tensordict_test::SameDict(td, tensordict_test::WireDict(3)));
+          EXPECT_TRUE(
+              tensordict_test::SameDict(td, tensordict_test::WireDict(3)));
         },
         output);
     EXPECT_EQ(status, 0) << output;
@@ -305,8 +309,8 @@ TEST(PythonReference, InitRemoteAndFromRemoteInitInPythonsMessageLayout) {
 TEST(PythonReference, TheDistributedTutorialsPythonLearnerRuns) {
   if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
   const std::string port = std::to_string(tensordict_test::FreePort());
-  const std::string learner = TutorialPython(
-      "distributed.md", "distributed-learner", "29500", port);
+  const std::string learner =
+      TutorialPython("distributed.md", "distributed-learner", "29500", port);
   ASSERT_FALSE(learner.empty());
   TensorDict sent;
   at::Tensor final_weight;
@@ -355,10 +359,11 @@ print("received: action sum %d, observation sum %.3f" % (
   EXPECT_NE(output.find("iteration 2: 128 transitions, "), std::string::npos)
       << output;
   char expected[128];
-  std::snprintf(expected, sizeof(expected),
-                "received: action sum %lld, observation sum %.3f\n",
-                static_cast<long long>(sent.get("action").sum().item<int64_t>()),
-                sent.get("observation").to(at::kDouble).sum().item<double>());
+  std::snprintf(
+      expected, sizeof(expected),
+      "received: action sum %lld, observation sum %.3f\n",
+      static_cast<long long>(sent.get("action").sum().item<int64_t>()),
+      sent.get("observation").to(at::kDouble).sum().item<double>());
   EXPECT_NE(output.find(expected), std::string::npos) << expected << output;
   // The actor acted with the learner's weights, not its own initial ones.
   EXPECT_FALSE(at::equal(final_weight, initial_weight));

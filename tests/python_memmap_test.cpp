@@ -46,7 +46,10 @@ const std::vector<KeyCase>& Cases() {
       {{"q?*"}, "q?*.memmap", "q%3F%2A.memmap", false},
       {{"a/b"}, "a%2Fb.memmap", "a%2Fb.memmap", true},
       {{"a%20b"}, "a%2520b.memmap", "a%2520b.memmap", true},
-      {{"sub dir", "k 2"}, "sub dir/k 2.memmap", "sub%20dir/k%202.memmap", false},
+      {{"sub dir", "k 2"},
+       "sub dir/k 2.memmap",
+       "sub%20dir/k%202.memmap",
+       false},
   };
   return cases;
 }
@@ -61,7 +64,8 @@ tensordict::NestedKey ToNestedKey(const std::vector<std::string>& key) {
 
 // Leaf i holds [i, i + 0.5], so every value tells its key.
 at::Tensor Value(size_t i) {
-  return torch::tensor({static_cast<double>(i), static_cast<double>(i) + 0.5}, torch::kFloat64);
+  return torch::tensor({static_cast<double>(i), static_cast<double>(i) + 0.5},
+                       torch::kFloat64);
 }
 
 // Reads a directory and writes {"keys": [[...], ...], "values": [[...], ...]}
@@ -82,7 +86,8 @@ with open(sys.argv[2], "w") as f:
 TEST(PythonReference, TensordictLoadsTheFileNamesThisLibraryWrites) {
   if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
   // Python 0.4 reads raw names only: kRaw is what it needs.
-  std::vector<tensordict::MemmapKeyNames> modes = {tensordict::MemmapKeyNames::kRaw};
+  std::vector<tensordict::MemmapKeyNames> modes = {
+      tensordict::MemmapKeyNames::kRaw};
   if (PythonEscapes()) modes.push_back(tensordict::MemmapKeyNames::kEscaped);
   for (const auto names : modes) {
     const bool raw = names == tensordict::MemmapKeyNames::kRaw;
@@ -111,7 +116,8 @@ TEST(PythonReference, TensordictLoadsTheFileNamesThisLibraryWrites) {
     // Python lists sub-dicts after the leaves; 0.4 skips escaped names.
     EXPECT_EQ(out["keys"].get<std::vector<std::vector<std::string>>>(), keys);
     EXPECT_EQ(out["values"].get<std::vector<std::vector<double>>>(), values);
-    EXPECT_EQ(out["empty"].dump(), R"js([["('sub dir', 'e')",[2,0]],["empty sub",[2]]])js");
+    EXPECT_EQ(out["empty"].dump(),
+              R"js([["('sub dir', 'e')",[2,0]],["empty sub",[2]]])js");
   }
 }
 
@@ -232,7 +238,8 @@ std::pair<TensorDict, TensorDict> MakeNonTensorDicts() {
   td.set_non_tensor("s", "it's");
   td.set_non_tensor({"n", "x"}, 5);
   td.set_non_tensor("f", 1e15);
-  td.set_non_tensor("l", nlohmann::ordered_json::array({1, "a", nullptr, true, 2.0}));
+  td.set_non_tensor(
+      "l", nlohmann::ordered_json::array({1, "a", nullptr, true, 2.0}));
   td.set_non_tensor("d", nlohmann::ordered_json{{"k", 1}, {"z", {1, 2}}});
   std::vector<TensorDict> rows;
   for (const char* v : {"hello", "world", "hello"}) {
@@ -309,17 +316,20 @@ with open(sys.argv[2], "w") as f:
 TEST(PythonReference, TorchLoadWithWeightsOnlyReadsPickleSave) {
   if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
   TempDir dir;
-  TensorDict td({{"obs", torch::arange(6, torch::kFloat32).view({2, 3})},
-                 {{"next", "reward"}, torch::tensor({1.5, -2.0}, torch::kFloat64)},
-                 {{"next", "done"}, torch::tensor({true, false})},
-                 {"count", torch::tensor({7, 8}, torch::kInt64)}},
-                {2});
+  TensorDict td(
+      {{"obs", torch::arange(6, torch::kFloat32).view({2, 3})},
+       {{"next", "reward"}, torch::tensor({1.5, -2.0}, torch::kFloat64)},
+       {{"next", "done"}, torch::tensor({true, false})},
+       {"count", torch::tensor({7, 8}, torch::kInt64)}},
+      {2});
   const std::vector<char> bytes = tensordict::pickle_save(td);
-  std::ofstream(dir / "td.pt", std::ios::binary).write(bytes.data(), bytes.size());
+  std::ofstream(dir / "td.pt", std::ios::binary)
+      .write(bytes.data(), bytes.size());
   ASSERT_TRUE(RunPython(kTorchLoadScript, {dir / "td.pt", dir / "out.json"}));
-  EXPECT_EQ(ReadFile(dir / "out.json"),
-            R"({"type": "dict", "leaves": [[["obs"], "torch.float32", [2, 3], )"
-            R"([0.0, 1.0, 2.0, 3.0, 4.0, 5.0]], [["next", "reward"], "torch.float64", )"
-            R"([2], [1.5, -2.0]], [["next", "done"], "torch.bool", [2], [1.0, 0.0]], )"
-            R"([["count"], "torch.int64", [2], [7.0, 8.0]]]})");
+  EXPECT_EQ(
+      ReadFile(dir / "out.json"),
+      R"({"type": "dict", "leaves": [[["obs"], "torch.float32", [2, 3], )"
+      R"([0.0, 1.0, 2.0, 3.0, 4.0, 5.0]], [["next", "reward"], "torch.float64", )"
+      R"([2], [1.5, -2.0]], [["next", "done"], "torch.bool", [2], [1.0, 0.0]], )"
+      R"([["count"], "torch.int64", [2], [7.0, 8.0]]]})");
 }

@@ -14,8 +14,8 @@
 
 #include "../examples/cartpole.h"
 #include "python_reference.h"
-#include "test_util.h"
 #include "test_paths.h"
+#include "test_util.h"
 
 using nlohmann::json;
 using tensordict::TensorDict;
@@ -58,8 +58,9 @@ with open(sys.argv[1]) as f, open(sys.argv[2], "w") as out:
 c10::IValue ShapesToIValue(const nlohmann::ordered_json& o) {
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
   for (const auto& [k, v] : o.items()) {
-    d.insert(k, v.is_object() ? ShapesToIValue(v)
-                              : c10::IValue(torch::zeros(v.get<std::vector<int64_t>>())));
+    d.insert(k, v.is_object()
+                    ? ShapesToIValue(v)
+                    : c10::IValue(torch::zeros(v.get<std::vector<int64_t>>())));
   }
   return d;
 }
@@ -73,7 +74,8 @@ std::string BatchSizes(const TensorDict& td, const std::string& prefix) {
   for (const auto& [key, entry] : td.items()) {
     if (!entry.is_tensordict()) continue;
     const std::string k = key.str();
-    out += " " + BatchSizes(entry.tensordict(), prefix == "<root>" ? k : prefix + "." + k);
+    out += " " + BatchSizes(entry.tensordict(),
+                            prefix == "<root>" ? k : prefix + "." + k);
   }
   return out;
 }
@@ -103,14 +105,17 @@ TEST(PythonReference, FromIValueInfersTheBatchSizesOfPythonsFromDict) {
     in += c + "\n";
     const auto j = nlohmann::ordered_json::parse(c);
     const c10::optional<int64_t> dims =
-        j.contains("batch_dims") ? c10::optional<int64_t>(j["batch_dims"].get<int64_t>())
-                                 : c10::nullopt;
-    expected += BatchSizes(tensordict::from_ivalue(ShapesToIValue(j["dict"]), c10::nullopt, dims),
+        j.contains("batch_dims")
+            ? c10::optional<int64_t>(j["batch_dims"].get<int64_t>())
+            : c10::nullopt;
+    expected += BatchSizes(tensordict::from_ivalue(ShapesToIValue(j["dict"]),
+                                                   c10::nullopt, dims),
                            "<root>") +
                 "\n";
   }
   WriteFile(dir / "cases.jsonl", in);
-  ASSERT_TRUE(RunPython(kAutoBatchScript, {dir / "cases.jsonl", dir / "out.txt"}));
+  ASSERT_TRUE(
+      RunPython(kAutoBatchScript, {dir / "cases.jsonl", dir / "out.txt"}));
   EXPECT_EQ(ReadFile(dir / "out.txt"), expected);
 }
 
@@ -121,8 +126,9 @@ TEST(PythonReference, FromIValueInfersTheBatchSizesOfPythonsFromDict) {
 TEST(PythonReference, ThePolicyTrainedAndScriptedInPythonRunsInCpp) {
   if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
   TempDir dir;
-  const std::string script = ReadFile(tensordict_test::TestDataDir() +
-                                      "/../../examples/python/train_cartpole_policy.py");
+  const std::string script =
+      ReadFile(tensordict_test::TestDataDir() +
+               "/../../examples/python/train_cartpole_policy.py");
   ASSERT_TRUE(RunPython(script, {dir / "policy.pt"}));
   torch::jit::Module policy = torch::jit::load(dir / "policy.pt");
   torch::NoGradGuard no_grad;
@@ -186,8 +192,9 @@ TEST(PythonReference, OpsMatchTensordict) {
   const auto expected = nlohmann::json::parse(ReadFile(dir / "ops.json"));
   const TensorDict td(
       {{"a", torch::arange(24, torch::kFloat).view({4, 3, 2})},
-       {"n", TensorDict({{"b", -torch::arange(24, torch::kFloat).view({4, 3, 2})}},
-                        {4, 3, 2})}},
+       {"n",
+        TensorDict({{"b", -torch::arange(24, torch::kFloat).view({4, 3, 2})}},
+                   {4, 3, 2})}},
       {4, 3});
   const at::Tensor index = torch::tensor({2, 0, 1, 1, 0, 2, 2, 2}).view({4, 2});
   const at::Tensor mask = torch::tensor({true, false, true}).repeat({4, 1});
@@ -196,7 +203,8 @@ TEST(PythonReference, OpsMatchTensordict) {
       {"pad", tensordict::pad(td, {1, 2}, -1.0)},
       {"pad2", tensordict::pad(td, {0, 1, 2, 0})},
       {"pad_sequence",
-       tensordict::pad_sequence({td[Slice(0, 2)], td, td[Slice(0, 1)]}, 0, 0.0, true)},
+       tensordict::pad_sequence({td[Slice(0, 2)], td, td[Slice(0, 1)]}, 0, 0.0,
+                                true)},
       {"gather", td.gather(1, index)},
       {"masked_select", td.masked_select(mask)},
       {"std", td.std(0)},
@@ -206,22 +214,27 @@ TEST(PythonReference, OpsMatchTensordict) {
   for (const auto& [name, r] : results) {
     SCOPED_TRACE(name);
     const auto& e = expected.at(name);
-    EXPECT_EQ(r.batch_size().vec(), e.at("batch_size").get<std::vector<int64_t>>());
+    EXPECT_EQ(r.batch_size().vec(),
+              e.at("batch_size").get<std::vector<int64_t>>());
     // By key: the order of pad_sequence's masks follows a Python set.
     std::map<std::string, nlohmann::json> py_leaves;
-    for (const auto& leaf : e.at("leaves")) py_leaves[leaf[0].get<std::string>()] = leaf;
+    for (const auto& leaf : e.at("leaves"))
+      py_leaves[leaf[0].get<std::string>()] = leaf;
     const auto keys = r.keys(true, true);
     EXPECT_EQ(keys.size(), py_leaves.size());
     for (const tensordict::NestedKey& key : keys) {
       const auto it = py_leaves.find(key.str());
-      ASSERT_NE(it, py_leaves.end()) << key.str() << " is not in Python's result";
+      ASSERT_NE(it, py_leaves.end())
+          << key.str() << " is not in Python's result";
       const auto& leaf = it->second;
       const at::Tensor t = r.get(key);
-      EXPECT_EQ(t.sizes().vec(), leaf[1].get<std::vector<int64_t>>()) << key.str();
+      EXPECT_EQ(t.sizes().vec(), leaf[1].get<std::vector<int64_t>>())
+          << key.str();
       const auto values = leaf[2].get<std::vector<double>>();
       const at::Tensor flat = t.to(at::kDouble).flatten().contiguous();
       ASSERT_EQ(flat.numel(), static_cast<int64_t>(values.size())) << key.str();
-      EXPECT_TRUE(torch::allclose(flat, torch::tensor(values, torch::kDouble), 1e-5, 1e-6))
+      EXPECT_TRUE(torch::allclose(flat, torch::tensor(values, torch::kDouble),
+                                  1e-5, 1e-6))
           << key.str();
     }
   }
@@ -278,7 +291,8 @@ with open(sys.argv[1], "w") as f:
     json.dump({k: repr(v) for k, v in results.items()}, f)
 )py";
 
-TensorDict NonTensorRow(const std::string& v, std::vector<int64_t> batch = {2}) {
+TensorDict NonTensorRow(const std::string& v,
+                        std::vector<int64_t> batch = {2}) {
   TensorDict t({{"x", torch::zeros(batch)}}, batch);
   t.set_non_tensor("s", v);
   return t;
@@ -295,14 +309,16 @@ TEST(PythonReference, NonTensorEntriesIndexAndCompareAsTensordict) {
   using torch::indexing::None;
   using torch::indexing::Slice;
   std::vector<TensorDict> rows;
-  for (int i = 0; i < 3; ++i) rows.push_back(NonTensorRow("v" + std::to_string(i)));
+  for (int i = 0; i < 3; ++i)
+    rows.push_back(NonTensorRow("v" + std::to_string(i)));
   const TensorDict st = tensordict::stack(rows, 0);
   const TensorDict st1 = tensordict::stack(rows, 1);
   std::vector<TensorDict> inner;
   for (int i = 0; i < 3; ++i) {
     std::vector<TensorDict> pair;
     for (int j = 0; j < 2; ++j) {
-      pair.push_back(NonTensorRow("a" + std::to_string(i) + std::to_string(j), {}));
+      pair.push_back(
+          NonTensorRow("a" + std::to_string(i) + std::to_string(j), {}));
     }
     inner.push_back(tensordict::stack(pair, 0));
   }
@@ -349,7 +365,8 @@ TEST(PythonReference, NonTensorEntriesIndexAndCompareAsTensordict) {
       {"stack(0)[0]", tensordict::stack({st, st}, 0)[0]},
       {"stack(1)[:,0]", tensordict::stack({st, st}, 1).index({Slice(), 0})},
       {"st==st", st == st.clone()},
-      {"st!=st1.T", st != st1.transpose(0, 1).index({Slice(), torch::tensor({1, 0})})},
+      {"st!=st1.T",
+       st != st1.transpose(0, 1).index({Slice(), torch::tensor({1, 0})})},
       {"data==data", st[0] == st[1]},
       {"data!=data", st[0] != st[0]},
       {"data==stack", st[1] == nst[0]},
@@ -366,15 +383,19 @@ TEST(PythonReference, NonTensorEntriesIndexAndCompareAsTensordict) {
   const std::map<std::string, std::string> differs_in_014 = {
       {"unsqueeze(1)[1]", "s: NonTensorStack(\n            [['v1', 'v1']],"},
       {"data==stack", "s: TensorDict(\n            fields={\n            },"},
-      {"st==0", "s: LazyStackedTensorDict(\n            fields={\n            },"},
-      {"st!=1", "s: LazyStackedTensorDict(\n            fields={\n            },"},
+      {"st==0",
+       "s: LazyStackedTensorDict(\n            fields={\n            },"},
+      {"st!=1",
+       "s: LazyStackedTensorDict(\n            fields={\n            },"},
   };
   const bool newest = tensordict_test::TensordictAtLeast(0, 14);
   ASSERT_EQ(results.size(), expected.size());
   for (const auto& [name, r] : results) {
     const std::string py = expected.at(name).get<std::string>();
     if (newest && differs_in_014.count(name) != 0) {
-      EXPECT_NE(py.find(differs_in_014.at(name)), std::string::npos) << name << "\n" << py;
+      EXPECT_NE(py.find(differs_in_014.at(name)), std::string::npos)
+          << name << "\n"
+          << py;
       continue;
     }
     EXPECT_EQ(tensordict::repr(r), py) << name;

@@ -85,7 +85,8 @@ inline bool RunPython(const std::string& script,
 inline bool TensordictAtLeast(int major, int minor) {
   static const std::vector<int> version = [] {
     std::string out;
-    if (!RunPython("import tensordict; print(tensordict.__version__)", {}, &out)) {
+    if (!RunPython("import tensordict; print(tensordict.__version__)", {},
+                   &out)) {
       return std::vector<int>{0, 0};
     }
     int ma = 0;
@@ -100,8 +101,10 @@ inline bool TensordictAtLeast(int major, int minor) {
 
 // The ```python block after the marker `<!-- ci: python <name> -->` in the
 // tutorial `docs/tutorials/<tutorial>`, with `from` replaced by `to`.
-inline std::string TutorialPython(const std::string& tutorial, const std::string& name,
-                                  const std::string& from, const std::string& to) {
+inline std::string TutorialPython(const std::string& tutorial,
+                                  const std::string& name,
+                                  const std::string& from,
+                                  const std::string& to) {
   const std::string md = ReadFile(tensordict_test::TestDataDir() +
                                   "/../../docs/tutorials/" + tutorial);
   const std::string marker = "<!-- ci: python " + name + " -->\n```python\n";

@@ -123,8 +123,9 @@ std::vector<double> Column0(const at::Tensor& t) {
 
 // The reference's TorchRL (the same release line as its tensordict).
 tensordict::TorchRLVersion ReferenceVersion() {
-  return tensordict_test::TensordictAtLeast(0, 14) ? tensordict::TorchRLVersion::v0_14
-                                                   : tensordict::TorchRLVersion::v0_4;
+  return tensordict_test::TensordictAtLeast(0, 14)
+             ? tensordict::TorchRLVersion::v0_14
+             : tensordict::TorchRLVersion::v0_4;
 }
 
 bool SkipTorchRL(bool prioritized) {
@@ -135,9 +136,12 @@ bool SkipTorchRL(bool prioritized) {
 // length, cursor and (prioritized) the trees and the largest priority.
 void TorchRLLoadsABufferThisLibraryWrote(bool prioritized) {
   TempDir dir;
-  auto options = ReplayBufferOptions(16).storage_dir(dir / "rb").seed(0).torchrl_version(
-      ReferenceVersion());
-  if (prioritized) options.sampler(PrioritizedSampler().alpha(0.7).beta(0.5).eps(1e-6));
+  auto options = ReplayBufferOptions(16)
+                     .storage_dir(dir / "rb")
+                     .seed(0)
+                     .torchrl_version(ReferenceVersion());
+  if (prioritized)
+    options.sampler(PrioritizedSampler().alpha(0.7).beta(0.5).eps(1e-6));
   {
     ReplayBuffer rb(options);
     rb.extend(TorchRLRows(0, 20));
@@ -148,8 +152,9 @@ void TorchRLLoadsABufferThisLibraryWrote(bool prioritized) {
   }
   const std::string script =
       std::string(kTorchRLPreamble) + kMakeBuffer + kLoadBuffer;
-  ASSERT_TRUE(RunPython(script, {dir / "rb", prioritized ? "prioritized" : "random",
-                                 dir / "out.json"}));
+  ASSERT_TRUE(RunPython(
+      script,
+      {dir / "rb", prioritized ? "prioritized" : "random", dir / "out.json"}));
   const json py = json::parse(ReadFile(dir / "out.json"));
   EXPECT_EQ(py["len"], 16);
   EXPECT_EQ(py["cursor"], 4);
@@ -174,11 +179,15 @@ void TorchRLLoadsABufferThisLibraryWrote(bool prioritized) {
 void ThisLibraryOpensABufferTorchRLDumped(bool prioritized) {
   TempDir dir;
   const std::string sampler = prioritized ? "prioritized" : "random";
-  ASSERT_TRUE(RunPython(std::string(kTorchRLPreamble) + kMakeBuffer + kDumpBuffer,
-                        {dir / "rb", sampler, dir / "dumped.json"}));
-  auto options = ReplayBufferOptions(16).storage_dir(dir / "rb").seed(0).torchrl_version(
-      ReferenceVersion());
-  if (prioritized) options.sampler(PrioritizedSampler().alpha(0.7).beta(0.5).eps(1e-6));
+  ASSERT_TRUE(
+      RunPython(std::string(kTorchRLPreamble) + kMakeBuffer + kDumpBuffer,
+                {dir / "rb", sampler, dir / "dumped.json"}));
+  auto options = ReplayBufferOptions(16)
+                     .storage_dir(dir / "rb")
+                     .seed(0)
+                     .torchrl_version(ReferenceVersion());
+  if (prioritized)
+    options.sampler(PrioritizedSampler().alpha(0.7).beta(0.5).eps(1e-6));
   {
     ReplayBuffer rb(options);
     EXPECT_EQ(rb.size(), 16);
@@ -199,26 +208,26 @@ void ThisLibraryOpensABufferTorchRLDumped(bool prioritized) {
     }
     rb.add(TorchRLRows(20, 1)[0]);  // "index" is filled in, as TorchRL does
   }
-  ASSERT_TRUE(RunPython(std::string(kTorchRLPreamble) + kMakeBuffer + kLoadBuffer,
-                        {dir / "rb", sampler, dir / "out.json"}));
+  ASSERT_TRUE(
+      RunPython(std::string(kTorchRLPreamble) + kMakeBuffer + kLoadBuffer,
+                {dir / "rb", sampler, dir / "out.json"}));
   const json py = json::parse(ReadFile(dir / "out.json"));
   EXPECT_EQ(py["len"], 16);
   EXPECT_EQ(py["cursor"], 5);
   EXPECT_EQ(py["obs"][4], 20.0);
   EXPECT_EQ(py["done"][4], true);
   EXPECT_TRUE(py["sample_index_ok"].get<bool>());
-  EXPECT_EQ(py["keys"],
-            json::parse(ReadFile(dir / "dumped.json"))["keys"]);
+  EXPECT_EQ(py["keys"], json::parse(ReadFile(dir / "dumped.json"))["keys"]);
 }
 
 }  // namespace
 
 // Both ways, with TorchRL's RandomSampler and PrioritizedSampler.
-#define TD_TORCHRL_TEST(name, fn, prioritized)                  \
-  TEST(PythonReference, name) {                                 \
-    if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;          \
+#define TD_TORCHRL_TEST(name, fn, prioritized)                   \
+  TEST(PythonReference, name) {                                  \
+    if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;           \
     if (SkipTorchRL(prioritized)) GTEST_SKIP() << kNoExtMessage; \
-    fn(prioritized);                                            \
+    fn(prioritized);                                             \
   }
 TD_TORCHRL_TEST(TorchRLLoadsARandomSamplerBufferThisLibraryWrote,
                 TorchRLLoadsABufferThisLibraryWrote, false)
@@ -246,17 +255,19 @@ TEST(PythonReference, TheTutorialsTorchRLSnippetsRun) {
                         .sampler(PrioritizedSampler().alpha(0.7).beta(0.5)));
     for (int step = 0; step < 3; ++step) {
       torch::Tensor obs = torch::randn({100, 4});
-      rb.extend(TensorDict({{"obs", obs},
-                            {"action", torch::randint(2, {100})},
-                            {{"next", "obs"}, obs + 1},
-                            {{"next", "done"}, torch::zeros({100, 1}, torch::kBool)}},
-                           {100}));
+      rb.extend(
+          TensorDict({{"obs", obs},
+                      {"action", torch::randint(2, {100})},
+                      {{"next", "obs"}, obs + 1},
+                      {{"next", "done"}, torch::zeros({100, 1}, torch::kBool)}},
+                     {100}));
     }
     auto [batch, info] = rb.sample(64);
     rb.update_priority(info.index, torch::rand({64}));
   }
-  const std::string load = TutorialPython("memmap_and_python_interop.md", "torchrl-load", "\"actor_rb\"",
-                     "\"" + actor_rb + "\"");
+  const std::string load =
+      TutorialPython("memmap_and_python_interop.md", "torchrl-load",
+                     "\"actor_rb\"", "\"" + actor_rb + "\"");
   ASSERT_FALSE(load.empty());
   ASSERT_TRUE(RunPython(std::string(kTorchRLPreamble) + load + R"py(
 assert len(rb) == 300, len(rb)
@@ -267,16 +278,18 @@ assert (batch["next", "obs"] == batch["obs"] + 1).all()
 
   const std::string learner_rb = dir / "learner_rb";
   const std::string dump =
-      TutorialPython("memmap_and_python_interop.md", "torchrl-dump", "\"learner_rb\"",
-                     "\"" + learner_rb + "\"");
+      TutorialPython("memmap_and_python_interop.md", "torchrl-dump",
+                     "\"learner_rb\"", "\"" + learner_rb + "\"");
   ASSERT_FALSE(dump.empty());
   ASSERT_TRUE(RunPython(std::string(kTorchRLPreamble) + dump, {}));
-  ReplayBuffer rb(
-      ReplayBufferOptions(1000).storage_dir(learner_rb).torchrl_version(ReferenceVersion()));
+  ReplayBuffer rb(ReplayBufferOptions(1000)
+                      .storage_dir(learner_rb)
+                      .torchrl_version(ReferenceVersion()));
   EXPECT_EQ(rb.size(), 1000);
   EXPECT_EQ(rb.cursor(), 200);
   EXPECT_TRUE(at::equal(rb.storage().get("index"), torch::arange(1000)));
-  rb.add(TensorDict({{"obs", torch::randn({4})}, {"action", torch::tensor(1)}}, {}));
+  rb.add(TensorDict({{"obs", torch::randn({4})}, {"action", torch::tensor(1)}},
+                    {}));
   EXPECT_EQ(rb.storage().get("index")[200].item<int64_t>(), 200);
   EXPECT_EQ(rb.cursor(), 201);
 }

@@ -20,18 +20,22 @@ using tensordict::TensorDict;
 using tensordict_test::ExpectThrowsMsg;
 using tensordict_test::ExpectThrowsMsgPrefix;
 
-TensorDict Row(float v) { return TensorDict({{"obs", torch::full({3}, v)}}, {}); }
+TensorDict Row(float v) {
+  return TensorDict({{"obs", torch::full({3}, v)}}, {});
+}
 
 TEST(RateLimiterTest, TheRatioHoldsWithinTheErrorBufferBetweenThreads) {
   // 4 rows sampled per row inserted, from 10 rows on, +-20.
   ReplayBuffer rb(ReplayBufferOptions(100).seed(0).rate_limiter(
-      RateLimiter(4.0).min_size_to_sample(10).error_buffer(20).block_inserts(true)));
+      RateLimiter(4.0).min_size_to_sample(10).error_buffer(20).block_inserts(
+          true)));
   constexpr int64_t kInserts = 1000;
   constexpr int64_t kSamples = 990;  // calls of sample(4): all reachable
   std::atomic<int64_t> out_of_range{0};
   auto check = [&] {
     const auto info = rb.rate_limiter_info();
-    if (info.inserted >= 10 && (info.diff < info.min_diff || info.diff > info.max_diff)) {
+    if (info.inserted >= 10 &&
+        (info.diff < info.min_diff || info.diff > info.max_diff)) {
       ++out_of_range;
     }
   };
@@ -64,17 +68,17 @@ TEST(RateLimiterTest, SamplingWaitsForTheMinimumSizeThenForInserts) {
           std::chrono::milliseconds(50))));
   rb.add(Row(0));
   rb.add(Row(1));
-  ExpectThrowsMsg(
-      [&] { (void)rb.sample(1); },
-      "ReplayBuffer::sample: the rate limiter did not allow 1 rows within 50 ms "
-      "(2 rows inserted, 0 sampled, size 2; samples_per_insert 1, "
-      "min_size_to_sample 3, error_buffer 2)");
+  ExpectThrowsMsg([&] { (void)rb.sample(1); },
+                  "ReplayBuffer::sample: the rate limiter did not allow 1 rows "
+                  "within 50 ms "
+                  "(2 rows inserted, 0 sampled, size 2; samples_per_insert 1, "
+                  "min_size_to_sample 3, error_buffer 2)");
   EXPECT_EQ(rb.rate_limiter_info().sampled, 0);
   rb.add(Row(2));  // diff 3, min_diff 1: two rows may be sampled
   (void)rb.sample(2);
-  ExpectThrowsMsgPrefix(
-      [&] { (void)rb.sample(1); },
-      "ReplayBuffer::sample: the rate limiter did not allow 1 rows within 50 ms");
+  ExpectThrowsMsgPrefix([&] { (void)rb.sample(1); },
+                        "ReplayBuffer::sample: the rate limiter did not allow "
+                        "1 rows within 50 ms");
   // Inserts never wait without block_inserts.
   for (int i = 0; i < 20; ++i) rb.add(Row(3));
   EXPECT_EQ(rb.rate_limiter_info().inserted, 23);
@@ -93,8 +97,11 @@ TEST(RateLimiterTest, SamplingWaitsForTheMinimumSizeThenForInserts) {
 
 TEST(RateLimiterTest, BlockedInsertsTimeOutAndChangeNothing) {
   ReplayBuffer rb(ReplayBufferOptions(100).rate_limiter(
-      RateLimiter(2.0).min_size_to_sample(2).error_buffer(2).block_inserts(true).timeout(
-          std::chrono::milliseconds(30))));
+      RateLimiter(2.0)
+          .min_size_to_sample(2)
+          .error_buffer(2)
+          .block_inserts(true)
+          .timeout(std::chrono::milliseconds(30))));
   // offset 4, diff kept in [2, 6] from 2 rows on.
   rb.add(Row(0));
   rb.add(Row(1));  // diff 4
@@ -125,13 +132,15 @@ TEST(RateLimiterTest, OptionsAreChecked) {
       "RateLimiter: min_size_to_sample must be in [1, capacity 10], got 11");
   ExpectThrowsMsg<c10::ValueError>(
       [&] { make(RateLimiter(4).error_buffer(3)); },
-      "RateLimiter: error_buffer must be at least max(1, samples_per_insert) = 4, "
+      "RateLimiter: error_buffer must be at least max(1, samples_per_insert) = "
+      "4, "
       "got 3");
-  ExpectThrowsMsg<c10::ValueError>(
-      [&] { make(RateLimiter(1), true); },
-      "ReplayBufferOptions: a shared buffer cannot use a rate limiter (it makes "
-      "threads of one process wait)");
-  EXPECT_EQ(ReplayBuffer(ReplayBufferOptions(10)).rate_limiter_info().max_diff, 0);
+  ExpectThrowsMsg<c10::ValueError>([&] { make(RateLimiter(1), true); },
+                                   "ReplayBufferOptions: a shared buffer "
+                                   "cannot use a rate limiter (it makes "
+                                   "threads of one process wait)");
+  EXPECT_EQ(ReplayBuffer(ReplayBufferOptions(10)).rate_limiter_info().max_diff,
+            0);
 }
 
 }  // namespace

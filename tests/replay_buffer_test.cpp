@@ -23,11 +23,11 @@
 namespace {
 
 using tensordict::PrioritizedSampler;
+using tensordict::PrioritizedSliceSampler;
 using tensordict::RandomSampler;
 using tensordict::ReplayBuffer;
 using tensordict::ReplayBufferOptions;
 using tensordict::SamplerWithoutReplacement;
-using tensordict::PrioritizedSliceSampler;
 using tensordict::SliceSampler;
 using tensordict::SliceSamplerWithoutReplacement;
 using tensordict::TensorDict;
@@ -156,8 +156,8 @@ TEST(ReplayBufferTest, LeavesWithoutElementsAreStoredAndSampled) {
   ReplayBuffer rb(ReplayBufferOptions(4).seed(0));
   rb.extend(TensorDict(
       {{"x", torch::arange(3)}, {"none", torch::zeros({3, 0})}}, {3}));
-  rb.add(TensorDict({{"x", torch::tensor(3)}, {"none", torch::zeros({0})}},
-                    {}));
+  rb.add(
+      TensorDict({{"x", torch::tensor(3)}, {"none", torch::zeros({0})}}, {}));
   auto [data, info] = rb.sample(5);
   EXPECT_EQ(data.get("none").sizes().vec(), std::vector<int64_t>({5, 0}));
   EXPECT_TRUE(at::equal(data.get("x"), info.index));
@@ -513,10 +513,10 @@ TEST(ReplayBufferTest, SliceSamplerWithoutReplacementVisitsEachTrajectoryOnce) {
   EXPECT_EQ(std::set<int64_t>(ids.begin(), ids.end()),
             std::set<int64_t>({0, 1, 2, 4, 5}));
 
-  ReplayBuffer drop(ReplayBufferOptions(30)
-                        .sampler(SliceSamplerWithoutReplacement(3)
-                                     .drop_last(true))
-                        .seed(4));
+  ReplayBuffer drop(
+      ReplayBufferOptions(30)
+          .sampler(SliceSamplerWithoutReplacement(3).drop_last(true))
+          .seed(4));
   drop.extend(Trajectories({5, 3, 7, 2, 6}, 0, 0));
   for (int k = 0; k < 3; ++k) {  // 1 left after 3: a new epoch each call
     auto [data, info] = drop.sample(9);
@@ -552,12 +552,12 @@ std::set<int64_t> SliceStarts(const ReplayBuffer& rb, int64_t len) {
   return starts;
 }
 
-TEST(ReplayBufferTest, PrioritizedSlicesStartWhereAWholeSliceFitsAfterAnyWrites) {
+TEST(ReplayBufferTest,
+     PrioritizedSlicesStartWhereAWholeSliceFitsAfterAnyWrites) {
   constexpr int64_t kCap = 23;
   constexpr int64_t kLen = 3;
-  ReplayBuffer rb(ReplayBufferOptions(kCap)
-                      .sampler(PrioritizedSliceSampler(kLen))
-                      .seed(5));
+  ReplayBuffer rb(
+      ReplayBufferOptions(kCap).sampler(PrioritizedSliceSampler(kLen)).seed(5));
   std::mt19937 gen(7);
   // A stream of trajectories of 1..7 rows, written in chunks of 1..5 rows
   // (add for 1), so trajectories continue across writes and the wrap.
@@ -575,11 +575,11 @@ TEST(ReplayBufferTest, PrioritizedSlicesStartWhereAWholeSliceFitsAfterAnyWrites)
       ids.push_back(id);
       dones.push_back(--left == 0);
     }
-    TensorDict chunk(
-        {{"traj", torch::tensor(ids)},
-         {"t", torch::arange(t, t + n)},
-         {{"next", "done"}, torch::tensor(dones).to(torch::kBool).unsqueeze(1)}},
-        {n});
+    TensorDict chunk({{"traj", torch::tensor(ids)},
+                      {"t", torch::arange(t, t + n)},
+                      {{"next", "done"},
+                       torch::tensor(dones).to(torch::kBool).unsqueeze(1)}},
+                     {n});
     t += n;
     if (n == 1) {
       rb.add(chunk[0]);
@@ -641,7 +641,8 @@ TEST(ReplayBufferTest, PrioritizedSliceSamplerDrawsStartsByPriority) {
     EXPECT_EQ(idx[s + 1], idx[s] + 1);
     const float w = info.weight[static_cast<int64_t>(s)].item<float>();
     EXPECT_EQ(w, info.weight[static_cast<int64_t>(s) + 1].item<float>());
-    EXPECT_EQ(w, static_cast<float>(std::pow(mass.at(idx[s]) / eps_mass, -0.9)));
+    EXPECT_EQ(w,
+              static_cast<float>(std::pow(mass.at(idx[s]) / eps_mass, -0.9)));
   }
   EXPECT_EQ(count.size(), 3u);  // rows 1, 6, 7 (the others: ~1e-6 each)
   for (auto& [row, m] : mass) {
@@ -671,8 +672,8 @@ TEST(ReplayBufferTest, PrioritizedSliceSamplerErrorsNameTheProblem) {
       "alpha=-1, beta=0.4, eps=1e-08");
   ExpectThrowsMsg<c10::ValueError>(
       [] {
-        ReplayBuffer bad(ReplayBufferOptions(4).sampler(
-            SliceSamplerWithoutReplacement(0)));
+        ReplayBuffer bad(
+            ReplayBufferOptions(4).sampler(SliceSamplerWithoutReplacement(0)));
       },
       "SliceSamplerWithoutReplacement: slice_len must be positive, got 0");
   ExpectThrowsMsg<c10::ValueError>(
@@ -829,9 +830,9 @@ TEST(ReplayBufferTest, WritesWithOtherKeysShapesOrDtypesThrowAndChangeNothing) {
 TEST(ReplayBufferTest, WritesWithKeysInAnotherOrderLandInTheirOwnLeaves) {
   // The same keys, inserted in another order at both levels, with values
   // that differ per key.
-  TensorDict next({{"reward", torch::full({2, 1}, 7.f)},
-                   {"obs", torch::full({2, 3}, 9.f)}},
-                  {2});
+  TensorDict next(
+      {{"reward", torch::full({2, 1}, 7.f)}, {"obs", torch::full({2, 3}, 9.f)}},
+      {2});
   TensorDict swapped({{"done", torch::ones({2, 1}, torch::kBool)},
                       {"next", next},
                       {"obs", torch::full({2, 3}, 5.f)}},
@@ -846,16 +847,16 @@ TEST(ReplayBufferTest, WritesWithKeysInAnotherOrderLandInTheirOwnLeaves) {
   EXPECT_EQ(st.keys(true, true),
             std::vector<tensordict::NestedKey>(
                 {"obs", "done", {"next", "obs"}, {"next", "reward"}}));
-  EXPECT_TRUE(torch::equal(st.get("obs").slice(0, 2, 4),
-                           torch::full({2, 3}, 5.f)));
+  EXPECT_TRUE(
+      torch::equal(st.get("obs").slice(0, 2, 4), torch::full({2, 3}, 5.f)));
   EXPECT_TRUE(torch::equal(st.get({"next", "obs"}).slice(0, 2, 4),
                            torch::full({2, 3}, 9.f)));
   EXPECT_TRUE(torch::equal(st.get({"next", "reward"}).slice(0, 2, 4),
                            torch::full({2, 1}, 7.f)));
   EXPECT_TRUE(st.get("done").slice(0, 2, 4).all().item<bool>());
   EXPECT_TRUE(torch::equal(st.get("obs")[0], torch::full({3}, 5.f)));
-  EXPECT_TRUE(torch::equal(st.get({"next", "reward"})[0],
-                           torch::full({1}, 7.f)));
+  EXPECT_TRUE(
+      torch::equal(st.get({"next", "reward"})[0], torch::full({1}, 7.f)));
 }
 
 TEST(ReplayBufferTest, AFirstWriteWithoutLeavesThrowsAndAllocatesNothing) {
@@ -965,7 +966,8 @@ TEST(ReplayBufferDiskTest, TheFilesAreCreatedByTheFirstWriteAndNotBefore) {
   }
   EXPECT_EQ(FileSize(dir + "/storage/obs.memmap"), 8u * 3 * 4);
   EXPECT_TRUE(rb.storage().is_memmap());
-  EXPECT_EQ(rb.storage().saved_path(), c10::optional<std::string>(dir + "/storage"));
+  EXPECT_EQ(rb.storage().saved_path(),
+            c10::optional<std::string>(dir + "/storage"));
   EXPECT_EQ(ObsValues(rb.storage()),
             (std::vector<float>{1, 0, 0, 0, 0, 0, 0, 0}));
   // Python-readable: the storage directory loads as a plain memmap dict.
@@ -973,7 +975,8 @@ TEST(ReplayBufferDiskTest, TheFilesAreCreatedByTheFirstWriteAndNotBefore) {
   EXPECT_EQ(ObsValues(loaded)[0], 1.f);
 }
 
-TEST(ReplayBufferDiskTest, AnEmptyExistingDirectoryStaysEmptyUntilTheFirstWrite) {
+TEST(ReplayBufferDiskTest,
+     AnEmptyExistingDirectoryStaysEmptyUntilTheFirstWrite) {
   TempDir tmp;
   ReplayBuffer rb(DiskOptions(4, tmp.str()));
   EXPECT_TRUE(ListDir(tmp.str()).empty());
@@ -1118,16 +1121,14 @@ TEST(ReplayBufferDiskTest, ACorruptStateThrowsClearlyInsteadOfCrashing) {
   }
   // A truncated leaf file.
   ASSERT_EQ(::truncate((tmp / "state/rows_written.memmap").c_str(), 3), 0);
-  ExpectThrowsMsgPrefix(
-      [&] { ReplayBuffer rb(DiskOptions(8, tmp.str())); },
-      "ReplayBuffer: cannot reopen the buffer in '" + tmp.str() +
-          "': load_memmap: ");
+  ExpectThrowsMsgPrefix([&] { ReplayBuffer rb(DiskOptions(8, tmp.str())); },
+                        "ReplayBuffer: cannot reopen the buffer in '" +
+                            tmp.str() + "': load_memmap: ");
   // Malformed JSON.
   std::ofstream(tmp / "state/meta.json", std::ios::trunc) << "{not json";
-  ExpectThrowsMsgPrefix(
-      [&] { ReplayBuffer rb(DiskOptions(8, tmp.str())); },
-      "ReplayBuffer: cannot reopen the buffer in '" + tmp.str() +
-          "': load_memmap: ");
+  ExpectThrowsMsgPrefix([&] { ReplayBuffer rb(DiskOptions(8, tmp.str())); },
+                        "ReplayBuffer: cannot reopen the buffer in '" +
+                            tmp.str() + "': load_memmap: ");
   // A state dict without the buffer's keys.
   RemoveTree(tmp / "state");
   TensorDict({{"capacity", torch::tensor(int64_t{8})}}, {})
@@ -1171,7 +1172,8 @@ TEST(ReplayBufferDiskTest, PrioritiesArePersistedAndResetWhenWrittenWithout) {
   {
     ReplayBuffer rb(opts());
     rb.extend(Rows(8, 0.f));
-    rb.update_priority(torch::tensor({0, 1, 2}), torch::tensor({5.0, 0.0, 2.0}));
+    rb.update_priority(torch::tensor({0, 1, 2}),
+                       torch::tensor({5.0, 0.0, 2.0}));
     rb.manual_seed(9);
     auto [data, info] = rb.sample(64);
     index = Vec(info.index);
@@ -1271,10 +1273,10 @@ std::multiset<float> StoredKeys(const ReplayBuffer& rb) {
 TEST(ReplayBufferTest, MaxValueWriterKeepsTheTopRowsAsTorchRLsExample) {
   // TorchRL's TensorDictMaxValueWriter example: capacity 1, rank "key".
   using tensordict::MaxValueWriter;
-  ReplayBuffer rb(ReplayBufferOptions(1)
-                      .writer(MaxValueWriter().rank_key(
-                          tensordict::NestedKey("key")))
-                      .seed(0));
+  ReplayBuffer rb(
+      ReplayBufferOptions(1)
+          .writer(MaxValueWriter().rank_key(tensordict::NestedKey("key")))
+          .seed(0));
   std::vector<float> low(10), high(10);
   std::iota(low.begin(), low.end(), 0.f);
   std::iota(high.begin(), high.end(), 10.f);
@@ -1319,12 +1321,13 @@ TEST(ReplayBufferTest, MaxValueWriterReducesMultiElementRanks) {
   using tensordict::MaxValueWriter;
   using R = MaxValueWriter::Reduction;
   // Rows of 3 rewards each: sums 6, 0, 3; maxima 3, 0, 3.
-  at::Tensor reward = torch::tensor({1.f, 2.f, 3.f, 0.f, 0.f, 0.f, 3.f, 0.f,
-                                     0.f}).reshape({3, 3, 1});
+  at::Tensor reward =
+      torch::tensor({1.f, 2.f, 3.f, 0.f, 0.f, 0.f, 3.f, 0.f, 0.f})
+          .reshape({3, 3, 1});
   TensorDict batch({{{"next", "reward"}, reward}}, {3});
   auto kept = [&](R reduction) {
-    ReplayBuffer rb(ReplayBufferOptions(2).writer(
-        MaxValueWriter().reduction(reduction)));
+    ReplayBuffer rb(
+        ReplayBufferOptions(2).writer(MaxValueWriter().reduction(reduction)));
     return Vec(rb.extend(batch));
   };
   EXPECT_EQ(kept(R::kSum), std::vector<int64_t>({0, -1, 1}));
@@ -1347,7 +1350,9 @@ TEST(ReplayBufferTest, MaxValueWriterErrorsChangeNothing) {
       "ReplayBuffer::add: the MaxValueWriter's rank_key key is not a tensor "
       "of the row (keys: [obs, done, next, ('next', 'obs')])");
   ExpectThrowsMsg<c10::ValueError>(
-      [&] { rb.extend(Ranked({3, std::nanf("")})); },
+      [&] {
+        rb.extend(Ranked({3, std::nanf("")}));
+      },
       "ReplayBuffer::extend: the MaxValueWriter's rank (key) of row 1 of the "
       "batch is NaN");
   TensorDict wrong = Ranked({3, 4});
@@ -1401,9 +1406,12 @@ std::vector<std::vector<int64_t>> Continue(ReplayBuffer& rb, int64_t n,
 
 TEST(ReplayBufferTest, ACheckpointResumesEverySamplerExactly) {
   const std::vector<tensordict::SamplerConfig> samplers = {
-      RandomSampler(), SamplerWithoutReplacement(),
-      PrioritizedSampler().alpha(0.7).beta(0.5), SliceSampler(2),
-      SliceSamplerWithoutReplacement(2), PrioritizedSliceSampler(2)};
+      RandomSampler(),
+      SamplerWithoutReplacement(),
+      PrioritizedSampler().alpha(0.7).beta(0.5),
+      SliceSampler(2),
+      SliceSamplerWithoutReplacement(2),
+      PrioritizedSliceSampler(2)};
   for (const auto& sampler : samplers) {
     SCOPED_TRACE(sampler.index());
     const bool prioritized = sampler.index() == 2 || sampler.index() == 5;
@@ -1421,7 +1429,8 @@ TEST(ReplayBufferTest, ACheckpointResumesEverySamplerExactly) {
     EXPECT_EQ(b.size(), 24);
     EXPECT_EQ(Continue(b, 4, 9, prioritized), expected);
     // The directory is a storage_dir too.
-    ReplayBuffer reopened(ReplayBufferOptions(24).sampler(sampler).storage_dir(dir));
+    ReplayBuffer reopened(
+        ReplayBufferOptions(24).sampler(sampler).storage_dir(dir));
     EXPECT_EQ(reopened.size(), 24);
     RemoveTree(dir);
   }
@@ -1429,11 +1438,11 @@ TEST(ReplayBufferTest, ACheckpointResumesEverySamplerExactly) {
 
 TEST(ReplayBufferTest, ACheckpointKeepsTheRateLimiterAndTheMaxValueWriter) {
   using tensordict::MaxValueWriter;
-  auto options = ReplayBufferOptions(3)
-                     .writer(MaxValueWriter().rank_key(
-                         tensordict::NestedKey("key")))
-                     .rate_limiter(tensordict::RateLimiter(1.0).error_buffer(10))
-                     .seed(1);
+  auto options =
+      ReplayBufferOptions(3)
+          .writer(MaxValueWriter().rank_key(tensordict::NestedKey("key")))
+          .rate_limiter(tensordict::RateLimiter(1.0).error_buffer(10))
+          .seed(1);
   ReplayBuffer a(options);
   a.extend(Ranked({4, 1, 6}));
   (void)a.sample(2);
@@ -1467,7 +1476,8 @@ TEST(ReplayBufferTest, ACheckpointThatDoesNotFitChangesNothing) {
   const State before = Capture(b);
   ExpectThrowsMsg<c10::ValueError>(
       [&] {
-        ReplayBuffer(ReplayBufferOptions(12).sampler(SamplerWithoutReplacement()))
+        ReplayBuffer(
+            ReplayBufferOptions(12).sampler(SamplerWithoutReplacement()))
             .loads(dir);
       },
       "ReplayBuffer::loads: '" + dir +
@@ -1477,11 +1487,10 @@ TEST(ReplayBufferTest, ACheckpointThatDoesNotFitChangesNothing) {
       "ReplayBuffer::loads: '" + dir +
           "' holds a buffer with sampler SamplerWithoutReplacement, this "
           "buffer's is RandomSampler");
-  ExpectThrowsMsg(
-      [&] { b.loads(dir + "/storage"); },
-      "ReplayBuffer::loads: '" + dir +
-          "/storage' holds no checkpoint (no checkpoint/meta.json; "
-          "ReplayBuffer::dumps writes one)");
+  ExpectThrowsMsg([&] { b.loads(dir + "/storage"); },
+                  "ReplayBuffer::loads: '" + dir +
+                      "/storage' holds no checkpoint (no checkpoint/meta.json; "
+                      "ReplayBuffer::dumps writes one)");
   // Rows of another structure.
   ReplayBuffer other(options);
   other.extend(Trajectories({2}, 0, 0));

@@ -78,7 +78,8 @@ TensorDict Rows(int64_t first, int64_t n) {
 
 std::vector<float> Obs0(const TensorDict& storage) {
   at::Tensor t = storage.get("obs").select(1, 0).contiguous();
-  return std::vector<float>(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
+  return std::vector<float>(t.data_ptr<float>(),
+                            t.data_ptr<float>() + t.numel());
 }
 
 ReplayBufferOptions Disk(int64_t capacity, const std::string& dir) {
@@ -87,7 +88,8 @@ ReplayBufferOptions Disk(int64_t capacity, const std::string& dir) {
 
 // ---- The files a storage_dir keeps for TorchRL -------------------------------
 
-TEST(ReplayBufferTorchRL, ADiskBackedBufferKeepsTheLengthAndCursorTorchRLReads) {
+TEST(ReplayBufferTorchRL,
+     ADiskBackedBufferKeepsTheLengthAndCursorTorchRLReads) {
   TempDir tmp;
   const std::string dir = tmp / "rb";
   ReplayBuffer rb(Disk(8, dir));
@@ -126,8 +128,10 @@ TEST(ReplayBufferTorchRL, APrioritizedBufferKeepsTheTreesTorchRLReads) {
         PrioritizedSampler().alpha(0.5).beta(0.25).eps(0.01)));
     rb.extend(Rows(0, 3));
     const std::string meta = dir + "/sampler/sampler_metadata.json";
-    EXPECT_EQ(ReadFile(meta).find(v014 ? "\"_max_priority\": [1.0" : "\"_max_priority\": 1.0"),
-              std::string("{\"_alpha\": 0.5, \"_beta\": 0.25, \"_eps\": 0.01, ").size());
+    EXPECT_EQ(ReadFile(meta).find(v014 ? "\"_max_priority\": [1.0"
+                                       : "\"_max_priority\": 1.0"),
+              std::string("{\"_alpha\": 0.5, \"_beta\": 0.25, \"_eps\": 0.01, ")
+                  .size());
     EXPECT_EQ(ReadJson(meta),
               json::parse(v014 ? R"({"_alpha": 0.5, "_beta": 0.25, "_eps": 0.01,
                                      "_max_priority": [1.0, null], "_max_capacity": 4,
@@ -142,10 +146,12 @@ TEST(ReplayBufferTorchRL, APrioritizedBufferKeepsTheTreesTorchRLReads) {
 
     rb.update_priority(torch::tensor({0, 2}), torch::tensor({4.0, 0.5}));
     EXPECT_EQ(ReadJson(meta)["_max_priority"], max_priority("4.0"));
-    EXPECT_EQ(ReadDoubles(dir + "/sampler/sumtree.memmap"),
-              (std::vector<double>{std::pow(4.01, 0.5), m1, std::pow(0.51, 0.5), 0}));
+    EXPECT_EQ(
+        ReadDoubles(dir + "/sampler/sumtree.memmap"),
+        (std::vector<double>{std::pow(4.01, 0.5), m1, std::pow(0.51, 0.5), 0}));
     rb.add(Rows(3, 1)[0]);  // a new row gets the largest priority
-    EXPECT_EQ(ReadDoubles(dir + "/sampler/sumtree.memmap")[3], std::pow(4.01, 0.5));
+    EXPECT_EQ(ReadDoubles(dir + "/sampler/sumtree.memmap")[3],
+              std::pow(4.01, 0.5));
     rb.clear();
     EXPECT_EQ(ReadJson(meta)["_max_priority"], max_priority("1.0"));
   }
@@ -166,7 +172,8 @@ TEST(ReplayBufferTorchRL, ARowOfMassZeroHoldsTheMinTreesInitialValue) {
 TEST(ReplayBufferTorchRL, SamplerWithoutReplacementWritesAFreshEpoch) {
   TempDir tmp;
   const std::string dir = tmp / "rb";
-  ReplayBuffer rb(Disk(4, dir).sampler(SamplerWithoutReplacement().drop_last(true)));
+  ReplayBuffer rb(
+      Disk(4, dir).sampler(SamplerWithoutReplacement().drop_last(true)));
   rb.extend(Rows(0, 3));
   EXPECT_EQ(ReadJson(dir + "/sampler/sampler_metadata.json"),
             json::parse(R"({"len_storage": 0, "_sample_list": null,
@@ -218,8 +225,9 @@ void WriteTorchRLDump(const std::string& dir) {
             R"({"metadata": {}, "is_pytree": false, "len": 8})");
   WriteFile(dir + "/writer/metadata.json", R"({"cursor": 3})");
   WriteFile(dir + "/buffer_metadata.json", R"({"batch_size": null})");
-  WriteFile(dir + "/sampler/sampler_metadata.json",
-            R"({"_alpha": 0.5, "_beta": 0.4, "_eps": 0.0, "_max_priority": 64.0, "_max_capacity": 8})");
+  WriteFile(
+      dir + "/sampler/sampler_metadata.json",
+      R"({"_alpha": 0.5, "_beta": 0.4, "_eps": 0.0, "_max_priority": 64.0, "_max_capacity": 8})");
   std::vector<double> sum(8), min(8);
   for (int i = 0; i < 8; ++i) sum[i] = min[i] = i + 1.0;  // sqrt((i+1)^2)
   WriteFile(dir + "/sampler/sumtree.memmap",
@@ -240,9 +248,9 @@ TEST(ReplayBufferTorchRL, OpensADirectoryTorchRLDumped) {
             c10::optional<std::string>(dir + "/storage"));
   // The priorities, back from the tree: mass^(1 / alpha) - eps.
   TensorDict priority = TensorDict::load_memmap(dir + "/priority");
-  EXPECT_TRUE(at::allclose(priority.get("priority"),
-                           torch::tensor({1., 4., 9., 16., 25., 36., 49., 64.},
-                                         torch::kFloat64)));
+  EXPECT_TRUE(at::allclose(
+      priority.get("priority"),
+      torch::tensor({1., 4., 9., 16., 25., 36., 49., 64.}, torch::kFloat64)));
   // Sampling follows them: row 7 has mass 8 of 36.
   auto [data, info] = rb.sample(36000);
   const double share7 = info.index.eq(7).sum().item<double>() / 36000;
@@ -276,16 +284,18 @@ TEST(ReplayBufferTorchRL, OpensTheMaxPriorityPairOfTorchRL014) {
     TempDir tmp;
     const std::string dir = tmp / "rb";
     WriteTorchRLDump(dir);
-    WriteFile(dir + "/sampler/sampler_metadata.json",
-              R"({"_alpha": 0.5, "_beta": 0.4, "_eps": 0.0, "_max_priority": )" + text +
-                  R"(, "_max_capacity": 8.0, "_schema_version": 1})");
-    ReplayBuffer rb(Disk(8, dir).sampler(PrioritizedSampler().alpha(0.5).eps(0)));
+    WriteFile(
+        dir + "/sampler/sampler_metadata.json",
+        R"({"_alpha": 0.5, "_beta": 0.4, "_eps": 0.0, "_max_priority": )" +
+            text + R"(, "_max_capacity": 8.0, "_schema_version": 1})");
+    ReplayBuffer rb(
+        Disk(8, dir).sampler(PrioritizedSampler().alpha(0.5).eps(0)));
     const TensorDict state = TensorDict::load_memmap(dir + "/state");
     EXPECT_EQ(state.get("max_priority").item<double>(), max_p) << text;
     TensorDict priority = TensorDict::load_memmap(dir + "/priority");
-    EXPECT_TRUE(at::allclose(priority.get("priority"),
-                             torch::tensor({1., 4., 9., 16., 25., 36., 49., 64.},
-                                           torch::kFloat64)))
+    EXPECT_TRUE(at::allclose(
+        priority.get("priority"),
+        torch::tensor({1., 4., 9., 16., 25., 36., 49., 64.}, torch::kFloat64)))
         << text;
   }
 }
@@ -343,7 +353,8 @@ TEST(ReplayBufferTorchRL, ADamagedDumpIsRejectedAndLeftAsItWas) {
        "ReplayBuffer: '" + writer + "': \"cursor\" is 8, outside [0, 8)",
        false},
       {"writer/metadata.json", R"({"cursor": )",
-       "ReplayBuffer: '" + writer + "' is not valid JSON (syntax error at byte 12)",
+       "ReplayBuffer: '" + writer +
+           "' is not valid JSON (syntax error at byte 12)",
        false},
       {"writer/metadata.json", "[3]",
        "ReplayBuffer: '" + writer + "' must hold a JSON object, got array",
@@ -373,7 +384,8 @@ TEST(ReplayBufferTorchRL, ADamagedDumpIsRejectedAndLeftAsItWas) {
        false},
       {"sampler/sampler_metadata.json",
        R"({"_alpha": 0.5, "_beta": 0.4, "_eps": 0.0, "_max_priority": 1.0, "_max_capacity": 8.5})",
-       "ReplayBuffer: '" + pmeta + "': \"_max_capacity\" must be an integer, got 8.5",
+       "ReplayBuffer: '" + pmeta +
+           "': \"_max_capacity\" must be an integer, got 8.5",
        false},
       {"sampler/sumtree.memmap", nullptr,
        "ReplayBuffer: '" + dir +

@@ -83,10 +83,9 @@ TEST(GaeTest, MatchesTheNaiveDoubleRecurrenceWithEpisodeEndsInsideTheWindow) {
   const RandomRollout r = MakeRandomRollout({200, 16}, at::kDouble, 1);
   ASSERT_GT(r.done.sum().item<int64_t>(), 100);
   ASSERT_GT(r.terminated.sum().item<int64_t>(), 50);
-  ASSERT_LT(r.terminated.sum().item<int64_t>(),
-            r.done.sum().item<int64_t>());
-  const GaeResult got = tensordict::gae(r.reward, r.value, r.next_value,
-                                        r.done, r.terminated, 0.99, 0.95);
+  ASSERT_LT(r.terminated.sum().item<int64_t>(), r.done.sum().item<int64_t>());
+  const GaeResult got = tensordict::gae(r.reward, r.value, r.next_value, r.done,
+                                        r.terminated, 0.99, 0.95);
   const GaeResult want = NaiveGae(r.reward, r.value, r.next_value, r.done,
                                   r.terminated, 0.99, 0.95);
   EXPECT_EQ(got.advantage.scalar_type(), at::kDouble);
@@ -97,8 +96,8 @@ TEST(GaeTest, MatchesTheNaiveDoubleRecurrenceWithEpisodeEndsInsideTheWindow) {
 
 TEST(GaeTest, FloatInputsGiveFloatResultsWithin1e6OfTheDoubleReference) {
   const RandomRollout r = MakeRandomRollout({300, 8}, at::kFloat, 2);
-  const GaeResult got = tensordict::gae(r.reward, r.value, r.next_value,
-                                        r.done, r.terminated, 0.99, 0.95);
+  const GaeResult got = tensordict::gae(r.reward, r.value, r.next_value, r.done,
+                                        r.terminated, 0.99, 0.95);
   const GaeResult want = NaiveGae(r.reward, r.value, r.next_value, r.done,
                                   r.terminated, 0.99, 0.95);
   EXPECT_EQ(got.advantage.scalar_type(), at::kFloat);
@@ -112,8 +111,8 @@ TEST(GaeTest, TrailingDimsAndNumericFlagsGiveTheSameResult) {
   const GaeResult flat = tensordict::gae(r.reward, r.value, r.next_value,
                                          r.done, r.terminated, 0.9, 0.8);
   const GaeResult trailing = tensordict::gae(
-      r.reward.unsqueeze(-1), r.value.unsqueeze(-1),
-      r.next_value.unsqueeze(-1), r.done.to(at::kFloat).unsqueeze(-1),
+      r.reward.unsqueeze(-1), r.value.unsqueeze(-1), r.next_value.unsqueeze(-1),
+      r.done.to(at::kFloat).unsqueeze(-1),
       r.terminated.to(at::kLong).unsqueeze(-1), 0.9, 0.8);
   EXPECT_EQ(trailing.advantage.sizes(), (std::vector<int64_t>{64, 5, 1}));
   EXPECT_TRUE(trailing.advantage.squeeze(-1).equal(flat.advantage));
@@ -127,21 +126,22 @@ TEST(GaeTest, NonContiguousAndHalfInputsAreConvertedOnce) {
   // The same data, stored env-major and viewed time-major.
   auto strided = [](const at::Tensor& t) { return t.t().contiguous().t(); };
   ASSERT_FALSE(strided(r.value).is_contiguous());
-  const GaeResult got = tensordict::gae(
-      strided(r.reward), strided(r.value), strided(r.next_value),
-      strided(r.done), strided(r.terminated), 0.99, 0.95);
+  const GaeResult got = tensordict::gae(strided(r.reward), strided(r.value),
+                                        strided(r.next_value), strided(r.done),
+                                        strided(r.terminated), 0.99, 0.95);
   EXPECT_TRUE(got.advantage.equal(want.advantage));
   EXPECT_TRUE(got.value_target.equal(want.value_target));
   const GaeResult half = tensordict::gae(
-      r.reward.to(at::kHalf), r.value.to(at::kHalf),
-      r.next_value.to(at::kHalf), r.done, r.terminated, 0.99, 0.95);
-  EXPECT_EQ(half.advantage.scalar_type(), at::kHalf);
-  const GaeResult half_ref = NaiveGae(
       r.reward.to(at::kHalf), r.value.to(at::kHalf), r.next_value.to(at::kHalf),
       r.done, r.terminated, 0.99, 0.95);
-  EXPECT_TRUE(half.advantage.to(at::kDouble).allclose(half_ref.advantage,
-                                                      /*rtol=*/1e-3,
-                                                      /*atol=*/1e-2));
+  EXPECT_EQ(half.advantage.scalar_type(), at::kHalf);
+  const GaeResult half_ref =
+      NaiveGae(r.reward.to(at::kHalf), r.value.to(at::kHalf),
+               r.next_value.to(at::kHalf), r.done, r.terminated, 0.99, 0.95);
+  EXPECT_TRUE(half.advantage.to(at::kDouble)
+                  .allclose(half_ref.advantage,
+                            /*rtol=*/1e-3,
+                            /*atol=*/1e-2));
 }
 
 TEST(GaeTest, TruncationBootstrapsFromTheNextValueAndTerminationDoesNot) {
@@ -157,36 +157,37 @@ TEST(GaeTest, TruncationBootstrapsFromTheNextValueAndTerminationDoesNot) {
   // Step 0: delta = 1 + 0.5 * 4 - 2 = 1; A_0 = 1 + 0.25 * 2 = 1.5.
   const GaeResult trunc =
       tensordict::gae(reward, value, next_value, done, no_term, 0.5, 0.5);
-  EXPECT_TRUE(trunc.advantage.equal(
-      torch::tensor({1.5, 2.0, 1.0}, torch::kDouble)));
-  EXPECT_TRUE(trunc.value_target.equal(
-      torch::tensor({3.5, 6.0, 9.0}, torch::kDouble)));
+  EXPECT_TRUE(
+      trunc.advantage.equal(torch::tensor({1.5, 2.0, 1.0}, torch::kDouble)));
+  EXPECT_TRUE(
+      trunc.value_target.equal(torch::tensor({3.5, 6.0, 9.0}, torch::kDouble)));
   // Terminated step 1: delta = 1 - 4 = -3; A_0 = 1 + 0.25 * -3 = 0.25.
   const GaeResult term =
       tensordict::gae(reward, value, next_value, done, done, 0.5, 0.5);
-  EXPECT_TRUE(term.advantage.equal(
-      torch::tensor({0.25, -3.0, 1.0}, torch::kDouble)));
+  EXPECT_TRUE(
+      term.advantage.equal(torch::tensor({0.25, -3.0, 1.0}, torch::kDouble)));
   // Without an episode end the recursion crosses step 1:
   // A_1 = 2 + 0.25 * 1 = 2.25, A_0 = 1 + 0.25 * 2.25 = 1.5625.
   const GaeResult none =
       tensordict::gae(reward, value, next_value, no_term, no_term, 0.5, 0.5);
-  EXPECT_TRUE(none.advantage.equal(
-      torch::tensor({1.5625, 2.25, 1.0}, torch::kDouble)));
+  EXPECT_TRUE(
+      none.advantage.equal(torch::tensor({1.5625, 2.25, 1.0}, torch::kDouble)));
 }
 
 TEST(GaeTest, MismatchedShapesThrowNamingTheInput) {
   const at::Tensor v = torch::zeros({4, 2});
   const at::Tensor bad = torch::zeros({4, 3});
   const at::Tensor flag = torch::zeros({4, 2}, torch::kBool);
-  ExpectThrowsMsg([&] { (void)tensordict::gae(bad, v, v, flag, flag, 1, 1); },
-                  "gae: reward has shape [4, 3], expected value's shape [4, 2]");
+  ExpectThrowsMsg(
+      [&] { (void)tensordict::gae(bad, v, v, flag, flag, 1, 1); },
+      "gae: reward has shape [4, 3], expected value's shape [4, 2]");
   ExpectThrowsMsg(
       [&] { (void)tensordict::gae(v, v, v.unsqueeze(-1), flag, flag, 1, 1); },
       "gae: next_value has shape [4, 2, 1], expected value's shape [4, 2]");
   ExpectThrowsMsg(
       [&] {
-        (void)tensordict::gae(v, v, v, torch::zeros({4}, torch::kBool), flag,
-                              1, 1);
+        (void)tensordict::gae(v, v, v, torch::zeros({4}, torch::kBool), flag, 1,
+                              1);
       },
       "gae: done has shape [4], expected value's shape [4, 2]");
   ExpectThrowsMsg(
@@ -210,14 +211,14 @@ namespace {
 
 // One env step for E envs, TorchRL's layout.
 TensorDict MakeStep(int64_t E, int64_t t, bool with_values = false) {
-  TensorDict td(
-      {{"observation", torch::full({E, 3}, static_cast<float>(t))},
-       {"action", torch::arange(E) + t * E},
-       {{"next", "observation"}, torch::full({E, 3}, static_cast<float>(t) + 1.0f)},
-       {{"next", "reward"}, torch::ones({E, 1})},
-       {{"next", "done"}, torch::zeros({E, 1}, torch::kBool)},
-       {{"next", "terminated"}, torch::zeros({E, 1}, torch::kBool)}},
-      {E});
+  TensorDict td({{"observation", torch::full({E, 3}, static_cast<float>(t))},
+                 {"action", torch::arange(E) + t * E},
+                 {{"next", "observation"},
+                  torch::full({E, 3}, static_cast<float>(t) + 1.0f)},
+                 {{"next", "reward"}, torch::ones({E, 1})},
+                 {{"next", "done"}, torch::zeros({E, 1}, torch::kBool)},
+                 {{"next", "terminated"}, torch::zeros({E, 1}, torch::kBool)}},
+                {E});
   if (with_values) {
     td.set("state_value", torch::full({E, 1}, 0.5f));
     td.set({"next", "state_value"}, torch::full({E, 1}, 0.25f));
@@ -233,7 +234,8 @@ RolloutBuffer FilledBuffer(int64_t T, int64_t E, bool with_values = true) {
 
 }  // namespace
 
-TEST(RolloutBufferTest, FirstStepAllocatesTheWholeRolloutAndLaterStepsWriteInPlace) {
+TEST(RolloutBufferTest,
+     FirstStepAllocatesTheWholeRolloutAndLaterStepsWriteInPlace) {
   RolloutBuffer buf(5, 3);
   EXPECT_EQ(buf.num_steps(), 5);
   EXPECT_EQ(buf.num_envs(), 3);
@@ -254,7 +256,8 @@ TEST(RolloutBufferTest, FirstStepAllocatesTheWholeRolloutAndLaterStepsWriteInPla
 // A partial step would leave the previous rollout's values in place (and a
 // new key would be zeros in the steps before it): every step brings the
 // first step's keys, and a failed step changes nothing.
-TEST(RolloutBufferTest, AStepWithOtherKeysThanTheFirstThrowsNamingThemAndChangesNothing) {
+TEST(RolloutBufferTest,
+     AStepWithOtherKeysThanTheFirstThrowsNamingThemAndChangesNothing) {
   RolloutBuffer buf(4, 2);
   for (int64_t t = 0; t < 4; ++t) buf.step(t, MakeStep(2, t));
   buf.data().set("advantage", torch::zeros({4, 2, 1}));  // not a step key
@@ -280,15 +283,17 @@ TEST(RolloutBufferTest, AStepWithOtherKeysThanTheFirstThrowsNamingThemAndChanges
       "the first step: [mask]; missing from step 3: [action]");
   ExpectUnchanged(buf.data(), before);
   // The next rollout: the same keys, in another order, are accepted.
-  TensorDict reordered({{{"next", "terminated"}, torch::ones({2, 1}, torch::kBool)},
-                        {{"next", "done"}, torch::ones({2, 1}, torch::kBool)},
-                        {{"next", "reward"}, torch::full({2, 1}, 3.0f)},
-                        {{"next", "observation"}, torch::zeros({2, 3})},
-                        {"action", torch::tensor({7, 8})},
-                        {"observation", torch::zeros({2, 3})}},
-                       {2});
+  TensorDict reordered(
+      {{{"next", "terminated"}, torch::ones({2, 1}, torch::kBool)},
+       {{"next", "done"}, torch::ones({2, 1}, torch::kBool)},
+       {{"next", "reward"}, torch::full({2, 1}, 3.0f)},
+       {{"next", "observation"}, torch::zeros({2, 3})},
+       {"action", torch::tensor({7, 8})},
+       {"observation", torch::zeros({2, 3})}},
+      {2});
   buf.step(0, reordered);
-  EXPECT_TRUE(buf.data().get({"next", "reward"})[0].eq(3.0f).all().item<bool>());
+  EXPECT_TRUE(
+      buf.data().get({"next", "reward"})[0].eq(3.0f).all().item<bool>());
 }
 
 TEST(RolloutBufferTest, StepRejectsAnOutOfRangeStepAndAWrongBatchSize) {
@@ -333,10 +338,10 @@ TEST(RolloutBufferTest, ComputeGaeStoresTheFreeFunctionsResult) {
   d.get({"next", "terminated"})[2][1] = true;
   d.get({"next", "done"})[4][3] = true;  // a truncation
   buf.compute_gae(0.99, 0.95);
-  const GaeResult want = NaiveGae(
-      d.get({"next", "reward"}), d.get("state_value"),
-      d.get({"next", "state_value"}), d.get({"next", "done"}),
-      d.get({"next", "terminated"}), 0.99, 0.95);
+  const GaeResult want =
+      NaiveGae(d.get({"next", "reward"}), d.get("state_value"),
+               d.get({"next", "state_value"}), d.get({"next", "done"}),
+               d.get({"next", "terminated"}), 0.99, 0.95);
   const at::Tensor adv = d.get("advantage");
   EXPECT_EQ(adv.sizes(), (std::vector<int64_t>{6, 4, 1}));
   EXPECT_LE(MaxAbsDiff(adv, want.advantage), 1e-6);
@@ -348,7 +353,8 @@ TEST(RolloutBufferTest, ComputeGaeStoresTheFreeFunctionsResult) {
   EXPECT_FALSE(adv.allclose(want.advantage.to(at::kFloat)));
 }
 
-TEST(RolloutBufferTest, ComputeGaeEndsTheEpisodeOnTruncatedEvenWhenDoneIsNotSet) {
+TEST(RolloutBufferTest,
+     ComputeGaeEndsTheEpisodeOnTruncatedEvenWhenDoneIsNotSet) {
   RolloutBuffer buf = FilledBuffer(5, 2);
   const TensorDict d = buf.data();
   d.set("state_value", torch::randn({5, 2, 1}));
@@ -391,9 +397,8 @@ TEST(RolloutBufferTest, ComputeGaeNamesOtherMissingOrMisshapenKeys) {
   ExpectThrowsMsg([&] { buf.compute_gae(0.99, 0.95); },
                   "RolloutBuffer::compute_gae: missing key ('next', "
                   "'terminated') (terminated)");
-  ExpectThrowsMsg(
-      [&] { buf.compute_gae(0.99, 0.95, GaeKeys().reward("rew")); },
-      "RolloutBuffer::compute_gae: missing key rew (reward)");
+  ExpectThrowsMsg([&] { buf.compute_gae(0.99, 0.95, GaeKeys().reward("rew")); },
+                  "RolloutBuffer::compute_gae: missing key rew (reward)");
   buf.data().set({"next", "terminated"}, torch::zeros({3, 2}, torch::kBool));
   ExpectThrowsMsg([&] { buf.compute_gae(0.99, 0.95); },
                   "RolloutBuffer::compute_gae: key ('next', 'terminated'): "
@@ -407,12 +412,11 @@ TEST(RolloutBufferTest, ComputeGaeNamesOtherMissingOrMisshapenKeys) {
   EXPECT_FALSE(buf.data().contains("advantage"));
 }
 
-TEST(RolloutBufferTest, ComputeGaeRejectsOutputKeysItCannotStoreAndWritesNothing) {
+TEST(RolloutBufferTest,
+     ComputeGaeRejectsOutputKeysItCannotStoreAndWritesNothing) {
   RolloutBuffer buf = FilledBuffer(3, 2);
   ExpectThrowsMsg(
-      [&] {
-        buf.compute_gae(0.99, 0.95, GaeKeys().value_target("next"));
-      },
+      [&] { buf.compute_gae(0.99, 0.95, GaeKeys().value_target("next")); },
       "RolloutBuffer::compute_gae: cannot store the value target at next: it "
       "holds a TensorDict");
   EXPECT_FALSE(buf.data().contains("advantage"));
@@ -430,7 +434,8 @@ TEST(RolloutBufferTest, ComputeGaeUsesConfiguredKeys) {
   RolloutBuffer buf = FilledBuffer(4, 2);
   const TensorDict d = buf.data();
   d.rename_key_("state_value", "v");
-  buf.compute_gae(0.99, 0.95, GaeKeys().value("v").advantage("adv").value_target("ret"));
+  buf.compute_gae(0.99, 0.95,
+                  GaeKeys().value("v").advantage("adv").value_target("ret"));
   EXPECT_TRUE(d.contains("adv"));
   EXPECT_TRUE(d.contains("ret"));
   EXPECT_FALSE(d.contains("advantage"));

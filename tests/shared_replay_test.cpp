@@ -37,10 +37,11 @@ constexpr int64_t kWidth = 4096;  // floats per leaf: a torn row is likely
 
 // A row whose every element is `v`: two float leaves and an int64 scalar.
 TensorDict Row(int64_t v) {
-  return TensorDict({{"obs", torch::full({kWidth}, static_cast<float>(v))},
-                     {{"next", "obs"}, torch::full({kWidth}, static_cast<float>(v))},
-                     {"step", torch::scalar_tensor(v, torch::kLong)}},
-                    {});
+  return TensorDict(
+      {{"obs", torch::full({kWidth}, static_cast<float>(v))},
+       {{"next", "obs"}, torch::full({kWidth}, static_cast<float>(v))},
+       {"step", torch::scalar_tensor(v, torch::kLong)}},
+      {});
 }
 
 // The number of rows of `batch` whose elements are not all equal to the
@@ -210,12 +211,14 @@ class IntraOpThreads {
 // grain of elements per op).
 bool ParallelWork() {
   const at::Tensor big = torch::rand({1 << 22});
-  return big.eq(big).all().item<bool>() && big.add(1).gt(0.5).any().item<bool>();
+  return big.eq(big).all().item<bool>() &&
+         big.add(1).gt(0.5).any().item<bool>();
 }
 
 // core/fork_safety.h: with OpenMP, a child forked after this thread ran
 // parallel regions would wait forever in its first one.
-TEST(ForkSafety, ChildrenForkedAfterParallelWorkRunTensorDictOpsAndTheSharedBuffer) {
+TEST(ForkSafety,
+     ChildrenForkedAfterParallelWorkRunTensorDictOpsAndTheSharedBuffer) {
   IntraOpThreads threads(4);
   ReplayBuffer rb(ReplayBufferOptions(64).shared(true).seed(0));
   rb.add(Row(1));
@@ -228,10 +231,12 @@ TEST(ForkSafety, ChildrenForkedAfterParallelWorkRunTensorDictOpsAndTheSharedBuff
     TensorDict td({{"a", torch::rand({256, 4096})},
                    {{"n", "b"}, torch::rand({256, 4096})}},
                   {256});
-    const TensorDict twice = td.apply([](const at::Tensor& t) { return t * 2; });
+    const TensorDict twice =
+        td.apply([](const at::Tensor& t) { return t * 2; });
     const TensorDict both = tensordict::stack({td, twice}, 0);
     if (!(both[1] == twice).all() || !(td.clone() == td).all()) ::_exit(6);
-    if (!torch::equal(twice.get({"n", "b"}), td.get({"n", "b"}) * 2)) ::_exit(7);
+    if (!torch::equal(twice.get({"n", "b"}), td.get({"n", "b"}) * 2))
+      ::_exit(7);
     for (int64_t v = 2; v < 40; ++v) rb.add(Row(v));
     auto [batch, info] = rb.sample(32);
     if (TornRows(batch) != 0) ::_exit(8);

@@ -87,9 +87,8 @@ TEST_F(StreamOrderTest, AccessesFromOneStreamMakeNoEvents) {
     order.enter();
     order.enter();
   }
-  EXPECT_EQ(Log(), (std::vector<std::string>{
-                       "event1 recorded on dev0:stream0",
-                       "dev0:stream5 waits for event1"}));
+  EXPECT_EQ(Log(), (std::vector<std::string>{"event1 recorded on dev0:stream0",
+                                             "dev0:stream5 waits for event1"}));
 }
 
 TEST_F(StreamOrderTest, EachSwitchWaitsForThePreviousStream) {
@@ -105,13 +104,12 @@ TEST_F(StreamOrderTest, EachSwitchWaitsForThePreviousStream) {
     c10::StreamGuard g(FakeStream(kDev0, 7));
     order.enter();
   }
-  EXPECT_EQ(Log(), (std::vector<std::string>{
-                       "event1 recorded on dev0:stream0",
-                       "dev0:stream3 waits for event1",
-                       "event2 recorded on dev0:stream3",
-                       "dev0:stream0 waits for event2",
-                       "event3 recorded on dev0:stream0",
-                       "dev0:stream7 waits for event3"}));
+  EXPECT_EQ(
+      Log(),
+      (std::vector<std::string>{
+          "event1 recorded on dev0:stream0", "dev0:stream3 waits for event1",
+          "event2 recorded on dev0:stream3", "dev0:stream0 waits for event2",
+          "event3 recorded on dev0:stream0", "dev0:stream7 waits for event3"}));
 }
 
 // Each device of the memory is ordered on its own; CPU devices and repeated
@@ -124,9 +122,8 @@ TEST_F(StreamOrderTest, EveryDeviceIsOrderedOnItsOwn) {
     c10::StreamGuard g(FakeStream(kDev1, 2));  // only device 1 switches
     order.enter();
   }
-  EXPECT_EQ(Log(), (std::vector<std::string>{
-                       "event1 recorded on dev1:stream0",
-                       "dev1:stream2 waits for event1"}));
+  EXPECT_EQ(Log(), (std::vector<std::string>{"event1 recorded on dev1:stream0",
+                                             "dev1:stream2 waits for event1"}));
   Log().clear();
   c10::StreamGuard g(FakeStream(kDev0, 4));
   order.set_devices({kDev0});  // stream 4 is now the last access's

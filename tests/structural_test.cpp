@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 #include <tensordict/tensordict.h>
 
-#include "test_util.h"
 #include <torch/torch.h>
+#include "test_util.h"
 
 #include <string>
 #include <vector>
@@ -73,8 +73,9 @@ void ExpectLeavesEqual(const TensorDict& a, const TensorDict& b) {
 // A batch-[4, 6] dict with a sub-dict that has an extra batch dim:
 // a[4, 6, 3], next: batch [4, 6, 2] with obs[4, 6, 2, 5].
 TensorDict MakeDict2D() {
-  TensorDict next({{"obs", torch::arange(240, torch::kFloat).reshape({4, 6, 2, 5})}},
-                  {4, 6, 2});
+  TensorDict next(
+      {{"obs", torch::arange(240, torch::kFloat).reshape({4, 6, 2, 5})}},
+      {4, 6, 2});
   return TensorDict({{"a", torch::arange(72, torch::kFloat).reshape({4, 6, 3})},
                      {"next", next}},
                     {4, 6});
@@ -101,7 +102,8 @@ TEST(StructuralStack, StacksAlongAnInnerDimAndAcceptsNegativeDims) {
   std::vector<TensorDict> tds;
   for (int64_t i = 0; i < 3; ++i) {
     tds.push_back(TensorDict(
-        {{"x", torch::rand({2, 4})}, {{"n", "y"}, torch::rand({2, 7, 3})}}, {2}));
+        {{"x", torch::rand({2, 4})}, {{"n", "y"}, torch::rand({2, 7, 3})}},
+        {2}));
   }
   TensorDict a = tensordict::stack(tds, 1);
   TensorDict b = tensordict::stack(tds, -1);
@@ -193,7 +195,8 @@ TEST(StructuralStack, FusedAndGeneralPathsGiveIdenticalResults) {
   for (int64_t i = 0; i < 3; ++i) {
     tds.push_back(TensorDict({{"x", torch::rand({2, 3})}}, {2}));
   }
-  EXPECT_TRUE(at::equal(tensordict::stack(tds, 1).get("x"), StackKey(tds, "x", 1)));
+  EXPECT_TRUE(
+      at::equal(tensordict::stack(tds, 1).get("x"), StackKey(tds, "x", 1)));
 }
 
 TEST(StructuralStack, GradientsFlowThroughStack) {
@@ -217,7 +220,8 @@ TEST(StructuralStack, ErrorsForAnEmptyListAndOutOfRangeDims) {
   ExpectThrowsMsg<c10::ValueError>(
       [] { (void)tensordict::stack({}); },
       "stack: expected a non-empty list of TensorDicts");
-  auto rows = std::vector<TensorDict>{TensorDict({{"x", torch::rand({2})}}, {2})};
+  auto rows =
+      std::vector<TensorDict>{TensorDict({{"x", torch::rand({2})}}, {2})};
   ExpectThrowsMsg<c10::IndexError>(
       [&] { (void)tensordict::stack(rows, 2); },
       "stack: dim 2 is out of range for TensorDicts with batch_size [2] "
@@ -254,9 +258,8 @@ TEST(StructuralStack, KeyErrorListsWhichKeysAreMissingFromWhichInput) {
 }
 
 TEST(StructuralStack, ErrorsForLeafVsDictConflictsAndSubDictBatchSizes) {
-  std::vector<TensorDict> tds = {
-      TensorDict({{"x", EmptyTd({2})}}, {2}),
-      TensorDict({{"x", torch::rand({2})}}, {2})};
+  std::vector<TensorDict> tds = {TensorDict({{"x", EmptyTd({2})}}, {2}),
+                                 TensorDict({{"x", torch::rand({2})}}, {2})};
   ExpectThrowsMsg<c10::TypeError>(
       [&] { (void)tensordict::stack(tds); },
       "stack: key x is a TensorDict in input 0 but a tensor in input 1");
@@ -389,23 +392,24 @@ TEST(StructuralStackOut, IndexedOutAllocatesMissingKeysInTheParentBuffer) {
   EXPECT_TRUE(at::equal(obs[0], obs[2]));
 }
 
-TEST(StructuralStackOut, IndexedOutErrorsNameStackOutAndLeaveTheBufferUnchanged) {
+TEST(StructuralStackOut,
+     IndexedOutErrorsNameStackOutAndLeaveTheBufferUnchanged) {
   TensorDict buffer({}, {4, 3});
   buffer.index_put_({0}, tensordict::stack(MakeRows(3)));
   Snapshot before = TakeSnapshot(buffer);
   ExpectThrowsMsg(
       [&] {
-        tensordict::stack_out(buffer[Slice(0, 2)],
-                              {tensordict::stack(MakeRows(3)),
-                               tensordict::stack(MakeRows(2))});
+        tensordict::stack_out(
+            buffer[Slice(0, 2)],
+            {tensordict::stack(MakeRows(3)), tensordict::stack(MakeRows(2))});
       },
       "stack_out: input 1 has batch_size [2], expected [3] (the batch_size of "
       "input 0)");
   ExpectThrowsMsg(
       [&] {
-        tensordict::stack_out(buffer[Slice(0, 3)],
-                              {tensordict::stack(MakeRows(3)),
-                               tensordict::stack(MakeRows(3))});
+        tensordict::stack_out(
+            buffer[Slice(0, 3)],
+            {tensordict::stack(MakeRows(3)), tensordict::stack(MakeRows(3))});
       },
       "stack_out: out has batch_size [3, 3], expected [2, 3] (the stacked "
       "batch_size)");
@@ -418,8 +422,9 @@ TEST(StructuralStackOut, AllocatesOnlyTheMissingKeysOfAPartialOut) {
   at::Tensor obs = out.get("obs");
   tensordict::stack_out(out, rows);
   EXPECT_TRUE(out.get("obs").is_same(obs));
-  EXPECT_EQ(out.keys(true), (std::vector<NestedKey>{"obs", "action", "done", "next",
-                                                    {"next", "obs"}}));
+  EXPECT_EQ(out.keys(true),
+            (std::vector<NestedKey>{
+                "obs", "action", "done", "next", {"next", "obs"}}));
   EXPECT_EQ(out.get_tensordict("next").device(),
             c10::optional<at::Device>(at::kCPU));
   ExpectLeavesEqual(out, tensordict::stack(rows));
@@ -430,7 +435,8 @@ TEST(StructuralStackOut, CastsIntoOutsDtypeOnTheGeneralPath) {
   TensorDict out({{"obs", torch::zeros({3, 6}, torch::kDouble)}}, {3});
   tensordict::stack_out(out, rows);
   EXPECT_EQ(out.get("obs").scalar_type(), at::kDouble);
-  EXPECT_TRUE(at::equal(out.get("obs"), StackKey(rows, "obs").to(torch::kDouble)));
+  EXPECT_TRUE(
+      at::equal(out.get("obs"), StackKey(rows, "obs").to(torch::kDouble)));
 }
 
 TEST(StructuralStackOut, GeneralAndFusedPathsWriteTheSameValues) {
@@ -467,9 +473,8 @@ TEST(StructuralStackOut, FailedWritesLeaveOutUnchanged) {
   auto rows = MakeRows(3);
   // A bad trailing shape for one key; other keys are missing and would be
   // allocated.
-  TensorDict out({{"action", torch::zeros({3, 2})},
-                  {"obs", torch::zeros({3, 5})}},
-                 {3});
+  TensorDict out(
+      {{"action", torch::zeros({3, 2})}, {"obs", torch::zeros({3, 5})}}, {3});
   Snapshot before = TakeSnapshot(out);
   ExpectThrowsMsg(
       [&] { tensordict::stack_out(out, rows); },
@@ -477,9 +482,8 @@ TEST(StructuralStackOut, FailedWritesLeaveOutUnchanged) {
       "stacked shape)");
   ExpectUnchanged(out, before);
 
-  TensorDict conflict({{"obs", torch::zeros({3, 6})},
-                       {"next", torch::zeros({3, 6})}},
-                      {3});
+  TensorDict conflict(
+      {{"obs", torch::zeros({3, 6})}, {"next", torch::zeros({3, 6})}}, {3});
   before = TakeSnapshot(conflict);
   ExpectThrowsMsg<c10::TypeError>(
       [&] { tensordict::stack_out(conflict, rows); },
@@ -487,8 +491,8 @@ TEST(StructuralStackOut, FailedWritesLeaveOutUnchanged) {
   ExpectUnchanged(conflict, before);
 
   // The same conflict when out is a region of a larger dict.
-  TensorDict big({{"obs", torch::zeros({5, 6})}, {"next", torch::zeros({5, 6})}},
-                 {5});
+  TensorDict big(
+      {{"obs", torch::zeros({5, 6})}, {"next", torch::zeros({5, 6})}}, {5});
   before = TakeSnapshot(big);
   ExpectThrowsMsg<c10::TypeError>(
       [&] { tensordict::stack_out(big[Slice(1, 4)], rows); },
@@ -605,8 +609,9 @@ TEST(StructuralCat, ErrorsNameTheBatchSizesAndShapes) {
       },
       "cat: cannot concatenate TensorDicts with no batch dimensions "
       "(batch_size [])");
-  std::vector<TensorDict> tds = {TensorDict({{"x", torch::rand({2, 3})}}, {2, 3}),
-                                 TensorDict({{"x", torch::rand({3, 3})}}, {3, 3})};
+  std::vector<TensorDict> tds = {
+      TensorDict({{"x", torch::rand({2, 3})}}, {2, 3}),
+      TensorDict({{"x", torch::rand({3, 3})}}, {3, 3})};
   ExpectThrowsMsg(
       [&] { (void)tensordict::cat(tds, 1); },
       "cat: input 1 has batch_size [3, 3], which does not match input 0's "
@@ -646,7 +651,8 @@ TEST(StructuralSplit, UnbindGivesViewsWithTheDimRemoved) {
               std::vector<int64_t>({6, 2}));
     EXPECT_TRUE(at::equal(p.get("a"), td.get("a").select(0, i)));
     EXPECT_TRUE(SharesStorage(p.get("a"), td.get("a")));
-    EXPECT_TRUE(at::equal(p.get({"next", "obs"}), td.get({"next", "obs"}).select(0, i)));
+    EXPECT_TRUE(at::equal(p.get({"next", "obs"}),
+                          td.get({"next", "obs"}).select(0, i)));
   }
   auto cols = td.unbind(-1);
   ASSERT_EQ(cols.size(), 6u);
@@ -691,11 +697,15 @@ TEST(StructuralSplit, SplitBySizeAndBySizesGivesViews) {
       "split: split_size must be positive, got 0 (TensorDict batch_size [4, "
       "6])");
   ExpectThrowsMsg<c10::ValueError>(
-      [&] { (void)td.split(std::vector<int64_t>{2, 3}, 0); },
+      [&] {
+        (void)td.split(std::vector<int64_t>{2, 3}, 0);
+      },
       "split: split_sizes [2, 3] sum to 5, but batch dim 0 has size 4 "
       "(TensorDict batch_size [4, 6])");
   ExpectThrowsMsg<c10::ValueError>(
-      [&] { (void)td.split(std::vector<int64_t>{5, -1}, 0); },
+      [&] {
+        (void)td.split(std::vector<int64_t>{5, -1}, 0);
+      },
       "split: split_sizes [5, -1] has a negative entry (TensorDict batch_size "
       "[4, 6])");
 }
@@ -736,15 +746,21 @@ TEST(StructuralShape, ReshapeAndViewMoveFeatureDimsAlong) {
   EXPECT_TRUE(at::equal(v.get("a"), td.get("a").reshape({8, 3, 3})));
 
   ExpectThrowsMsg(
-      [&] { (void)td.reshape({5, 5}); },
+      [&] {
+        (void)td.reshape({5, 5});
+      },
       "reshape: shape [5, 5] is invalid for a TensorDict with batch_size [4, "
       "6] (24 elements)");
   ExpectThrowsMsg(
-      [&] { (void)td.view({-1, 5}); },
+      [&] {
+        (void)td.view({-1, 5});
+      },
       "view: shape [-1, 5] is invalid for a TensorDict with batch_size [4, 6] "
       "(24 elements)");
   ExpectThrowsMsg(
-      [&] { (void)td.reshape({-1, -1}); },
+      [&] {
+        (void)td.reshape({-1, -1});
+      },
       "reshape: only one dimension can be inferred in [-1, -1]");
 }
 
@@ -760,7 +776,8 @@ TEST(StructuralShape, ViewThrowsWhereReshapeCopies) {
 }
 
 TEST(StructuralShape, UnsqueezeAndSqueezeWorkOnBatchDimsOnly) {
-  TensorDict td({{"x", torch::rand({3, 1})}, {"y", torch::rand({3, 1, 1})}}, {3});
+  TensorDict td({{"x", torch::rand({3, 1})}, {"y", torch::rand({3, 1, 1})}},
+                {3});
   TensorDict u = td.unsqueeze(0);
   EXPECT_EQ(u.batch_size().vec(), std::vector<int64_t>({1, 3}));
   EXPECT_EQ(u.get("x").sizes().vec(), std::vector<int64_t>({1, 3, 1}));
@@ -771,7 +788,8 @@ TEST(StructuralShape, UnsqueezeAndSqueezeWorkOnBatchDimsOnly) {
 
   TensorDict s = u.unsqueeze(2).squeeze();  // batch [1, 3, 1] -> [3]
   EXPECT_EQ(s.batch_size().vec(), std::vector<int64_t>({3}));
-  EXPECT_EQ(s.get("x").sizes().vec(), std::vector<int64_t>({3, 1}));  // feature kept
+  EXPECT_EQ(s.get("x").sizes().vec(),
+            std::vector<int64_t>({3, 1}));  // feature kept
   EXPECT_EQ(s.get("y").sizes().vec(), std::vector<int64_t>({3, 1, 1}));
   TensorDict s0 = u.squeeze(0);
   EXPECT_EQ(s0.batch_size().vec(), std::vector<int64_t>({3}));
@@ -801,11 +819,15 @@ TEST(StructuralShape, PermuteAndTransposeMoveBatchDims) {
   TensorDict t = td.transpose(-1, 0);
   EXPECT_TRUE(at::equal(t.get("a"), p.get("a")));
   ExpectThrowsMsg<c10::IndexError>(
-      [&] { (void)td.permute({0, 0}); },
+      [&] {
+        (void)td.permute({0, 0});
+      },
       "permute: dims [0, 0] are not a permutation of the batch dims of a "
       "TensorDict with batch_size [4, 6]");
   ExpectThrowsMsg<c10::IndexError>(
-      [&] { (void)td.permute({0, 1, 2}); },
+      [&] {
+        (void)td.permute({0, 1, 2});
+      },
       "permute: dims [0, 1, 2] are not a permutation of the batch dims of a "
       "TensorDict with batch_size [4, 6]");
   ExpectThrowsMsg<c10::IndexError>(
@@ -834,7 +856,9 @@ TEST(StructuralShape, FlattenAndUnflattenRoundTrip) {
       "flatten: start_dim 1 must not come after end_dim 0 (TensorDict "
       "batch_size [4, 6])");
   ExpectThrowsMsg<c10::ValueError>(
-      [&] { (void)td.unflatten(1, {4, 4}); },
+      [&] {
+        (void)td.unflatten(1, {4, 4});
+      },
       "unflatten: sizes [4, 4] don't multiply up to the size of batch dim 1 "
       "(6) of a TensorDict with batch_size [4, 6]");
 }
@@ -848,12 +872,15 @@ TEST(StructuralShape, ExpandAddsLeadingDimsAndBroadcastsSizeOneDims) {
   EXPECT_EQ(e.get("x").sizes().vec(), std::vector<int64_t>({2, 3, 5}));
   EXPECT_EQ(e.get_tensordict("s").batch_size().vec(),
             std::vector<int64_t>({2, 3, 2}));
-  EXPECT_EQ(e.get({"s", "y"}).sizes().vec(), std::vector<int64_t>({2, 3, 2, 4}));
+  EXPECT_EQ(e.get({"s", "y"}).sizes().vec(),
+            std::vector<int64_t>({2, 3, 2, 4}));
   EXPECT_EQ(e.get("x").data_ptr(), td.get("x").data_ptr());
   EXPECT_EQ(e.get("x").stride(0), 0);
   TensorDict one({{"x", torch::rand({1, 5})}}, {1});
-  EXPECT_EQ(one.expand({4, -1}).batch_size().vec(), std::vector<int64_t>({4, 1}));
-  EXPECT_EQ(one.expand({3}).get("x").sizes().vec(), std::vector<int64_t>({3, 5}));
+  EXPECT_EQ(one.expand({4, -1}).batch_size().vec(),
+            std::vector<int64_t>({4, 1}));
+  EXPECT_EQ(one.expand({3}).get("x").sizes().vec(),
+            std::vector<int64_t>({3, 5}));
   ExpectThrowsMsg(
       [&] { (void)td.expand({4}); },
       "expand: cannot expand a TensorDict with batch_size [3] to [4]");

@@ -34,7 +34,8 @@ TensorDict MakeDict() {
 // Construction
 // ---------------------------------------------------------------------------
 
-TEST(TensorDictConstruction, EmptyBracesWithBatchSizeMakeAnEmptyDictWithThatBatch) {
+TEST(TensorDictConstruction,
+     EmptyBracesWithBatchSizeMakeAnEmptyDictWithThatBatch) {
   const int64_t N = 10;
   TensorDict td({}, {N, 3});
   EXPECT_TRUE(td.empty());
@@ -95,16 +96,19 @@ TEST(TensorDictConstruction, ConstructorStoresTheGivenTensorsAndSubDicts) {
               std::vector<int64_t>({4, 2}));
   EXPECT_TRUE(td.get_tensordict("next").batch_size() ==
               std::vector<int64_t>({4}));
-  EXPECT_EQ(td.keys(true), Keys({"t", "sub", {"sub", "x"}, "next", {"next", "obs"}}));
+  EXPECT_EQ(td.keys(true),
+            Keys({"t", "sub", {"sub", "x"}, "next", {"next", "obs"}}));
 }
 
-TEST(TensorDictConstruction, ConstructorWithDeviceSetsDeviceOnDictAndCreatedSubDicts) {
+TEST(TensorDictConstruction,
+     ConstructorWithDeviceSetsDeviceOnDictAndCreatedSubDicts) {
   at::Tensor t = torch::rand({2, 3});
   TensorDict td({{"t", t}, {{"next", "obs"}, torch::zeros({2})}}, {2},
                 at::Device(at::kCPU));
   ASSERT_TRUE(td.device().has_value());
   EXPECT_EQ(*td.device(), at::Device(at::kCPU));
-  EXPECT_TRUE(td.get("t").is_same(t)) << "a leaf already on the device is not copied";
+  EXPECT_TRUE(td.get("t").is_same(t))
+      << "a leaf already on the device is not copied";
   ASSERT_TRUE(td.get_tensordict("next").device().has_value());
   EXPECT_EQ(*td.get_tensordict("next").device(), at::Device(at::kCPU));
 }
@@ -117,27 +121,40 @@ TEST(TensorDictConstruction, ConstructorWithDeviceMovesLeavesThere) {
 
 TEST(TensorDictConstruction, LeafWithWrongLeadingDimsIsRejected) {
   ExpectThrowsMsg(
-      [] { TensorDict td({{"a", torch::zeros({3, 2})}}, {4}); },
+      [] {
+        TensorDict td({{"a", torch::zeros({3, 2})}}, {4});
+      },
       "key a: expected leading dims [4], got [3]");
   ExpectThrowsMsg(
-      [] { TensorDict td({{"a", torch::zeros({4})}}, {4, 3}); },
+      [] {
+        TensorDict td({{"a", torch::zeros({4})}}, {4, 3});
+      },
       "key a: expected leading dims [4, 3], got [4]");
 }
 
-TEST(TensorDictConstruction, SubDictWhoseBatchDoesNotStartWithParentsIsRejected) {
+TEST(TensorDictConstruction,
+     SubDictWhoseBatchDoesNotStartWithParentsIsRejected) {
   TensorDict sub({}, {3});
-  ExpectThrowsMsg([&] { TensorDict td({{"sub", sub}}, {4}); },
-                  "key sub: the sub-TensorDict's batch_size [3] must start with [4]");
+  ExpectThrowsMsg(
+      [&] {
+        TensorDict td({{"sub", sub}}, {4});
+      },
+      "key sub: the sub-TensorDict's batch_size [3] must start with [4]");
 }
 
 TEST(TensorDictConstruction, NegativeBatchDimensionIsRejected) {
-  ExpectThrowsMsg<c10::ValueError>([] { TensorDict td({}, {2, -1}); },
-                                   "TensorDict: batch_size [2, -1] has a negative dimension");
+  ExpectThrowsMsg<c10::ValueError>(
+      [] {
+        TensorDict td({}, {2, -1});
+      },
+      "TensorDict: batch_size [2, -1] has a negative dimension");
 }
 
 TEST(TensorDictConstruction, UndefinedTensorItemIsRejected) {
   ExpectThrowsMsg<c10::ValueError>(
-      [] { TensorDict td({{"a", at::Tensor()}}, {}); },
+      [] {
+        TensorDict td({{"a", at::Tensor()}}, {});
+      },
       "key a: cannot set an undefined tensor");
 }
 
@@ -145,14 +162,15 @@ TEST(TensorDictConstruction, EntryReportsWhatItHolds) {
   Entry t(torch::zeros({2}));
   EXPECT_TRUE(t.is_tensor());
   EXPECT_FALSE(t.is_tensordict());
-  ExpectThrowsMsg<c10::TypeError>([&] { (void)t.tensordict(); },
-                                  "this entry holds a tensor, not a TensorDict");
+  ExpectThrowsMsg<c10::TypeError>(
+      [&] { (void)t.tensordict(); },
+      "this entry holds a tensor, not a TensorDict");
   TensorDict sub;
   Entry d(sub);
   EXPECT_TRUE(d.is_tensordict());
   EXPECT_TRUE(d.tensordict().is_same(sub));
-  ExpectThrowsMsg<c10::TypeError>([&] { (void)d.tensor(); },
-                                  "this entry holds a TensorDict, not a tensor");
+  ExpectThrowsMsg<c10::TypeError>(
+      [&] { (void)d.tensor(); }, "this entry holds a TensorDict, not a tensor");
 }
 
 TEST(TensorDictConstruction, NumelIsTheProductOfTheBatchSize) {
@@ -203,10 +221,14 @@ TEST(NestedKeyTest, EmptyKeyIsRejected) {
 
 TEST(NestedKeyTest, EmptyComponentIsRejected) {
   ExpectThrowsMsg<c10::ValueError>(
-      [] { NestedKey k{"next", ""}; },
+      [] {
+        NestedKey k{"next", ""};
+      },
       "NestedKey: empty key is not allowed (in nested key ('next', ''))");
   ExpectThrowsMsg<c10::ValueError>(
-      [] { NestedKey k{"", "obs"}; },
+      [] {
+        NestedKey k{"", "obs"};
+      },
       "NestedKey: empty key is not allowed (in nested key ('', 'obs'))");
 }
 
@@ -216,7 +238,9 @@ TEST(NestedKeyTest, EmptyKeyPassedToDictMethodsThrowsAndChangesNothing) {
   ExpectThrowsMsg<c10::ValueError>([&] { td.set("", torch::zeros({4})); },
                                    "NestedKey: empty key is not allowed");
   ExpectThrowsMsg<c10::ValueError>(
-      [&] { td.set({"next", ""}, torch::zeros({4})); },
+      [&] {
+        td.set({"next", ""}, torch::zeros({4}));
+      },
       "NestedKey: empty key is not allowed (in nested key ('next', ''))");
   ExpectThrowsMsg<c10::ValueError>([&] { (void)td.get(""); },
                                    "NestedKey: empty key is not allowed");
@@ -241,8 +265,12 @@ TEST(TensorDictKeys, KeysListsTopLevelKeysInInsertionOrder) {
 
 TEST(TensorDictKeys, IncludeNestedListsEachSubDictFollowedByItsKeys) {
   EXPECT_EQ(MakeNestedDict().keys(/*include_nested=*/true),
-            Keys({"a", "next", {"next", "obs"}, {"next", "deep"},
-                  {"next", "deep", "x"}, "b"}));
+            Keys({"a",
+                  "next",
+                  {"next", "obs"},
+                  {"next", "deep"},
+                  {"next", "deep", "x"},
+                  "b"}));
 }
 
 TEST(TensorDictKeys, LeavesOnlyDropsSubDictKeys) {
@@ -288,7 +316,8 @@ TEST(TensorDictGetSet, GetTensordictReturnsTheParentsOwnChild) {
 TEST(TensorDictGetSet, GetEntryReturnsLeafOrSubDict) {
   TensorDict td = MakeDict();
   EXPECT_TRUE(td.get_entry("a").tensor().is_same(td.get("a")));
-  EXPECT_TRUE(td.get_entry("next").tensordict().is_same(td.get_tensordict("next")));
+  EXPECT_TRUE(
+      td.get_entry("next").tensordict().is_same(td.get_tensordict("next")));
 }
 
 TEST(TensorDictGetSet, MissingKeyErrorListsTheAvailableKeys) {
@@ -298,8 +327,11 @@ TEST(TensorDictGetSet, MissingKeyErrorListsTheAvailableKeys) {
       [&] { (void)td.get("zz"); },
       "key zz not found in TensorDict with keys [a, next, ('next', 'obs')]");
   ExpectThrowsMsg<c10::IndexError>(
-      [&] { (void)td.get({"next", "zz"}); },
-      "key ('next', 'zz') not found in TensorDict with keys [a, next, ('next', 'obs')]");
+      [&] {
+        (void)td.get({"next", "zz"});
+      },
+      "key ('next', 'zz') not found in TensorDict with keys [a, next, ('next', "
+      "'obs')]");
   ExpectThrowsMsg<c10::IndexError>(
       [&] { (void)td.get_tensordict("zz"); },
       "key zz not found in TensorDict with keys [a, next, ('next', 'obs')]");
@@ -327,7 +359,8 @@ TEST(TensorDictGetSet, SetReplacesTheTensorInPlaceOfTheOldKey) {
   const TensorDict& ret = td.set("a", fresh);
   EXPECT_TRUE(ret.is_same(td));
   EXPECT_TRUE(td.get("a").is_same(fresh));
-  EXPECT_TRUE(at::equal(old, old_value)) << "set must not copy into the old tensor";
+  EXPECT_TRUE(at::equal(old, old_value))
+      << "set must not copy into the old tensor";
   EXPECT_EQ(td.keys(), Keys({"a", "next"}));
 }
 
@@ -337,11 +370,13 @@ TEST(TensorDictGetSet, SetCanBeChained) {
   EXPECT_EQ(td.keys(), Keys({"a", "b"}));
 }
 
-TEST(TensorDictGetSet, SetNestedKeyCreatesIntermediateSubDictsWithParentBatchSize) {
+TEST(TensorDictGetSet,
+     SetNestedKeyCreatesIntermediateSubDictsWithParentBatchSize) {
   TensorDict td({}, {4, 2});
   td.set({"a", "b", "c"}, torch::zeros({4, 2, 3}));
   EXPECT_EQ(td.keys(true), Keys({"a", {"a", "b"}, {"a", "b", "c"}}));
-  EXPECT_TRUE(td.get_tensordict("a").batch_size() == std::vector<int64_t>({4, 2}));
+  EXPECT_TRUE(td.get_tensordict("a").batch_size() ==
+              std::vector<int64_t>({4, 2}));
   EXPECT_TRUE(td.get_tensordict({"a", "b"}).batch_size() ==
               std::vector<int64_t>({4, 2}));
   EXPECT_FALSE(td.get_tensordict("a").device().has_value());
@@ -349,8 +384,11 @@ TEST(TensorDictGetSet, SetNestedKeyCreatesIntermediateSubDictsWithParentBatchSiz
 
 TEST(TensorDictGetSet, SetNestedKeyChecksLeadingDimsAndCreatesNothingOnError) {
   TensorDict td({}, {4, 8});
-  ExpectThrowsMsg([&] { td.set({"next", "obs"}, torch::zeros({4, 7, 3})); },
-                  "key ('next', 'obs'): expected leading dims [4, 8], got [4, 7]");
+  ExpectThrowsMsg(
+      [&] {
+        td.set({"next", "obs"}, torch::zeros({4, 7, 3}));
+      },
+      "key ('next', 'obs'): expected leading dims [4, 8], got [4, 7]");
   EXPECT_TRUE(td.empty()) << "the intermediate sub-dict must not be created";
   EXPECT_FALSE(td.contains("next"));
 }
@@ -358,8 +396,11 @@ TEST(TensorDictGetSet, SetNestedKeyChecksLeadingDimsAndCreatesNothingOnError) {
 TEST(TensorDictGetSet, SetChecksLeadingDimsAgainstTheSubDictThatHoldsTheLeaf) {
   TensorDict td({{"sub", TensorDict({}, {4, 5})}}, {4});
   Snapshot s = TakeSnapshot(td);
-  ExpectThrowsMsg([&] { td.set({"sub", "x"}, torch::zeros({4, 6})); },
-                  "key ('sub', 'x'): expected leading dims [4, 5], got [4, 6]");
+  ExpectThrowsMsg(
+      [&] {
+        td.set({"sub", "x"}, torch::zeros({4, 6}));
+      },
+      "key ('sub', 'x'): expected leading dims [4, 5], got [4, 6]");
   ExpectUnchanged(td, s);
   td.set({"sub", "x"}, torch::zeros({4, 5, 6}));
   EXPECT_TRUE(td.contains({"sub", "x"}));
@@ -387,8 +428,11 @@ TEST(TensorDictGetSet, SetNestedKeyThroughATensorThrowsAndChangesNothing) {
   TensorDict td = MakeDict();
   Snapshot s = TakeSnapshot(td);
   ExpectThrowsMsg<c10::TypeError>(
-      [&] { td.set({"a", "b"}, torch::zeros({4})); },
-      "key ('a', 'b'): cannot create a sub-TensorDict at a: a tensor lives there");
+      [&] {
+        td.set({"a", "b"}, torch::zeros({4}));
+      },
+      "key ('a', 'b'): cannot create a sub-TensorDict at a: a tensor lives "
+      "there");
   ExpectUnchanged(td, s);
 }
 
@@ -420,8 +464,12 @@ TEST(TensorDictGetSet, SetSubDictReplacesTheSubDictAtThatKey) {
 TEST(TensorDictGetSet, SetSubDictWithWrongBatchThrowsAndChangesNothing) {
   TensorDict td = MakeDict();
   Snapshot s = TakeSnapshot(td);
-  ExpectThrowsMsg([&] { td.set({"deep", "sub"}, TensorDict({}, {5, 2})); },
-                  "key ('deep', 'sub'): the sub-TensorDict's batch_size [5, 2] must start with [4]");
+  ExpectThrowsMsg(
+      [&] {
+        td.set({"deep", "sub"}, TensorDict({}, {5, 2}));
+      },
+      "key ('deep', 'sub'): the sub-TensorDict's batch_size [5, 2] must start "
+      "with [4]");
   ExpectUnchanged(td, s);
 }
 
@@ -450,7 +498,8 @@ TEST(TensorDictGetSet, SetMovesTheValueToTheDictsDevice) {
 // set_
 // ---------------------------------------------------------------------------
 
-TEST(TensorDictSetInPlace, SetUnderscoreCopiesIntoTheStoredTensorKeepingIdentity) {
+TEST(TensorDictSetInPlace,
+     SetUnderscoreCopiesIntoTheStoredTensorKeepingIdentity) {
   TensorDict td = MakeDict();
   at::Tensor before = td.get("a");
   const auto v0 = before._version();
@@ -466,7 +515,8 @@ TEST(TensorDictSetInPlace, SetUnderscoreBroadcastsAndCastsTheValue) {
   td.set_({"next", "obs"}, torch::tensor({{1}, {2}, {3}, {4}}, torch::kLong));
   EXPECT_TRUE(td.get({"next", "obs"}).is_same(before));
   EXPECT_EQ(before.scalar_type(), at::kFloat);
-  EXPECT_TRUE(at::equal(before, torch::tensor({1.f, 2.f, 3.f, 4.f}).unsqueeze(1).expand({4, 2})));
+  EXPECT_TRUE(at::equal(
+      before, torch::tensor({1.f, 2.f, 3.f, 4.f}).unsqueeze(1).expand({4, 2})));
 }
 
 TEST(TensorDictSetInPlace, SetUnderscoreErrorsLeaveTheDictUnchanged) {
@@ -475,11 +525,17 @@ TEST(TensorDictSetInPlace, SetUnderscoreErrorsLeaveTheDictUnchanged) {
   ExpectThrowsMsg<c10::IndexError>(
       [&] { td.set_("zz", torch::zeros({4})); },
       "key zz not found in TensorDict with keys [a, next, ('next', 'obs')]");
-  ExpectThrowsMsg([&] { td.set_("a", torch::zeros({3, 3})); },
-                  "set_: key a: expected leading dims [4], got [3]");
   ExpectThrowsMsg(
-      [&] { td.set_("a", torch::zeros({4, 2})); },
-      "set_: key a: cannot write a value of shape [4, 2] into the stored tensor of shape [4, 3]");
+      [&] {
+        td.set_("a", torch::zeros({3, 3}));
+      },
+      "set_: key a: expected leading dims [4], got [3]");
+  ExpectThrowsMsg(
+      [&] {
+        td.set_("a", torch::zeros({4, 2}));
+      },
+      "set_: key a: cannot write a value of shape [4, 2] into the stored "
+      "tensor of shape [4, 3]");
   ExpectThrowsMsg<c10::TypeError>(
       [&] { td.set_("next", torch::zeros({4})); },
       "set_: key next: cannot write a tensor where a TensorDict lives");
@@ -494,7 +550,9 @@ TEST(TensorDictSetInPlace, SetUnderscoreErrorsLeaveTheDictUnchanged) {
 // ---------------------------------------------------------------------------
 
 TEST(TensorDictErase, EraseRemovesTheKeyAndKeepsTheOrderOfTheOthers) {
-  TensorDict td({{"a", torch::zeros({2})}, {"b", torch::zeros({2})}, {"c", torch::zeros({2})}},
+  TensorDict td({{"a", torch::zeros({2})},
+                 {"b", torch::zeros({2})},
+                 {"c", torch::zeros({2})}},
                 {2});
   td.erase("b");
   EXPECT_EQ(td.keys(), Keys({"a", "c"}));
@@ -514,7 +572,8 @@ TEST(TensorDictErase, EraseOrPopOfAMissingKeyThrowsAndChangesNothing) {
   TensorDict td = MakeDict();
   Snapshot s = TakeSnapshot(td);
   const std::string msg =
-      "key ('next', 'zz') not found in TensorDict with keys [a, next, ('next', 'obs')]";
+      "key ('next', 'zz') not found in TensorDict with keys [a, next, ('next', "
+      "'obs')]";
   ExpectThrowsMsg<c10::IndexError>([&] { td.erase({"next", "zz"}); }, msg);
   ExpectThrowsMsg<c10::IndexError>([&] { (void)td.pop({"next", "zz"}); }, msg);
   ExpectUnchanged(td, s);
@@ -534,7 +593,9 @@ TEST(TensorDictErase, PopReturnsWhatTheKeyHeld) {
 }
 
 TEST(TensorDictRename, RenameKeyMovesTheEntryToTheEndUnderTheNewName) {
-  TensorDict td({{"a", torch::zeros({2})}, {"b", torch::zeros({2})}, {"c", torch::zeros({2})}},
+  TensorDict td({{"a", torch::zeros({2})},
+                 {"b", torch::zeros({2})},
+                 {"c", torch::zeros({2})}},
                 {2});
   at::Tensor a = td.get("a");
   const TensorDict& ret = td.rename_key_("a", "z");
@@ -547,7 +608,8 @@ TEST(TensorDictRename, RenameKeyToANestedKeyCreatesTheSubDict) {
   TensorDict td = MakeDict();
   at::Tensor a = td.get("a");
   td.rename_key_("a", {"other", "a"});
-  EXPECT_EQ(td.keys(true), Keys({"next", {"next", "obs"}, "other", {"other", "a"}}));
+  EXPECT_EQ(td.keys(true),
+            Keys({"next", {"next", "obs"}, "other", {"other", "a"}}));
   EXPECT_TRUE(td.get({"other", "a"}).is_same(a));
 }
 
@@ -575,7 +637,8 @@ TEST(TensorDictRename, RenameKeyToItselfIsANoOp) {
 }
 
 TEST(TensorDictRename, RenameErrorsLeaveTheDictUnchanged) {
-  TensorDict td({{"a", torch::zeros({4, 3})}, {"sub", TensorDict({}, {4, 5})},
+  TensorDict td({{"a", torch::zeros({4, 3})},
+                 {"sub", TensorDict({}, {4, 5})},
                  {"next", TensorDict({{"x", torch::zeros({4})}}, {4})}},
                 {4});
   Snapshot s = TakeSnapshot(td);
@@ -583,10 +646,16 @@ TEST(TensorDictRename, RenameErrorsLeaveTheDictUnchanged) {
       [&] { td.rename_key_("zz", "y"); },
       "key zz not found in TensorDict with keys [a, sub, next, ('next', 'x')]");
   ExpectThrowsMsg(
-      [&] { td.rename_key_("next", {"next", "inner"}); },
-      "cannot rename key next to ('next', 'inner'): the new key lies inside the old one");
-  ExpectThrowsMsg([&] { td.rename_key_("a", {"sub", "a"}); },
-                  "key ('sub', 'a'): expected leading dims [4, 5], got [4, 3]");
+      [&] {
+        td.rename_key_("next", {"next", "inner"});
+      },
+      "cannot rename key next to ('next', 'inner'): the new key lies inside "
+      "the old one");
+  ExpectThrowsMsg(
+      [&] {
+        td.rename_key_("a", {"sub", "a"});
+      },
+      "key ('sub', 'a'): expected leading dims [4, 5], got [4, 3]");
   ExpectUnchanged(td, s);
 }
 
@@ -686,9 +755,12 @@ TEST(TensorDictHandle, ToDtypeCastsEveryLeafAndKeepsLeavesOfThatDtype) {
   EXPECT_EQ(out.get("f").scalar_type(), at::kDouble);
   EXPECT_EQ(out.get({"next", "i"}).scalar_type(), at::kDouble);
   EXPECT_TRUE(out.get("d").is_same(d));
-  EXPECT_TRUE(at::equal(out.get({"next", "i"}), torch::arange(4, torch::kDouble)));
-  EXPECT_EQ(td.get("f").scalar_type(), at::kFloat) << "the original is not modified";
-  EXPECT_TRUE(out.get_tensordict("next").batch_size() == std::vector<int64_t>({4}));
+  EXPECT_TRUE(
+      at::equal(out.get({"next", "i"}), torch::arange(4, torch::kDouble)));
+  EXPECT_EQ(td.get("f").scalar_type(), at::kFloat)
+      << "the original is not modified";
+  EXPECT_TRUE(out.get_tensordict("next").batch_size() ==
+              std::vector<int64_t>({4}));
 }
 
 TEST(TensorDictHandle, ToCpuSetsTheDeviceAndKeepsCpuLeaves) {
@@ -727,7 +799,8 @@ TEST(TensorDictCompare, EqualityWithADictGivesBoolLeavesWithTheSameStructure) {
   TensorDict eq = a == b;
   ASSERT_EQ(eq.keys(true), a.keys(true));
   EXPECT_TRUE(eq.batch_size() == std::vector<int64_t>({4}));
-  EXPECT_TRUE(eq.get_tensordict("next").batch_size() == std::vector<int64_t>({4}));
+  EXPECT_TRUE(eq.get_tensordict("next").batch_size() ==
+              std::vector<int64_t>({4}));
   EXPECT_EQ(eq.get("a").scalar_type(), at::kBool);
   EXPECT_EQ(eq.get("a").sizes(), c10::IntArrayRef({4, 3}));
   EXPECT_FALSE(eq.get("a")[0][0].item<bool>());
@@ -744,7 +817,8 @@ TEST(TensorDictCompare, EqualityWithADictGivesBoolLeavesWithTheSameStructure) {
 }
 
 TEST(TensorDictCompare, ComparisonWithAScalarComparesEveryLeaf) {
-  TensorDict td({{"z", torch::zeros({3, 2})}, {{"next", "o"}, torch::ones({3}, torch::kLong)}},
+  TensorDict td({{"z", torch::zeros({3, 2})},
+                 {{"next", "o"}, torch::ones({3}, torch::kLong)}},
                 {3});
   TensorDict eq0 = td == 0;
   EXPECT_EQ(eq0.get("z").scalar_type(), at::kBool);
@@ -758,7 +832,8 @@ TEST(TensorDictCompare, ComparisonWithAScalarComparesEveryLeaf) {
 
 TEST(TensorDictCompare, ComparingDictsWithDifferentKeysThrows) {
   TensorDict a({{"x", torch::zeros({2})}, {"b", torch::zeros({2})}}, {2});
-  TensorDict b({{"x", torch::zeros({2})}, {{"n", "c"}, torch::zeros({2})}}, {2});
+  TensorDict b({{"x", torch::zeros({2})}, {{"n", "c"}, torch::zeros({2})}},
+               {2});
   const std::string msg =
       ": TensorDicts have different keys: missing from the left-hand side: "
       "[('n', 'c')]; missing from the right-hand side: [b]";

@@ -21,8 +21,6 @@
 
 namespace tensordict_test {
 
-
-
 // Runs `fn`, expects it to throw a `c10::Error` of dynamic type `E` whose
 // `msg()` is exactly `expected`. Failures are reported at the call site.
 template <typename E = c10::Error, typename Fn>
@@ -32,17 +30,17 @@ void ExpectThrowsMsg(Fn&& fn, const std::string& expected,
   try {
     fn();
   } catch (const c10::Error& e) {
-    EXPECT_EQ(e.msg(), expected) << "  (checked at " << file << ":" << line
-                                 << ")";
+    EXPECT_EQ(e.msg(), expected)
+        << "  (checked at " << file << ":" << line << ")";
     if (dynamic_cast<const E*>(&e) == nullptr) {
       ADD_FAILURE_AT(file, line)
           << "the error has the wrong type; message: " << e.msg();
     }
     return;
   } catch (const std::exception& e) {
-    ADD_FAILURE_AT(file, line) << "expected a c10::Error with message \""
-                               << expected << "\", got std::exception: "
-                               << e.what();
+    ADD_FAILURE_AT(file, line)
+        << "expected a c10::Error with message \"" << expected
+        << "\", got std::exception: " << e.what();
     return;
   }
   ADD_FAILURE_AT(file, line) << "expected a c10::Error with message \""

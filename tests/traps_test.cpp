@@ -36,8 +36,8 @@ using tensordict::TensorDict;
 template <typename T, typename I, typename = void>
 struct Indexable : std::false_type {};
 template <typename T, typename I>
-struct Indexable<T, I,
-                 std::void_t<decltype(std::declval<const T&>()[std::declval<I>()])>>
+struct Indexable<
+    T, I, std::void_t<decltype(std::declval<const T&>()[std::declval<I>()])>>
     : std::true_type {};
 
 // ---- td["obs"] -------------------------------------------------------------
@@ -45,11 +45,13 @@ struct Indexable<T, I,
 TEST(Traps, AStringIsAKeyNeverAnIndexSoTdOfAStringDoesNotCompile) {
   // It used to compile, as the ellipsis index "...", and throw "Expected
   // \"...\" to represent an ellipsis index, but got \"obs\"".
-  static_assert(!Indexable<TensorDict, const char (&)[4]>::value, "td[\"obs\"]");
+  static_assert(!Indexable<TensorDict, const char(&)[4]>::value, "td[\"obs\"]");
   static_assert(!Indexable<TensorDict, const char*>::value, "td[key]");
   static_assert(!Indexable<TensorDict, std::string>::value, "td[std::string]");
-  static_assert(!Indexable<TensorDict, NestedKey>::value, "td[{\"next\", \"obs\"}]");
-  static_assert(!Indexable<IndexedTensorDict, const char (&)[4]>::value, "td[0][\"obs\"]");
+  static_assert(!Indexable<TensorDict, NestedKey>::value,
+                "td[{\"next\", \"obs\"}]");
+  static_assert(!Indexable<IndexedTensorDict, const char(&)[4]>::value,
+                "td[0][\"obs\"]");
   static_assert(!Indexable<IndexedTensorDict, NestedKey>::value, "td[0][key]");
   // Indices still do.
   static_assert(Indexable<TensorDict, int>::value, "td[0]");
@@ -66,15 +68,18 @@ TEST(Traps, AStringIsAKeyNeverAnIndexSoTdOfAStringDoesNotCompile) {
 
 TEST(Traps, OnlyATemporaryTdOfIWritesOnAssignment) {
   // It used to compile and write into td.
-  static_assert(!std::is_assignable<IndexedTensorDict&, const TensorDict&>::value,
-                "r = row");
+  static_assert(
+      !std::is_assignable<IndexedTensorDict&, const TensorDict&>::value,
+      "r = row");
   static_assert(
       !std::is_assignable<IndexedTensorDict&, const IndexedTensorDict&>::value,
       "r = td[j]");
-  static_assert(!std::is_assignable<IndexedTensorDict&, IndexedTensorDict&&>::value,
-                "r = td[j]");
-  static_assert(std::is_assignable<IndexedTensorDict&&, const TensorDict&>::value,
-                "td[i] = row");
+  static_assert(
+      !std::is_assignable<IndexedTensorDict&, IndexedTensorDict&&>::value,
+      "r = td[j]");
+  static_assert(
+      std::is_assignable<IndexedTensorDict&&, const TensorDict&>::value,
+      "td[i] = row");
   static_assert(
       std::is_assignable<IndexedTensorDict&&, IndexedTensorDict&&>::value,
       "td[i] = td[j]");
@@ -107,26 +112,35 @@ TEST(Traps, EveryTensorWriteRefusesACastToALowerKindAndChangesNothing) {
   // set_ and update_ used to truncate 2.7 to 2, while td[i] = row refused.
   const std::string lower =
       "key ('next', 'i'): cannot cast the value's dtype torch.float32 to the "
-      "stored dtype torch.int64" + std::string(kNoLowerKind);
+      "stored dtype torch.int64" +
+      std::string(kNoLowerKind);
   TensorDict td = Mixed();
   const Snapshot before = TakeSnapshot(td);
   ExpectThrowsMsg<c10::TypeError>(
-      [&] { td.set_({"next", "i"}, torch::full({3}, 2.7f)); }, "set_: " + lower);
+      [&] {
+        td.set_({"next", "i"}, torch::full({3}, 2.7f));
+      },
+      "set_: " + lower);
   ExpectUnchanged(td, before);
-  TensorDict update({{"f", torch::ones({3})},
-                     {{"next", "i"}, torch::full({3}, 2.7f)}},
-                    {3});
-  ExpectThrowsMsg<c10::TypeError>([&] { td.update_(update); }, "update_: " + lower);
+  TensorDict update(
+      {{"f", torch::ones({3})}, {{"next", "i"}, torch::full({3}, 2.7f)}}, {3});
+  ExpectThrowsMsg<c10::TypeError>([&] { td.update_(update); },
+                                  "update_: " + lower);
   ExpectUnchanged(td, before);
   ExpectThrowsMsg<c10::TypeError>(
-      [&] { td.apply_([](const at::Tensor& t) { return t.to(at::kFloat) + 0.5; }); },
+      [&] {
+        td.apply_([](const at::Tensor& t) { return t.to(at::kFloat) + 0.5; });
+      },
       "apply_: " + lower);
   ExpectUnchanged(td, before);
-  TensorDict row({{"f", torch::ones({})}, {{"next", "i"}, torch::full({}, 2.7f)}},
-                 {});
+  TensorDict row(
+      {{"f", torch::ones({})}, {{"next", "i"}, torch::full({}, 2.7f)}}, {});
   ExpectThrowsMsg<c10::TypeError>([&] { td[0] = row; }, lower);
   ExpectThrowsMsg<c10::TypeError>(
-      [&] { td[torch::tensor({0, 2})] = tensordict::stack({row, row}); }, lower);
+      [&] {
+        td[torch::tensor({0, 2})] = tensordict::stack({row, row});
+      },
+      lower);
   ExpectUnchanged(td, before);
 
   RolloutBuffer rollout(2, 3);
@@ -166,8 +180,12 @@ TEST(Traps, EveryTensorWriteCastsToTheSameOrAHigherKind) {
   rb.add(Mixed()[0]);
   rb.add(row);  // the storage keeps its dtypes
   EXPECT_EQ(rb.storage().get("f").scalar_type(), at::kFloat);
-  EXPECT_TRUE(rb.storage().get("f").slice(0, 0, 2).equal(torch::tensor({0.0f, 0.25f})));
-  EXPECT_TRUE(rb.storage().get({"next", "i"}).slice(0, 0, 2).equal(torch::tensor({0, 1})));
+  EXPECT_TRUE(
+      rb.storage().get("f").slice(0, 0, 2).equal(torch::tensor({0.0f, 0.25f})));
+  EXPECT_TRUE(rb.storage()
+                  .get({"next", "i"})
+                  .slice(0, 0, 2)
+                  .equal(torch::tensor({0, 1})));
 }
 
 // ---- A device this LibTorch cannot run -----------------------------------------
@@ -187,14 +205,17 @@ std::string NoCuda(const std::string& op, int index) {
 TEST(Traps, ADeviceThisLibTorchCannotRunIsRefusedWhereItIsNamed) {
   // It used to be accepted, and the first write failed with LibTorch's
   // dispatcher dump.
-  const int64_t count = c10::impl::hasDeviceGuardImpl(at::kCUDA)
-                            ? c10::impl::getDeviceGuardImpl(at::kCUDA)->deviceCount()
-                            : 0;
+  const int64_t count =
+      c10::impl::hasDeviceGuardImpl(at::kCUDA)
+          ? c10::impl::getDeviceGuardImpl(at::kCUDA)->deviceCount()
+          : 0;
   const int index = static_cast<int>(count);  // one past the last device
   const at::Device cuda(at::kCUDA, static_cast<c10::DeviceIndex>(index));
-  ExpectThrowsMsg([&] { TensorDict({}, {2}, cuda); }, NoCuda("TensorDict", index));
+  ExpectThrowsMsg([&] { TensorDict({}, {2}, cuda); },
+                  NoCuda("TensorDict", index));
   ExpectThrowsMsg([&] { TensorDict({2}, cuda); }, NoCuda("TensorDict", index));
-  ExpectThrowsMsg([&] { RolloutBuffer(2, 3, cuda); }, NoCuda("RolloutBuffer", index));
+  ExpectThrowsMsg([&] { RolloutBuffer(2, 3, cuda); },
+                  NoCuda("RolloutBuffer", index));
   ExpectThrowsMsg([&] { ReplayBuffer(ReplayBufferOptions(4).device(cuda)); },
                   NoCuda("ReplayBuffer", index));
   TensorDict td({{"x", torch::zeros({2})}}, {2});
@@ -231,18 +252,18 @@ TEST(Traps, MemmapIntoAnOldDictsDirectoryRemovesTheOldEntriesItDoesNotWrite) {
   std::ofstream(p + "/gone/keep.txt") << "mine";
   (void)old.get_tensordict("link").clone().memmap_(elsewhere / "target");
   RemoveTree(p + "/link");
-  ASSERT_EQ(::symlink((elsewhere / "target").c_str(), (p + "/link").c_str()), 0);
+  ASSERT_EQ(::symlink((elsewhere / "target").c_str(), (p + "/link").c_str()),
+            0);
 
   TensorDict fresh({{"a", torch::ones({2})},
                     {{"sub", "c"}, torch::ones({2})},
                     {"kind", torch::ones({2})}},
                    {2});
   fresh.memmap_(p);
-  EXPECT_EQ(ListTree(p),
-            (std::vector<std::string>{"a.memmap", "gone", "gone/keep.txt",
-                                      "kind.memmap", "link", "meta.json",
-                                      "notes.txt", "sub", "sub/c.memmap",
-                                      "sub/meta.json"}));
+  EXPECT_EQ(ListTree(p), (std::vector<std::string>{
+                             "a.memmap", "gone", "gone/keep.txt", "kind.memmap",
+                             "link", "meta.json", "notes.txt", "sub",
+                             "sub/c.memmap", "sub/meta.json"}));
   EXPECT_EQ(ListTree(elsewhere / "target"),
             (std::vector<std::string>{"g.memmap", "meta.json"}));
   const TensorDict back = TensorDict::load_memmap(p);
@@ -258,7 +279,8 @@ TEST(Traps, AnOldMetaJsonThatCannotBeReadDoesNotStopAWriteAndRemovesNothing) {
   std::ofstream(p + "/old.memmap") << "bytes";
   TensorDict td({{"a", torch::ones({2})}}, {2});
   td.memmap_(p);
-  EXPECT_EQ(ListTree(p), (std::vector<std::string>{"a.memmap", "meta.json", "old.memmap"}));
+  EXPECT_EQ(ListTree(p),
+            (std::vector<std::string>{"a.memmap", "meta.json", "old.memmap"}));
   EXPECT_TRUE(TensorDict::load_memmap(p).get("a").equal(torch::ones({2})));
 }
 

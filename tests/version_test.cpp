@@ -16,8 +16,9 @@ TEST(Version, TheStringAndTheNumberAreMadeOfTheThreeParts) {
   EXPECT_EQ(TENSORDICT_VERSION, TENSORDICT_VERSION_MAJOR * 10000 +
                                     TENSORDICT_VERSION_MINOR * 100 +
                                     TENSORDICT_VERSION_PATCH);
-  static_assert(TENSORDICT_VERSION_MINOR < 100 && TENSORDICT_VERSION_PATCH < 100,
-                "TENSORDICT_VERSION packs each part in two digits");
+  static_assert(
+      TENSORDICT_VERSION_MINOR < 100 && TENSORDICT_VERSION_PATCH < 100,
+      "TENSORDICT_VERSION packs each part in two digits");
 }
 
 }  // namespace

@@ -41,7 +41,8 @@ using tensordict::TensorDict;
 // ---------------------------------------------------------------------------
 
 at::Tensor Meta(c10::IntArrayRef shape) {
-  return at::empty(shape, at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
+  return at::empty(shape,
+                   at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
 }
 
 // Like ExpectUnchanged, for dicts with meta leaves (whose values cannot be
@@ -87,10 +88,11 @@ TensorDict MakeExpanded() {
 
 // A dict shaped like MakeExpanded() with every leaf dense and equal to `v`.
 TensorDict Filled(double v, int64_t n = 6) {
-  return TensorDict({{"a", torch::full({n, 3}, v)},
-                     {"i", torch::full({n}, static_cast<int64_t>(v), torch::kLong)},
-                     {"e", torch::full({n, 3}, v)}},
-                    {n});
+  return TensorDict(
+      {{"a", torch::full({n, 3}, v)},
+       {"i", torch::full({n}, static_cast<int64_t>(v), torch::kLong)},
+       {"e", torch::full({n, 3}, v)}},
+      {n});
 }
 
 // {"a", "i", "g"}, batch [6], where "g" (last) requires grad.
@@ -102,10 +104,11 @@ TensorDict MakeGrad() {
 }
 
 TensorDict GradRow(double v) {
-  return TensorDict({{"a", torch::full({3}, v)},
-                     {"i", torch::full({}, static_cast<int64_t>(v), torch::kLong)},
-                     {"g", torch::full({3}, v)}},
-                    {});
+  return TensorDict(
+      {{"a", torch::full({3}, v)},
+       {"i", torch::full({}, static_cast<int64_t>(v), torch::kLong)},
+       {"g", torch::full({3}, v)}},
+      {});
 }
 
 // {"a": arange [6, 3], "i": arange [6] * 10}, batch [6]: distinct rows.
@@ -151,9 +154,8 @@ TEST(WriteSafetyTest, AddScalarIntoAnExpandedLeafThrowsAndChangesNothing) {
 TEST(WriteSafetyTest, ApplyInPlaceIntoAnExpandedLeafThrowsAndChangesNothing) {
   TensorDict td = MakeExpanded();
   Snapshot s = TakeSnapshot(td);
-  ExpectThrowsMsg(
-      [&] { td.apply_([](const at::Tensor& t) { return t + 1; }); },
-      "apply_: " + kExpandedMsg);
+  ExpectThrowsMsg([&] { td.apply_([](const at::Tensor& t) { return t + 1; }); },
+                  "apply_: " + kExpandedMsg);
   ExpectUnchanged(td, s);
 }
 
@@ -174,15 +176,24 @@ TEST(WriteSafetyTest, OtherInPlaceWritePathsRejectAnExpandedLeafUpFront) {
   ExpectUnchanged(td, s);
   ExpectThrowsMsg([&] { td.mul_(Filled(2)); }, "mul_: " + kExpandedMsg);
   ExpectUnchanged(td, s);
-  ExpectThrowsMsg([&] { td.set_("e", torch::ones({6, 3})); }, "set_: " + kExpandedMsg);
+  ExpectThrowsMsg(
+      [&] {
+        td.set_("e", torch::ones({6, 3}));
+      },
+      "set_: " + kExpandedMsg);
   ExpectUnchanged(td, s);
   TensorDict rows = Filled(1, 2);
   ExpectThrowsMsg(
-      [&] { (void)tensordict::stack_out(td[Slice(0, 2)], {rows[0], rows[1]}); },
+      [&] {
+        (void)tensordict::stack_out(td[Slice(0, 2)], {rows[0], rows[1]});
+      },
       "stack_out: " + kExpandedMsg);
   ExpectUnchanged(td, s);
   ExpectThrowsMsg(
-      [&] { (void)tensordict::cat_out(td[Slice(0, 2)], {Filled(1, 1), Filled(2, 1)}); },
+      [&] {
+        (void)tensordict::cat_out(td[Slice(0, 2)],
+                                  {Filled(1, 1), Filled(2, 1)});
+      },
       "cat_out: " + kExpandedMsg);
   ExpectUnchanged(td, s);
 }
@@ -216,7 +227,9 @@ TEST(WriteSafetyTest, StackOutIntoAViewOfAGradLeafThrowsAndChangesNothing) {
   Snapshot sv = TakeSnapshot(v);
   Snapshot st = TakeSnapshot(td);
   ExpectThrowsMsg(
-      [&] { (void)tensordict::stack_out(v[Slice(0, 2)], {GradRow(1), GradRow(2)}); },
+      [&] {
+        (void)tensordict::stack_out(v[Slice(0, 2)], {GradRow(1), GradRow(2)});
+      },
       "stack_out: " + kViewOfGradLeafMsg);
   ExpectUnchanged(v, sv);
   ExpectUnchanged(td, st);
@@ -266,13 +279,13 @@ TEST(WriteSafetyTest, UpdateInPlaceFromAMetaSourceThrowsAndChangesNothing) {
   ExpectUnchanged(td, s);
 }
 
-TEST(WriteSafetyTest, AddWithAFloatAlphaOnAnIntegerLeafThrowsAndChangesNothing) {
-  TensorDict td({{"a", torch::zeros({6, 3})},
-                 {"i", torch::zeros({6}, torch::kLong)}},
-                {6});
-  TensorDict other({{"a", torch::ones({6, 3})},
-                    {"i", torch::ones({6}, torch::kLong)}},
-                   {6});
+TEST(WriteSafetyTest,
+     AddWithAFloatAlphaOnAnIntegerLeafThrowsAndChangesNothing) {
+  TensorDict td(
+      {{"a", torch::zeros({6, 3})}, {"i", torch::zeros({6}, torch::kLong)}},
+      {6});
+  TensorDict other(
+      {{"a", torch::ones({6, 3})}, {"i", torch::ones({6}, torch::kLong)}}, {6});
   Snapshot s = TakeSnapshot(td);
   ExpectThrowsMsg([&] { td.add_(other, 0.5); },
                   "add_: key i: alpha must not be a floating-point number for "
@@ -288,7 +301,8 @@ TEST(WriteSafetyTest, AddWithAFloatAlphaOnAnIntegerLeafThrowsAndChangesNothing) 
 // b. Sources that alias the destination
 // ===========================================================================
 
-TEST(WriteSafetyTest, StackOutOfRowsThatViewTheDestinationThrowsAndChangesNothing) {
+TEST(WriteSafetyTest,
+     StackOutOfRowsThatViewTheDestinationThrowsAndChangesNothing) {
   TensorDict buf = MakeRows();
   Snapshot s = TakeSnapshot(buf);
   ExpectThrowsMsg(
@@ -301,13 +315,14 @@ TEST(WriteSafetyTest, StackOutOfRowsThatViewTheDestinationThrowsAndChangesNothin
   TensorDict before = buf.clone();
   tensordict::stack_out(buf[Slice(1, 4)],
                         {buf[0].clone(), buf[1].clone(), buf[2].clone()});
-  EXPECT_TRUE(at::equal(buf.get("a").narrow(0, 1, 3),
-                        before.get("a").narrow(0, 0, 3)));
-  EXPECT_TRUE(at::equal(buf.get("i").narrow(0, 1, 3),
-                        before.get("i").narrow(0, 0, 3)));
+  EXPECT_TRUE(
+      at::equal(buf.get("a").narrow(0, 1, 3), before.get("a").narrow(0, 0, 3)));
+  EXPECT_TRUE(
+      at::equal(buf.get("i").narrow(0, 1, 3), before.get("i").narrow(0, 0, 3)));
 }
 
-TEST(WriteSafetyTest, SliceWriteFromAnOverlappingSliceOfItselfThrowsAndChangesNothing) {
+TEST(WriteSafetyTest,
+     SliceWriteFromAnOverlappingSliceOfItselfThrowsAndChangesNothing) {
   TensorDict td = MakeRows();
   Snapshot s = TakeSnapshot(td);
   ExpectThrowsMsg([&] { td[Slice(0, 5)] = td[Slice(1, 6)]; },
@@ -315,13 +330,14 @@ TEST(WriteSafetyTest, SliceWriteFromAnOverlappingSliceOfItselfThrowsAndChangesNo
   ExpectUnchanged(td, s);
 }
 
-TEST(WriteSafetyTest, ReplayBufferExtendFromAViewOfItsOwnStorageIsStagedThroughACopy) {
+TEST(WriteSafetyTest,
+     ReplayBufferExtendFromAViewOfItsOwnStorageIsStagedThroughACopy) {
   ReplayBuffer rb(ReplayBufferOptions(5).seed(0));
   auto rows = [](int64_t first, int64_t n) {
     at::Tensor v = torch::arange(first, first + n, torch::kLong);
-    return TensorDict({{"obs", v.to(torch::kFloat).unsqueeze(1).repeat({1, 3})},
-                       {"id", v}},
-                      {n});
+    return TensorDict(
+        {{"obs", v.to(torch::kFloat).unsqueeze(1).repeat({1, 3})}, {"id", v}},
+        {n});
   };
   rb.extend(rows(0, 5));
   rb.extend(rows(5, 3));  // storage ids [5, 6, 7, 3, 4], cursor 3
@@ -346,9 +362,8 @@ TEST(WriteSafetyTest, ReplayBufferExtendFromAViewOfItsOwnStorageIsStagedThroughA
 // ===========================================================================
 
 TensorDict MakeNested() {
-  return TensorDict({{"x", torch::zeros({6})},
-                     {{"a", "c"}, torch::ones({6, 2})}},
-                    {6});
+  return TensorDict(
+      {{"x", torch::zeros({6})}, {{"a", "c"}, torch::ones({6, 2})}}, {6});
 }
 
 void ExpectPrintable(const TensorDict& td) {
@@ -364,20 +379,32 @@ void ExpectPrintable(const TensorDict& td) {
 TEST(WriteSafetyTest, SetAndUpdateRejectEveryCycleAndChangeNothing) {
   TensorDict td = MakeNested();
   Snapshot s = TakeSnapshot(td);
-  ExpectThrowsMsg([&] { td.set({"a", "b"}, td.get_tensordict("a")); },
-                  "key ('a', 'b'): cannot set a TensorDict inside itself");
+  ExpectThrowsMsg(
+      [&] {
+        td.set({"a", "b"}, td.get_tensordict("a"));
+      },
+      "key ('a', 'b'): cannot set a TensorDict inside itself");
   ExpectUnchanged(td, s);
   // A dict that holds the sub-dict is a cycle too.
   TensorDict holder({{"inner", td.get_tensordict("a")}}, {6});
-  ExpectThrowsMsg([&] { td.set({"a", "b"}, holder); },
-                  "key ('a', 'b'): cannot set a TensorDict inside itself");
+  ExpectThrowsMsg(
+      [&] {
+        td.set({"a", "b"}, holder);
+      },
+      "key ('a', 'b'): cannot set a TensorDict inside itself");
   ExpectUnchanged(td, s);
   // The root under a new nested key, below an existing sub-dict or not.
-  ExpectThrowsMsg([&] { td.set({"a", "x", "y"}, td); },
-                  "key ('a', 'x', 'y'): cannot set a TensorDict inside itself");
+  ExpectThrowsMsg(
+      [&] {
+        td.set({"a", "x", "y"}, td);
+      },
+      "key ('a', 'x', 'y'): cannot set a TensorDict inside itself");
   ExpectUnchanged(td, s);
-  ExpectThrowsMsg([&] { td.set({"n", "x", "y"}, td); },
-                  "key ('n', 'x', 'y'): cannot set a TensorDict inside itself");
+  ExpectThrowsMsg(
+      [&] {
+        td.set({"n", "x", "y"}, td);
+      },
+      "key ('n', 'x', 'y'): cannot set a TensorDict inside itself");
   ExpectUnchanged(td, s);
   // update(): ("a", "b") would hold "a" itself; checked before "z" is set.
   TensorDict other({{"z", torch::ones({6})},
@@ -395,7 +422,8 @@ TEST(WriteSafetyTest, SetAndUpdateRejectEveryCycleAndChangeNothing) {
 // d. Chained indexed writes
 // ===========================================================================
 
-TEST(WriteSafetyTest, ChainedIntegerWriteReachesTheDictAndAllocatesNewKeysThere) {
+TEST(WriteSafetyTest,
+     ChainedIntegerWriteReachesTheDictAndAllocatesNewKeysThere) {
   TensorDict td({{"a", torch::zeros({5, 4, 3})},
                  {"i", torch::zeros({5, 4}, torch::kLong)}},
                 {5, 4});
@@ -437,7 +465,8 @@ TEST(WriteSafetyTest, IntegerAfterASliceWritesTheComposedRow) {
   EXPECT_TRUE(at::equal(td.get("new"), want_new));
   // Negative integers count from the end of the slice.
   td[Slice(1, 5)][-1] = row;  // row 4
-  EXPECT_TRUE(at::equal(td.get("i"), torch::tensor({0, 10, 20, -1, -1, 50}, torch::kLong)));
+  EXPECT_TRUE(at::equal(td.get("i"),
+                        torch::tensor({0, 10, 20, -1, -1, 50}, torch::kLong)));
 }
 
 TEST(WriteSafetyTest, SliceAfterAStridedSliceComposes) {
@@ -447,13 +476,15 @@ TEST(WriteSafetyTest, SliceAfterAStridedSliceComposes) {
                    {"new", torch::full({2}, 4.0)}},
                   {2});
   td[Slice(1, 5, 2)][Slice(0, 2)] = rows;  // rows 1 and 3
-  EXPECT_TRUE(at::equal(td.get("i"), torch::tensor({0, -1, 20, -2, 40, 50}, torch::kLong)));
+  EXPECT_TRUE(at::equal(td.get("i"),
+                        torch::tensor({0, -1, 20, -2, 40, 50}, torch::kLong)));
   TensorDict want = MakeRows();
   want.get("a")[1] = -1;
   want.get("a")[3] = -1;
   EXPECT_TRUE(at::equal(td.get("a"), want.get("a")));
   ASSERT_TRUE(td.contains("new"));
-  EXPECT_TRUE(at::equal(td.get("new"), torch::tensor({0., 4., 0., 4., 0., 0.})));
+  EXPECT_TRUE(
+      at::equal(td.get("new"), torch::tensor({0., 4., 0., 4., 0., 0.})));
   // Reading the chain gives views of td's rows 1 and 3.
   TensorDict read = td[Slice(1, 5, 2)][Slice(0, 2)];
   EXPECT_TRUE(SharesStorage(read.get("a"), td.get("a")));
@@ -469,9 +500,9 @@ const std::string kChainedWriteMsg =
 TEST(WriteSafetyTest, WriteThroughAMaskThenAnIntegerThrowsAndChangesNothing) {
   TensorDict td = MakeRows();
   at::Tensor mask = torch::tensor({true, false, true, true, false, true});
-  TensorDict row({{"a", torch::full({3}, -1.0)},
-                  {"i", torch::full({}, -1, torch::kLong)}},
-                 {});
+  TensorDict row(
+      {{"a", torch::full({3}, -1.0)}, {"i", torch::full({}, -1, torch::kLong)}},
+      {});
   Snapshot s = TakeSnapshot(td);
   ExpectThrowsMsg([&] { td[mask][0] = row; }, kChainedWriteMsg);
   ExpectUnchanged(td, s);
@@ -483,12 +514,14 @@ TEST(WriteSafetyTest, WriteThroughAMaskThenAnIntegerThrowsAndChangesNothing) {
 TEST(WriteSafetyTest, StackOutThroughAMaskThenASliceThrowsAndChangesNothing) {
   TensorDict td = MakeRows();
   at::Tensor mask = torch::tensor({true, false, true, true, false, true});
-  TensorDict row({{"a", torch::full({3}, -1.0)},
-                  {"i", torch::full({}, -1, torch::kLong)}},
-                 {});
+  TensorDict row(
+      {{"a", torch::full({3}, -1.0)}, {"i", torch::full({}, -1, torch::kLong)}},
+      {});
   Snapshot s = TakeSnapshot(td);
   ExpectThrowsMsg(
-      [&] { (void)tensordict::stack_out(td[mask][Slice(0, 2)], {row, row}); },
+      [&] {
+        (void)tensordict::stack_out(td[mask][Slice(0, 2)], {row, row});
+      },
       "stack_out: out is td[a][b] where td[a] is a copy (an advanced index, or "
       "indices that do not compose): the result would be lost; index td once "
       "instead");
@@ -515,10 +548,14 @@ std::string KeysDiffer(const std::string& op, const std::string& side) {
 TEST(WriteSafetyTest, ComparingWithAnEmptySubDictOnOneSideNamesTheKey) {
   TensorDict a = WithEmpty();
   TensorDict b = WithoutEmpty();
-  ExpectThrowsMsg([&] { (void)(a == b); }, KeysDiffer("operator==", "right-hand"));
-  ExpectThrowsMsg([&] { (void)(a != b); }, KeysDiffer("operator!=", "right-hand"));
-  ExpectThrowsMsg([&] { (void)(b == a); }, KeysDiffer("operator==", "left-hand"));
-  ExpectThrowsMsg([&] { (void)(b != a); }, KeysDiffer("operator!=", "left-hand"));
+  ExpectThrowsMsg([&] { (void)(a == b); },
+                  KeysDiffer("operator==", "right-hand"));
+  ExpectThrowsMsg([&] { (void)(a != b); },
+                  KeysDiffer("operator!=", "right-hand"));
+  ExpectThrowsMsg([&] { (void)(b == a); },
+                  KeysDiffer("operator==", "left-hand"));
+  ExpectThrowsMsg([&] { (void)(b != a); },
+                  KeysDiffer("operator!=", "left-hand"));
 }
 
 TEST(WriteSafetyTest, ArithmeticWithAnEmptySubDictOnOneSideNamesTheKey) {
@@ -538,11 +575,15 @@ TEST(WriteSafetyTest, ApplyAndWhereWithAnEmptySubDictOnOneSideNameTheKey) {
   TensorDict a = WithEmpty();
   TensorDict b = WithoutEmpty();
   auto fn = [](const at::Tensor& x, const at::Tensor& y) { return x + y; };
-  ExpectThrowsMsg([&] { (void)a.apply(fn, b); }, KeysDiffer("apply", "right-hand"));
-  ExpectThrowsMsg([&] { (void)b.apply(fn, a); }, KeysDiffer("apply", "left-hand"));
+  ExpectThrowsMsg([&] { (void)a.apply(fn, b); },
+                  KeysDiffer("apply", "right-hand"));
+  ExpectThrowsMsg([&] { (void)b.apply(fn, a); },
+                  KeysDiffer("apply", "left-hand"));
   at::Tensor cond = torch::tensor({true, false, true, false, true, false});
-  ExpectThrowsMsg([&] { (void)a.where(cond, b); }, KeysDiffer("where", "right-hand"));
-  ExpectThrowsMsg([&] { (void)b.where(cond, a); }, KeysDiffer("where", "left-hand"));
+  ExpectThrowsMsg([&] { (void)a.where(cond, b); },
+                  KeysDiffer("where", "right-hand"));
+  ExpectThrowsMsg([&] { (void)b.where(cond, a); },
+                  KeysDiffer("where", "left-hand"));
 }
 
 TEST(WriteSafetyTest, ATensorAgainstAnEmptySubDictIsATypeErrorNamingTheKey) {
@@ -555,16 +596,19 @@ TEST(WriteSafetyTest, ATensorAgainstAnEmptySubDictIsATypeErrorNamingTheKey) {
   const std::string dict_first =
       ": key s is a TensorDict in the left-hand side but a tensor in the "
       "right-hand side";
-  ExpectThrowsMsg<c10::TypeError>([&] { (void)(a == t); }, "operator==" + dict_first);
+  ExpectThrowsMsg<c10::TypeError>([&] { (void)(a == t); },
+                                  "operator==" + dict_first);
   ExpectThrowsMsg<c10::TypeError>([&] { (void)(t != a); }, "operator!=" + tail);
   ExpectThrowsMsg<c10::TypeError>([&] { (void)(t + a); }, "add" + tail);
   Snapshot st = TakeSnapshot(t);
   ExpectThrowsMsg<c10::TypeError>([&] { t.add_(a); }, "add_" + tail);
   ExpectUnchanged(t, st);
   auto fn = [](const at::Tensor& x, const at::Tensor& y) { return x + y; };
-  ExpectThrowsMsg<c10::TypeError>([&] { (void)t.apply(fn, a); }, "apply" + tail);
+  ExpectThrowsMsg<c10::TypeError>([&] { (void)t.apply(fn, a); },
+                                  "apply" + tail);
   at::Tensor cond = torch::ones({6}, torch::kBool);
-  ExpectThrowsMsg<c10::TypeError>([&] { (void)a.where(cond, t); }, "where" + dict_first);
+  ExpectThrowsMsg<c10::TypeError>([&] { (void)a.where(cond, t); },
+                                  "where" + dict_first);
 }
 
 // ===========================================================================
@@ -609,11 +653,15 @@ TEST(WriteSafetyTest, NestedRenameOntoAnExistingKeyReplacesItWhereItStands) {
 }
 
 TEST(WriteSafetyTest, RenamingAKeyOntoItsOwnParentThrowsAndChangesNothing) {
-  TensorDict td({{"x", torch::zeros({4})}, {{"a", "b"}, torch::ones({4})}}, {4});
+  TensorDict td({{"x", torch::zeros({4})}, {{"a", "b"}, torch::ones({4})}},
+                {4});
   Snapshot s = TakeSnapshot(td);
-  ExpectThrowsMsg([&] { td.rename_key_({"a", "b"}, "a"); },
-                  "cannot rename key ('a', 'b') to a: the old key lies inside "
-                  "the new one");
+  ExpectThrowsMsg(
+      [&] {
+        td.rename_key_({"a", "b"}, "a");
+      },
+      "cannot rename key ('a', 'b') to a: the old key lies inside "
+      "the new one");
   ExpectUnchanged(td, s);
 }
 
@@ -634,23 +682,36 @@ TEST(WriteSafetyTest, LockedDictRejectsKeyChangesAndChangesNothing) {
   td.lock_();
   ASSERT_TRUE(td.is_locked());
   Snapshot s = TakeSnapshot(td);
-  ExpectThrowsMsg([&] { td.set("z", torch::ones({4})); }, "set: key z" + kLockedMsg);
+  ExpectThrowsMsg([&] { td.set("z", torch::ones({4})); },
+                  "set: key z" + kLockedMsg);
   ExpectUnchanged(td, s);
-  ExpectThrowsMsg([&] { td.set("a", torch::ones({4, 3})); }, "set: key a" + kLockedMsg);
+  ExpectThrowsMsg(
+      [&] {
+        td.set("a", torch::ones({4, 3}));
+      },
+      "set: key a" + kLockedMsg);
   ExpectUnchanged(td, s);
-  ExpectThrowsMsg([&] { td.set({"n", "z"}, torch::ones({4})); },
-                  "set: key ('n', 'z')" + kLockedMsg);
+  ExpectThrowsMsg(
+      [&] {
+        td.set({"n", "z"}, torch::ones({4}));
+      },
+      "set: key ('n', 'z')" + kLockedMsg);
   ExpectUnchanged(td, s);
-  ExpectThrowsMsg([&] { td.set("t", TensorDict({}, {4})); }, "set: key t" + kLockedMsg);
+  ExpectThrowsMsg([&] { td.set("t", TensorDict({}, {4})); },
+                  "set: key t" + kLockedMsg);
   ExpectUnchanged(td, s);
   ExpectThrowsMsg([&] { td.erase("a"); }, "erase: key a" + kLockedMsg);
   ExpectUnchanged(td, s);
   ExpectThrowsMsg([&] { (void)td.pop("i"); }, "pop: key i" + kLockedMsg);
   ExpectUnchanged(td, s);
-  ExpectThrowsMsg([&] { td.rename_key_("a", "z"); }, "rename_key_: key a" + kLockedMsg);
+  ExpectThrowsMsg([&] { td.rename_key_("a", "z"); },
+                  "rename_key_: key a" + kLockedMsg);
   ExpectUnchanged(td, s);
-  ExpectThrowsMsg([&] { td.update(TensorDict({{"z", torch::ones({4})}}, {4})); },
-                  "update: key z" + kLockedMsg);
+  ExpectThrowsMsg(
+      [&] {
+        td.update(TensorDict({{"z", torch::ones({4})}}, {4}));
+      },
+      "update: key z" + kLockedMsg);
   ExpectUnchanged(td, s);
 }
 
@@ -677,11 +738,13 @@ TEST(WriteSafetyTest, UpdateIntoALockedSubDictNamesTheFullKey) {
   Snapshot s = TakeSnapshot(td);
   TensorDict other({{"b", torch::ones({4})}, {{"s", "q"}, torch::ones({4})}},
                    {4});
-  ExpectThrowsMsg([&] { td.update(other); }, "update: key ('s', 'q')" + kLockedMsg);
+  ExpectThrowsMsg([&] { td.update(other); },
+                  "update: key ('s', 'q')" + kLockedMsg);
   ExpectUnchanged(td, s);
   // Replacing an entry of a locked level is refused too.
   TensorDict replace({{{"s", "x"}, torch::ones({4})}}, {4});
-  ExpectThrowsMsg([&] { td.update(replace); }, "update: key ('s', 'x')" + kLockedMsg);
+  ExpectThrowsMsg([&] { td.update(replace); },
+                  "update: key ('s', 'x')" + kLockedMsg);
   ExpectUnchanged(td, s);
 }
 
@@ -695,22 +758,29 @@ TEST(WriteSafetyTest, LockedDictRejectsIndexedWritesThatAllocateAKey) {
                  {});
   ExpectThrowsMsg([&] { td[1] = row; }, "index_put_: key z" + kLockedMsg);
   ExpectUnchanged(td, s);
-  TensorDict nested_row({{"a", torch::ones({3})}, {{"s", "q"}, torch::ones({})}}, {});
+  TensorDict nested_row(
+      {{"a", torch::ones({3})}, {{"s", "q"}, torch::ones({})}}, {});
   ExpectThrowsMsg([&] { td[1] = nested_row; },
                   "index_put_: key ('s', 'q')" + kLockedMsg);
   ExpectUnchanged(td, s);
   // stack_out into a slice names itself.
-  ExpectThrowsMsg([&] { (void)tensordict::stack_out(td[Slice(0, 2)], {row, row}); },
-                  "stack_out: key z" + kLockedMsg);
+  ExpectThrowsMsg(
+      [&] {
+        (void)tensordict::stack_out(td[Slice(0, 2)], {row, row});
+      },
+      "stack_out: key z" + kLockedMsg);
   ExpectUnchanged(td, s);
   // stack_out into the dict itself.
-  TensorDict small = TensorDict({{"a", torch::zeros({2, 3})},
-                                 {"i", torch::zeros({2}, torch::kLong)}},
-                                {2});
+  TensorDict small = TensorDict(
+      {{"a", torch::zeros({2, 3})}, {"i", torch::zeros({2}, torch::kLong)}},
+      {2});
   small.lock_();
   Snapshot ss = TakeSnapshot(small);
-  ExpectThrowsMsg([&] { (void)tensordict::stack_out(small, {row, row}); },
-                  "stack_out: key z" + kLockedMsg);
+  ExpectThrowsMsg(
+      [&] {
+        (void)tensordict::stack_out(small, {row, row});
+      },
+      "stack_out: key z" + kLockedMsg);
   ExpectUnchanged(small, ss);
 }
 
@@ -733,11 +803,15 @@ TEST(WriteSafetyTest, LockedDictAcceptsWritesIntoItsExistingTensors) {
   EXPECT_TRUE(td.get("a").is_same(a));
   EXPECT_TRUE(td.get("i").is_same(i));
   EXPECT_TRUE(td.get({"s", "x"}).is_same(x));
-  EXPECT_TRUE(at::equal(td.get("a"),
-                        torch::tensor({{4., 4., 4.}, {12., 12., 12.}, {4., 4., 4.}, {4., 4., 4.}})));
-  EXPECT_TRUE(at::equal(td.get("i"), torch::tensor({6, 16, 6, 6}, torch::kLong)));
-  EXPECT_TRUE(at::equal(td.get({"s", "x"}),
-                        torch::tensor({{2., 2.}, {8., 8.}, {2., 2.}, {2., 2.}})));
+  EXPECT_TRUE(at::equal(
+      td.get("a"),
+      torch::tensor(
+          {{4., 4., 4.}, {12., 12., 12.}, {4., 4., 4.}, {4., 4., 4.}})));
+  EXPECT_TRUE(
+      at::equal(td.get("i"), torch::tensor({6, 16, 6, 6}, torch::kLong)));
+  EXPECT_TRUE(
+      at::equal(td.get({"s", "x"}),
+                torch::tensor({{2., 2.}, {8., 8.}, {2., 2.}, {2., 2.}})));
 }
 
 TEST(WriteSafetyTest, LockIsRecursiveAndUnlockUnlocksEveryLevel) {
@@ -747,10 +821,18 @@ TEST(WriteSafetyTest, LockIsRecursiveAndUnlockUnlocksEveryLevel) {
   td.lock_();
   EXPECT_TRUE(sub.is_locked());
   Snapshot s = TakeSnapshot(td);
-  ExpectThrowsMsg([&] { sub.set("q", torch::ones({4})); }, "set: key q" + kLockedMsg);
-  ExpectThrowsMsg([&] { td.set({"s", "q"}, torch::ones({4})); },
-                  "set: key ('s', 'q')" + kLockedMsg);
-  ExpectThrowsMsg([&] { td.erase({"s", "x"}); }, "erase: key ('s', 'x')" + kLockedMsg);
+  ExpectThrowsMsg([&] { sub.set("q", torch::ones({4})); },
+                  "set: key q" + kLockedMsg);
+  ExpectThrowsMsg(
+      [&] {
+        td.set({"s", "q"}, torch::ones({4}));
+      },
+      "set: key ('s', 'q')" + kLockedMsg);
+  ExpectThrowsMsg(
+      [&] {
+        td.erase({"s", "x"});
+      },
+      "erase: key ('s', 'x')" + kLockedMsg);
   ExpectUnchanged(td, s);
   td.unlock_();
   EXPECT_FALSE(td.is_locked());
@@ -788,16 +870,24 @@ TEST(WriteSafetyTest, ReplayBufferStorageIsLockedAndStaysConsistent) {
   TensorDict st = rb.storage();
   ASSERT_TRUE(st.is_locked());
   Snapshot s = TakeSnapshot(st);
-  ExpectThrowsMsg([&] { st.set("obs", torch::zeros({4, 3})); }, "set: key obs" + kLockedMsg);
-  ExpectThrowsMsg([&] { st.set("extra", torch::zeros({4})); }, "set: key extra" + kLockedMsg);
+  ExpectThrowsMsg(
+      [&] {
+        st.set("obs", torch::zeros({4, 3}));
+      },
+      "set: key obs" + kLockedMsg);
+  ExpectThrowsMsg([&] { st.set("extra", torch::zeros({4})); },
+                  "set: key extra" + kLockedMsg);
   ExpectThrowsMsg([&] { st.erase("id"); }, "erase: key id" + kLockedMsg);
   ExpectUnchanged(st, s);
   // The buffer still writes into the storage that storage() shows.
   rb.add(row(3));
-  EXPECT_TRUE(at::equal(rb.storage().get("id"), torch::tensor({1, 2, 3, 0}, torch::kLong)));
+  EXPECT_TRUE(at::equal(rb.storage().get("id"),
+                        torch::tensor({1, 2, 3, 0}, torch::kLong)));
   auto [data, info] = rb.sample(16);
-  EXPECT_TRUE(at::equal(data.get("id"), rb.storage().get("id").index_select(0, info.index)));
-  EXPECT_TRUE(at::equal(data.get("obs"), rb.storage().get("obs").index_select(0, info.index)));
+  EXPECT_TRUE(at::equal(data.get("id"),
+                        rb.storage().get("id").index_select(0, info.index)));
+  EXPECT_TRUE(at::equal(data.get("obs"),
+                        rb.storage().get("obs").index_select(0, info.index)));
   EXPECT_TRUE(at::equal(data.get("id"), info.index + 1));
   // In-place writes into its rows are allowed.
   rb.storage()[3] = row(9);
@@ -808,7 +898,8 @@ TEST(WriteSafetyTest, ReplayBufferStorageIsLockedAndStaysConsistent) {
 // h. Prioritized weights with eps(0)
 // ===========================================================================
 
-TEST(WriteSafetyTest, PrioritizedWeightsWithZeroEpsStayInZeroOneAndSkipZeroRows) {
+TEST(WriteSafetyTest,
+     PrioritizedWeightsWithZeroEpsStayInZeroOneAndSkipZeroRows) {
   ReplayBuffer rb(ReplayBufferOptions(8)
                       .sampler(PrioritizedSampler().alpha(1).beta(0.5).eps(0))
                       .seed(7));
@@ -828,7 +919,8 @@ TEST(WriteSafetyTest, PrioritizedWeightsWithZeroEpsStayInZeroOneAndSkipZeroRows)
       ASSERT_GT(w[k], 0.f) << k;
       ASSERT_LE(w[k], 1.f) << k;
       // (p_i / p_min)^-beta with p_min the smallest positive priority (1).
-      ASSERT_NEAR(w[k], std::pow(prio[static_cast<size_t>(idx[k])], -0.5), 1e-6);
+      ASSERT_NEAR(w[k], std::pow(prio[static_cast<size_t>(idx[k])], -0.5),
+                  1e-6);
     }
   }
   EXPECT_EQ(seen, std::set<int64_t>({1, 3, 5, 7}));

@@ -81,10 +81,9 @@ class Group {
  public:
   /// Any c10d group: a `ProcessGroup` (LibTorch 1.x's groups, and 2.x's
   /// wrapper) or a `Backend` (2.x's `ProcessGroupGloo`, `ProcessGroupNCCL`).
-  template <typename T,
-            typename = std::enable_if_t<
-                std::is_base_of<c10d::ProcessGroup, T>::value ||
-                std::is_base_of<c10d::Backend, T>::value>>
+  template <typename T, typename = std::enable_if_t<
+                            std::is_base_of<c10d::ProcessGroup, T>::value ||
+                            std::is_base_of<c10d::Backend, T>::value>>
   Group(c10::intrusive_ptr<T> group)  // NOLINT: implicit on purpose
       : group_(std::move(group)),
         is_backend_(std::is_base_of<c10d::Backend, T>::value) {}

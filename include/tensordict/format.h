@@ -15,7 +15,8 @@ namespace detail {
 /// A formatter that renders `T` through a `std::string str(const T&)`.
 template <typename T, std::string (*Render)(const T&)>
 struct StringFormatter {
-  constexpr auto parse(fmt::format_parse_context& ctx) -> decltype(ctx.begin()) {
+  constexpr auto parse(fmt::format_parse_context& ctx)
+      -> decltype(ctx.begin()) {
     auto it = ctx.begin();
     if (it != ctx.end() && *it != '}') {
       throw fmt::format_error("tensordict: invalid format spec");
@@ -45,7 +46,8 @@ struct formatter<tensordict::TensorDict>
 template <>
 struct formatter<tensordict::IndexedTensorDict>
     : tensordict::detail::StringFormatter<tensordict::IndexedTensorDict,
-                                          &tensordict::detail::render_indexed> {};
+                                          &tensordict::detail::render_indexed> {
+};
 /// `fmt::format("{}", key)`: `obs` or `('next', 'obs')`.
 template <>
 struct formatter<tensordict::NestedKey>

@@ -31,8 +31,8 @@ namespace tensordict {
 /// first batch dim on (unlike `torch.nn.functional.pad`, which starts from
 /// the last dim). Every leaf is padded with `value`; the batch size grows by
 /// the padding.
-[[nodiscard]] TensorDict pad(const TensorDict& td,
-                             c10::IntArrayRef pad_size, double value = 0.0);
+[[nodiscard]] TensorDict pad(const TensorDict& td, c10::IntArrayRef pad_size,
+                             double value = 0.0);
 
 /// Python's `tensordict.pad_sequence` (0.4): dicts with the same keys whose
 /// leaves differ in length along `pad_dim` (a leaf dim, counted from the
@@ -92,8 +92,7 @@ IndexedTensorDict stack_out(const IndexedTensorDict& out,
 /// `cat` into the indexed region of a dict (see the `stack_out` overload
 /// above).
 IndexedTensorDict cat_out(const IndexedTensorDict& out,
-                          const std::vector<TensorDict>& tds,
-                          int64_t dim = 0);
+                          const std::vector<TensorDict>& tds, int64_t dim = 0);
 
 // ---- Arithmetic: leaf-wise, with a dict (same keys), a tensor (broadcast
 // ---- per leaf) or a scalar. The result has the left operand's batch size.

@@ -107,8 +107,9 @@ struct ForwardArity<M, std::void_t<decltype(&ModuleImpl<M>::forward)>> {
 template <typename M, typename = void>
 struct HasUnaryForward : std::false_type {};
 template <typename M>
-struct HasUnaryForward<M, std::void_t<decltype((*std::declval<M&>()).forward(
-                              std::declval<const at::Tensor&>()))>>
+struct HasUnaryForward<
+    M, std::void_t<decltype((*std::declval<M&>())
+                                .forward(std::declval<const at::Tensor&>()))>>
     : std::true_type {};
 
 // `M` holds a torch::nn module this header can call.
@@ -150,12 +151,12 @@ class TensorDictModule {
 
   /// `fn` (a `Function`, or anything it is made from: a lambda, a function)
   /// reads the tensors of `in_keys` and returns one per `out_key`.
-  template <typename F,
-            std::enable_if_t<
-                std::conjunction_v<
-                    std::negation<detail::IsNnModule<std::decay_t<F>>>,
-                    std::is_constructible<Function, F>>,
-                int> = 0>
+  template <
+      typename F,
+      std::enable_if_t<
+          std::conjunction_v<std::negation<detail::IsNnModule<std::decay_t<F>>>,
+                             std::is_constructible<Function, F>>,
+          int> = 0>
   TensorDictModule(F fn, std::vector<NestedKey> in_keys,
                    std::vector<NestedKey> out_keys)
       : TensorDictModule(Function(std::move(fn)), std::move(in_keys),
@@ -164,8 +165,9 @@ class TensorDictModule {
   /// A `torch::nn` module (`torch::nn::Linear(4, 2)`, or a
   /// `std::shared_ptr<MyModuleImpl>`): its `forward` takes one tensor per
   /// in-key and returns a tensor or a `std::tuple` of them, one per out-key.
-  template <typename M,
-            std::enable_if_t<detail::IsNnModule<std::decay_t<M>>::value, int> = 0>
+  template <
+      typename M,
+      std::enable_if_t<detail::IsNnModule<std::decay_t<M>>::value, int> = 0>
   TensorDictModule(M module, std::vector<NestedKey> in_keys,
                    std::vector<NestedKey> out_keys)
       : TensorDictModule(wrap(std::move(module)), std::move(in_keys),

@@ -203,8 +203,7 @@ struct SliceSamplerWithoutReplacement {
 /// (TorchRL zeroes them in its sum tree).
 struct PrioritizedSliceSampler {
   /// Slices of `slice_len` rows.
-  explicit PrioritizedSliceSampler(int64_t slice_len)
-      : slice_len_(slice_len) {}
+  explicit PrioritizedSliceSampler(int64_t slice_len) : slice_len_(slice_len) {}
   /// As `SliceSampler`'s.
   ///@{
   TORCH_ARG(int64_t, slice_len);

@@ -56,8 +56,8 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
-#include <nlohmann/json_fwd.hpp>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -190,7 +190,7 @@ class TensorDict {
   /// is followed by its own keys (as nested keys); `leaves_only` drops the
   /// keys of sub-dicts themselves.
   [[nodiscard]] std::vector<NestedKey> keys(bool include_nested = false,
-                                           bool leaves_only = false) const;
+                                            bool leaves_only = false) const;
 
   /// The stored tensor at `key` (not a copy). Nested keys walk sub-dicts.
   /// Throws if the key is missing (listing the available keys) or names a
@@ -644,8 +644,9 @@ class TensorDict {
   /// leaves in place: use `memmap`); a failed call leaves the dict
   /// unchanged. `names`: the files' names, escaped as Python 0.14 writes
   /// them, or raw for Python 0.4 to 0.12.
-  const TensorDict& memmap_(const std::string& prefix,
-                            MemmapKeyNames names = MemmapKeyNames::kEscaped) const;
+  const TensorDict& memmap_(
+      const std::string& prefix,
+      MemmapKeyNames names = MemmapKeyNames::kEscaped) const;
   /// A memory-mapped copy under `prefix` (new dict and new tensors over the
   /// files, on the CPU and locked, as `memmap_` leaves a dict); this dict is
   /// unchanged. Same errors as `memmap_`. A `prefix` ending in ".tdz" names
@@ -792,7 +793,7 @@ class IndexedTensorDict {
   [[nodiscard]] TensorDict get_tensordict(const NestedKey& key) const;
   [[nodiscard]] std::vector<int64_t> batch_size() const;
   [[nodiscard]] std::vector<NestedKey> keys(bool include_nested = false,
-                                           bool leaves_only = false) const;
+                                            bool leaves_only = false) const;
   [[nodiscard]] bool all() const;
   [[nodiscard]] bool any() const;
   [[nodiscard]] TensorDict clone() const;

@@ -16,7 +16,7 @@
 
 /// The version as one number, `MAJOR * 10000 + MINOR * 100 + PATCH`, for
 /// comparisons: `#if TENSORDICT_VERSION >= 100` (0.1.0 or later).
-#define TENSORDICT_VERSION                                      \
+#define TENSORDICT_VERSION                                             \
   (TENSORDICT_VERSION_MAJOR * 10000 + TENSORDICT_VERSION_MINOR * 100 + \
    TENSORDICT_VERSION_PATCH)
 
@@ -25,8 +25,10 @@
 #define TENSORDICT_VERSION_STR(x) TENSORDICT_VERSION_STR_(x)
 /// @endcond
 
+// clang-format off
 /// The version as a string literal, "MAJOR.MINOR.PATCH" ("0.1.0").
-#define TENSORDICT_VERSION_STRING                   \
+#define TENSORDICT_VERSION_STRING                       \
   TENSORDICT_VERSION_STR(TENSORDICT_VERSION_MAJOR) "." \
   TENSORDICT_VERSION_STR(TENSORDICT_VERSION_MINOR) "." \
   TENSORDICT_VERSION_STR(TENSORDICT_VERSION_PATCH)
+// clang-format on

@@ -33,11 +33,11 @@ auto as_view_impl(const Base& base, const at::Tensor& view, CreationMeta meta,
 }  // namespace
 
 at::Tensor as_view(const at::Tensor& base, const at::Tensor& view) {
-  const CreationMeta meta = c10::InferenceMode::is_enabled()
-                                ? CreationMeta::INFERENCE_MODE
-                                : (c10::GradMode::is_enabled()
-                                       ? CreationMeta::DEFAULT
-                                       : CreationMeta::NO_GRAD_MODE);
+  const CreationMeta meta =
+      c10::InferenceMode::is_enabled()
+          ? CreationMeta::INFERENCE_MODE
+          : (c10::GradMode::is_enabled() ? CreationMeta::DEFAULT
+                                         : CreationMeta::NO_GRAD_MODE);
   return as_view_impl(base, view, meta, 0);
 }
 

@@ -53,8 +53,7 @@ static_assert(!kCxx20Required || __cplusplus >= 202002L,
 /// An integer that LibTorch hands out as `int64_t` (1.13) or `c10::SymInt`
 /// (2.x). A symbolic SymInt throws LibTorch's error.
 inline int64_t as_int(int64_t v) { return v; }
-template <typename T,
-          typename = std::enable_if_t<!std::is_integral<T>::value>>
+template <typename T, typename = std::enable_if_t<!std::is_integral<T>::value>>
 inline int64_t as_int(const T& v) {
   return v.expect_int();
 }

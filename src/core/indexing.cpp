@@ -29,7 +29,6 @@ namespace detail {
 // Index normalization
 // ---------------------------------------------------------------------------
 
-
 bool is_mask(const at::Tensor& t) {
   return t.scalar_type() == at::kBool || t.scalar_type() == at::kByte;
 }
@@ -74,9 +73,9 @@ NormalizedIndex normalize_index(const TensorDictImpl& impl,
   }
   TORCH_CHECK_INDEX(ellipses <= 1,
                     "an index can only have a single ellipsis ('...')");
-  TORCH_CHECK_INDEX(consumed <= bd, "too many indices for TensorDict with batch_size ",
-                    shape_str(impl.batch_size), ": ", consumed,
-                    " batch dims were indexed");
+  TORCH_CHECK_INDEX(
+      consumed <= bd, "too many indices for TensorDict with batch_size ",
+      shape_str(impl.batch_size), ": ", consumed, " batch dims were indexed");
   NormalizedIndex out;
   out.indices.reserve(indices.size() + static_cast<size_t>(bd));
   int64_t dim = 0;
@@ -130,9 +129,9 @@ SliceRange slice_range(const at::indexing::Slice& s, int64_t size) {
 std::vector<int64_t> indexed_shape(const TensorDictImpl& impl,
                                    const NormalizedIndex& norm) {
   if (norm.all_int) {
-    return std::vector<int64_t>(impl.batch_size.begin() +
-                                    static_cast<int64_t>(norm.ints.size()),
-                                impl.batch_size.end());
+    return std::vector<int64_t>(
+        impl.batch_size.begin() + static_cast<int64_t>(norm.ints.size()),
+        impl.batch_size.end());
   }
   // Integers and positive-step slices: the shape by Python's slice rules.
   if (std::all_of(norm.indices.begin(), norm.indices.end(),
@@ -180,14 +179,14 @@ std::vector<int64_t> indexed_shape(const TensorDictImpl& impl,
 at::Tensor row_view(const at::Tensor& t, int64_t i) {
   c10::TensorImpl* bi = t.unsafeGetTensorImpl();
   if (t.dim() == 0 || t.layout() != at::kStrided ||
-      !(t.is_cpu() || t.is_cuda()) || t.is_quantized() || detail::has_names(t) ||
-      !bi->has_storage() ||
+      !(t.is_cpu() || t.is_cuda()) || t.is_quantized() ||
+      detail::has_names(t) || !bi->has_storage() ||
       (bi->autograd_meta() != nullptr && bi->requires_grad())) {
     return t.select(0, i);
   }
-  auto impl = c10::make_intrusive<c10::TensorImpl>(
-      c10::TensorImpl::VIEW, c10::Storage(bi->storage()), bi->key_set(),
-      bi->dtype());
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::TensorImpl::VIEW,
+                                                   c10::Storage(bi->storage()),
+                                                   bi->key_set(), bi->dtype());
   impl->set_sizes_and_strides(bi->sizes().slice(1), bi->strides().slice(1));
   impl->set_storage_offset(bi->storage_offset() + i * bi->strides()[0]);
   at::Tensor view(std::move(impl));
@@ -266,7 +265,8 @@ struct IndexedTensorDict::IndexList {
 };
 
 IndexedTensorDict TensorDict::operator[](const TensorIndex& index) const {
-  if (index.is_integer()) return IndexedTensorDict(*this, as_int(index.integer()));
+  if (index.is_integer())
+    return IndexedTensorDict(*this, as_int(index.integer()));
   auto list = std::make_shared<IndexedTensorDict::IndexList>();
   list->indices.reserve(1);
   append_index(list->indices, index);
@@ -335,8 +335,8 @@ at::Tensor gather_leaf(const at::Tensor& t, const int64_t* idx, int64_t n,
 
 ImplPtr gather_rows(const TensorDictImpl& src, const at::Tensor& index) {
   TORCH_INTERNAL_ASSERT(index.device().is_cpu() &&
-                        index.scalar_type() == at::kLong &&
-                        index.dim() == 1 && index.is_contiguous());
+                        index.scalar_type() == at::kLong && index.dim() == 1 &&
+                        index.is_contiguous());
   const int64_t* idx = index.data_ptr<int64_t>();
   const int64_t n = index.size(0);
   const bool grad_mode = c10::GradMode::is_enabled();
@@ -389,7 +389,8 @@ IndexedTensorDict& IndexedTensorDict::operator=(const TensorDict& value) && {
   return *this;
 }
 
-IndexedTensorDict& IndexedTensorDict::operator=(const IndexedTensorDict& value) && {
+IndexedTensorDict& IndexedTensorDict::operator=(
+    const IndexedTensorDict& value) && {
   return std::move(*this) = value.value();
 }
 
@@ -433,12 +434,14 @@ IndexedTensorDict IndexedTensorDict::operator[](int64_t i) const {
   return (*this)[TensorIndex(i)];
 }
 
-IndexedTensorDict IndexedTensorDict::operator[](const TensorIndex& index) const {
+IndexedTensorDict IndexedTensorDict::operator[](
+    const TensorIndex& index) const {
   // td[a][b] == td[a + b] when `a` is all integers: they remove their dims,
   // and `b` indexes the dims that follow.
   const bool ints_only =
-      !list_ || std::all_of(list_->indices.begin(), list_->indices.end(),
-                            [](const TensorIndex& t) { return t.is_integer(); });
+      !list_ ||
+      std::all_of(list_->indices.begin(), list_->indices.end(),
+                  [](const TensorIndex& t) { return t.is_integer(); });
   if (!chained_ && ints_only) {
     auto list = std::make_shared<IndexList>();
     const size_t n = list_ ? list_->indices.size() : 1;

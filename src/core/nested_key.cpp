@@ -18,7 +18,8 @@ NestedKey::NestedKey(std::initializer_list<std::string> parts) : parts_(parts) {
   validate();
 }
 
-NestedKey::NestedKey(std::vector<std::string> parts) : parts_(std::move(parts)) {
+NestedKey::NestedKey(std::vector<std::string> parts)
+    : parts_(std::move(parts)) {
   validate();
 }
 
@@ -37,7 +38,6 @@ NestedKey NestedKey::join(const NestedKey& other) const {
   parts.insert(parts.end(), other.parts_.begin(), other.parts_.end());
   return NestedKey(std::move(parts));
 }
-
 
 std::string NestedKey::str() const {
   if (parts_.size() == 1) return parts_.front();

@@ -72,13 +72,12 @@ NonTensorPtr non_tensor_stack(
   TORCH_INTERNAL_ASSERT(stack_dims.empty() ||
                         static_cast<int64_t>(stack_dims.size()) == ids.dim());
   const bool stacked =
-      stack_dims.empty() ||
-      std::any_of(stack_dims.begin(), stack_dims.end(),
-                  [](char c) { return c != 0; });
+      stack_dims.empty() || std::any_of(stack_dims.begin(), stack_dims.end(),
+                                        [](char c) { return c != 0; });
   // Without stack dims, every element holds the first one's value (one
   // NonTensorData was indexed out of the stack).
-  if (ids.dim() == 0 ||
-      (!stacked && ids.numel() > 0 && ids.eq(ids.flatten()[0]).all().item<bool>())) {
+  if (ids.dim() == 0 || (!stacked && ids.numel() > 0 &&
+                         ids.eq(ids.flatten()[0]).all().item<bool>())) {
     nt->data = (*values)[static_cast<size_t>(ids.flatten()[0].item<int64_t>())];
     return nt;
   }
@@ -147,7 +146,8 @@ at::Tensor non_tensor_eq(const TensorDictImpl& a, const TensorDictImpl& b) {
   const NonTensor& x = *a.non_tensor;
   const NonTensor& y = *b.non_tensor;
   if (x.is_stack != y.is_stack) return at::Tensor();
-  if (!x.is_stack) return at::full(a.batch_size, py_equal(x.data, y.data), at::kBool);
+  if (!x.is_stack)
+    return at::full(a.batch_size, py_equal(x.data, y.data), at::kBool);
   at::Tensor out = at::empty(a.batch_size, at::kBool);
   const int64_t n = out.numel();
   const int64_t* xi = x.ids.data_ptr<int64_t>();

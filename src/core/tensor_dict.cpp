@@ -64,8 +64,10 @@ at::Device usable_device(const char* op, at::Device d) {
   if (d.is_cpu() || d.type() == at::kMeta) return d;
   const std::string type = c10::DeviceTypeName(d.type());
   TORCH_CHECK(c10::impl::hasDeviceGuardImpl(d.type()), op, ": device ",
-              device_name(d), " is not available: this LibTorch was built "
-              "without ", type, " support");
+              device_name(d),
+              " is not available: this LibTorch was built "
+              "without ",
+              type, " support");
   if (d.has_index()) {
     const int64_t n = c10::impl::getDeviceGuardImpl(d.type())->deviceCount();
     TORCH_CHECK(d.index() < n, op, ": device ", device_name(d),
@@ -205,7 +207,7 @@ Entry::Entry(std::shared_ptr<detail::TensorDictImpl> dict)
 
 namespace {
 const char* entry_kind(const Entry& e) {
-  return e.is_tensor() ? "a tensor"
+  return e.is_tensor()       ? "a tensor"
          : e.is_non_tensor() ? "non-tensor data"
                              : "a TensorDict";
 }
@@ -294,8 +296,8 @@ namespace {
   const char* use = n.is_non_tensor() ? "get_non_tensor"
                     : n.is_dict()     ? "get_tensordict"
                                       : "get";
-  TORCH_CHECK_TYPE(false, "key ", key.str(), " holds ", holds, ", not ",
-                   wanted, "; use ", use, "()");
+  TORCH_CHECK_TYPE(false, "key ", key.str(), " holds ", holds, ", not ", wanted,
+                   "; use ", use, "()");
 }
 }  // namespace
 
@@ -307,7 +309,8 @@ at::Tensor TensorDict::get(const NestedKey& key) const {
 
 TensorDict TensorDict::get_tensordict(const NestedKey& key) const {
   const Node& n = lookup_or_throw(*impl_, key);
-  if (!n.is_dict() || n.is_non_tensor()) throw_wrong_kind(key, n, "a TensorDict");
+  if (!n.is_dict() || n.is_non_tensor())
+    throw_wrong_kind(key, n, "a TensorDict");
   return TensorDict(n.dict);
 }
 
@@ -346,8 +349,9 @@ std::pair<TensorDictImpl*, size_t> walk_for_set(TensorDictImpl& root,
     if (n == nullptr) return {cur, i};
     TORCH_CHECK_TYPE(n->is_dict() && !n->is_non_tensor(), "key ", key.str(),
                      ": cannot create a sub-TensorDict at ",
-                     NestedKey(std::vector<std::string>(parts.begin(),
-                                                        parts.begin() + static_cast<int64_t>(i) + 1))
+                     NestedKey(std::vector<std::string>(
+                                   parts.begin(),
+                                   parts.begin() + static_cast<int64_t>(i) + 1))
                          .str(),
                      n->is_dict() ? ": non-tensor data lives there"
                                   : ": a tensor lives there");
@@ -397,7 +401,8 @@ const TensorDict& TensorDict::set(const NestedKey& key,
   }
   check_leading_dims(key, value, parent->batch_size);
   at::Tensor v = value;
-  if (parent->device && v.device() != *parent->device) v = v.to(*parent->device);
+  if (parent->device && v.device() != *parent->device)
+    v = v.to(*parent->device);
   parent = create_path(parent, missing_from, key);
   if (Node* n = parent->find(key.back())) {
     n->tensor = std::move(v);
@@ -475,8 +480,8 @@ Entry remove(TensorDictImpl& root, const NestedKey& key, const char* op) {
   check_unlocked(*parent, op, key);
   auto it = std::find_if(parent->nodes.begin(), parent->nodes.end(),
                          [&](const Node& n) { return n.key == key.back(); });
-  Entry out = it->is_dict() ? Entry(TensorDictImpl::wrap(it->dict))
-                            : Entry(it->tensor);
+  Entry out =
+      it->is_dict() ? Entry(TensorDictImpl::wrap(it->dict)) : Entry(it->tensor);
   parent->nodes.erase(it);
   return out;
 }
@@ -497,14 +502,14 @@ const TensorDict& TensorDict::rename_key_(const NestedKey& old_key,
   if (old_key == new_key) return *this;
   const auto& op = old_key.parts();
   const auto& np = new_key.parts();
-  TORCH_CHECK(!(np.size() > op.size() &&
-                std::equal(op.begin(), op.end(), np.begin())),
-              "cannot rename key ", old_key.str(), " to ", new_key.str(),
-              ": the new key lies inside the old one");
-  TORCH_CHECK(!(op.size() > np.size() &&
-                std::equal(np.begin(), np.end(), op.begin())),
-              "cannot rename key ", old_key.str(), " to ", new_key.str(),
-              ": the old key lies inside the new one");
+  TORCH_CHECK(
+      !(np.size() > op.size() && std::equal(op.begin(), op.end(), np.begin())),
+      "cannot rename key ", old_key.str(), " to ", new_key.str(),
+      ": the new key lies inside the old one");
+  TORCH_CHECK(
+      !(op.size() > np.size() && std::equal(np.begin(), np.end(), op.begin())),
+      "cannot rename key ", old_key.str(), " to ", new_key.str(),
+      ": the old key lies inside the new one");
   check_unlocked(*parent_of(*impl_, old_key), "rename_key_", old_key);
   StructureSnapshot snapshot(*impl_);
   try {
@@ -628,7 +633,9 @@ TensorDict TensorDict::to(at::Device device, bool non_blocking) const {
         return sent.empty() ? t.to(device, non_blocking) : sent[k++];
       },
       nullptr,
-      [&](const TensorDictImpl&, TensorDictImpl& out) { out.device = device; }));
+      [&](const TensorDictImpl&, TensorDictImpl& out) {
+        out.device = device;
+      }));
 }
 
 const TensorDict& TensorDict::record_stream(c10::Stream stream) const {
@@ -656,25 +663,27 @@ TensorDict TensorDict::pin_memory() const {
 }
 
 TensorDict TensorDict::to(at::ScalarType dtype) const {
-  return TensorDict(rebuild_leaves(*impl_, [&](const at::Tensor& t) { return t.to(dtype); }));
+  return TensorDict(
+      rebuild_leaves(*impl_, [&](const at::Tensor& t) { return t.to(dtype); }));
 }
 
 TensorDict TensorDict::cpu() const { return to(at::Device(at::kCPU)); }
 
 TensorDict TensorDict::clone() const {
-  return TensorDict(rebuild_leaves(*impl_, [](const at::Tensor& t) { return t.clone(); }));
+  return TensorDict(
+      rebuild_leaves(*impl_, [](const at::Tensor& t) { return t.clone(); }));
 }
 
-TensorDict TensorDict::copy() const {
-  return TensorDict(shallow_copy(*impl_));
-}
+TensorDict TensorDict::copy() const { return TensorDict(shallow_copy(*impl_)); }
 
 TensorDict TensorDict::contiguous() const {
-  return TensorDict(rebuild_leaves(*impl_, [](const at::Tensor& t) { return t.contiguous(); }));
+  return TensorDict(rebuild_leaves(
+      *impl_, [](const at::Tensor& t) { return t.contiguous(); }));
 }
 
 TensorDict TensorDict::detach() const {
-  return TensorDict(rebuild_leaves(*impl_, [](const at::Tensor& t) { return t.detach(); }));
+  return TensorDict(
+      rebuild_leaves(*impl_, [](const at::Tensor& t) { return t.detach(); }));
 }
 
 const TensorDict& TensorDict::zero_() const {
@@ -732,8 +741,10 @@ const TensorDict& TensorDict::share_memory_() const {
           return;
         }
         TORCH_CHECK_VALUE(t.device().is_cpu(), "share_memory_: key ",
-                          path.key().str(), ": only CPU and CUDA tensors can be "
-                          "shared, not ", detail::device_name(t.device()), " ones");
+                          path.key().str(),
+                          ": only CPU and CUDA tensors can be "
+                          "shared, not ",
+                          detail::device_name(t.device()), " ones");
         const c10::Storage& st = t.storage();
         for (const auto& s : storages) {
           if (s.is_alias_of(st)) return;
@@ -766,7 +777,6 @@ const TensorDict& TensorDict::share_memory_() const {
 // Comparisons
 // ---------------------------------------------------------------------------
 
-
 namespace {
 
 // `a == b` (`eq`) or `a != b`: the matching leaves compared, shaped like
@@ -787,20 +797,22 @@ TensorDict compare(const TensorDict& a, const TensorDict& b, bool eq) {
   pair_walk<Pairing::kSameKeys>(
       bi, out.get(), [&](const KeyPath& path, const Match<TensorDictImpl>& m) {
         if (!m.a.is_dict()) return Next::kSkip;
-        if (!m.a.is_non_tensor() && !m.b->is_non_tensor()) return Next::kDescend;
-        TORCH_CHECK_TYPE(m.a.is_non_tensor() && m.b->is_non_tensor(), op,
-                         ": key ", path.key().str(), " is ",
-                         m.b->is_non_tensor() ? "non-tensor data" : "a TensorDict",
-                         " in the left-hand side but ",
-                         m.a.is_non_tensor() ? "non-tensor data" : "a TensorDict",
-                         " in the right-hand side");
+        if (!m.a.is_non_tensor() && !m.b->is_non_tensor())
+          return Next::kDescend;
+        TORCH_CHECK_TYPE(
+            m.a.is_non_tensor() && m.b->is_non_tensor(), op, ": key ",
+            path.key().str(), " is ",
+            m.b->is_non_tensor() ? "non-tensor data" : "a TensorDict",
+            " in the left-hand side but ",
+            m.a.is_non_tensor() ? "non-tensor data" : "a TensorDict",
+            " in the right-hand side");
         TensorDictImpl& level = *m.b->dict;
-        TORCH_CHECK_VALUE(level.batch_size == m.a.dict->batch_size, op,
-                          ": key ", path.key().str(),
-                          ": non-tensor data of batch size ",
-                          shape_str(level.batch_size),
-                          " cannot be compared with non-tensor data of batch size ",
-                          shape_str(m.a.dict->batch_size));
+        TORCH_CHECK_VALUE(
+            level.batch_size == m.a.dict->batch_size, op, ": key ",
+            path.key().str(), ": non-tensor data of batch size ",
+            shape_str(level.batch_size),
+            " cannot be compared with non-tensor data of batch size ",
+            shape_str(m.a.dict->batch_size));
         at::Tensor r = non_tensor_eq(level, *m.a.dict);
         if (!r.defined()) {
           level.non_tensor = non_tensor_none(level);

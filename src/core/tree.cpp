@@ -61,9 +61,11 @@ void throw_key_difference(const char* op, const TensorDictImpl& a,
   }
   // Only the sides that lack something are named.
   std::string msg = std::string(op) + ": TensorDicts have different keys: ";
-  if (!extra.empty()) msg += "missing from " + std::string(a_name) + ": " + key_vec_str(extra);
+  if (!extra.empty())
+    msg += "missing from " + std::string(a_name) + ": " + key_vec_str(extra);
   if (!extra.empty() && !missing.empty()) msg += "; ";
-  if (!missing.empty()) msg += "missing from " + std::string(b_name) + ": " + key_vec_str(missing);
+  if (!missing.empty())
+    msg += "missing from " + std::string(b_name) + ": " + key_vec_str(missing);
   TORCH_CHECK(false, msg);
 }
 

@@ -99,9 +99,8 @@ void visit(Impl& level, KeyPath& path, const Enter& enter, const Leaf& leaf,
 template <typename Impl, typename Enter, typename Leaf, typename Leave>
 void visit(Impl& root, const Enter& enter, const Leaf& leaf,
            const Leave& leave) {
-  static_assert(
-      std::is_same<std::remove_const_t<Impl>, TensorDictImpl>::value,
-      "visit walks a TensorDictImpl");
+  static_assert(std::is_same<std::remove_const_t<Impl>, TensorDictImpl>::value,
+                "visit walks a TensorDictImpl");
   KeyPath path;
   tree_impl::visit(root, path, enter, leaf, leave);
 }
@@ -191,8 +190,8 @@ enum class Pairing {
 /// An entry of the walked tree `a` and its match in the other tree `b`.
 template <typename BImpl>
 struct Match {
-  using BNode = std::conditional_t<std::is_const<BImpl>::value, const Node,
-                                   Node>;
+  using BNode =
+      std::conditional_t<std::is_const<BImpl>::value, const Node, Node>;
   const Node& a;
   /// The level of `b` paired with `a`'s level; null below an entry that `b`
   /// lacks.
@@ -204,8 +203,7 @@ struct Match {
 namespace tree_impl {
 
 template <Pairing P, typename BImpl, typename Fn>
-bool pair_walk(const TensorDictImpl& a, BImpl* b, KeyPath& path,
-               const Fn& fn) {
+bool pair_walk(const TensorDictImpl& a, BImpl* b, KeyPath& path, const Fn& fn) {
   using BNode = typename Match<BImpl>::BNode;
   constexpr bool kWithPath =
       std::is_invocable<const Fn&, const KeyPath&, const Match<BImpl>&>::value;
@@ -227,7 +225,7 @@ bool pair_walk(const TensorDictImpl& a, BImpl* b, KeyPath& path,
       }
       // The same order is the common case; else a lookup.
       bn = j < nb && same_key(b_nodes[j].key, an.key) ? &b_nodes[j]
-                                                       : b->find(an.key);
+                                                      : b->find(an.key);
     }
     if (P == Pairing::kSameKeys &&
         (bn == nullptr || bn->is_dict() != an.is_dict())) {
@@ -276,9 +274,8 @@ bool pair_walk(const TensorDictImpl& a, BImpl* b, KeyPath& path,
 /// ```
 template <Pairing P, typename BImpl, typename Fn>
 bool pair_walk(const TensorDictImpl& a, BImpl* b, const Fn& fn) {
-  static_assert(
-      std::is_same<std::remove_const_t<BImpl>, TensorDictImpl>::value,
-      "pair_walk pairs TensorDictImpls");
+  static_assert(std::is_same<std::remove_const_t<BImpl>, TensorDictImpl>::value,
+                "pair_walk pairs TensorDictImpls");
   KeyPath path;
   return tree_impl::pair_walk<P>(a, b, path, fn);
 }
@@ -292,8 +289,7 @@ bool same_keys(const TensorDictImpl& a, const TensorDictImpl& b);
 /// "<op>: key K is a tensor in <a_name> but a TensorDict in <b_name>";
 /// else "<op>: TensorDicts have different keys: missing from <a_name>: [...];
 /// missing from <b_name>: [...]", naming only the sides that lack keys.
-[[noreturn]] void throw_key_difference(const char* op,
-                                       const TensorDictImpl& a,
+[[noreturn]] void throw_key_difference(const char* op, const TensorDictImpl& a,
                                        const TensorDictImpl& b,
                                        const char* a_name, const char* b_name);
 
@@ -336,7 +332,7 @@ const at::Tensor& non_tensor_ids(const NonTensor& nt);
 struct DimMap {
   static constexpr int64_t kNew = -1;    // a new dim (None, unsqueeze, expand)
   static constexpr int64_t kMixed = -2;  // several dims, or an advanced index
-  int64_t in_dims = 0;  // the root's batch dims before the op
+  int64_t in_dims = 0;                   // the root's batch dims before the op
   // Per new root dim: its old dim, kNew or kMixed (inline: every `td[i]`
   // makes one).
   c10::SmallVector<int64_t, 8> from;
@@ -369,8 +365,8 @@ ImplPtr rebuild(const TensorDictImpl& src, std::vector<int64_t> batch,
     if (n.is_dict()) {
       std::vector<int64_t> sub_batch = concat(
           out->batch_size, c10::IntArrayRef(n.dict->batch_size).slice(src_bd));
-      ImplPtr sub = rebuild(*n.dict, std::move(sub_batch), path, leaf,
-                            check_op, hook, non_tensors, dims);
+      ImplPtr sub = rebuild(*n.dict, std::move(sub_batch), path, leaf, check_op,
+                            hook, non_tensors, dims);
       if (n.dict->non_tensor != nullptr) {
         const at::Tensor& ids = non_tensor_ids(*n.dict->non_tensor);
         carry_non_tensor(*n.dict, *sub,

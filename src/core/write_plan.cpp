@@ -182,7 +182,8 @@ NonTensorPtr WriteTargets::NonTensorWrite::indexed(
   TORCH_CHECK(!dest.saved_path.has_value(), op, ": key ", key,
               ": the non-tensor data of a memory-mapped dict lives in its "
               "meta.json and cannot change in place (the value's ",
-              short_py_repr(non_tensor_value(*value)), " differs from the stored ",
+              short_py_repr(non_tensor_value(*value)),
+              " differs from the stored ",
               short_py_repr(non_tensor_value(dest)), ")");
   if (norm == nullptr) {  // the whole entry
     TORCH_CHECK(value->batch_size == dest.batch_size, op, ": key ", key,
@@ -233,21 +234,20 @@ WriteTargets::WriteTargets(const char* op, TensorDictImpl& dst,
         }
         if (vn.is_dict()) {
           if (dn != nullptr) {
-            TORCH_CHECK_TYPE(dn->is_dict() && !dn->is_non_tensor(), op,
-                             ": key ", path.key().str(),
-                             ": cannot write a TensorDict where ",
-                             dn->is_dict() ? "non-tensor data" : "a tensor",
-                             " lives");
+            TORCH_CHECK_TYPE(
+                dn->is_dict() && !dn->is_non_tensor(), op, ": key ",
+                path.key().str(), ": cannot write a TensorDict where ",
+                dn->is_dict() ? "non-tensor data" : "a tensor", " lives");
             on_dict(path, *dn->dict, *vn.dict);
             return Next::kDescend;
           }
           // A new level; for non-tensor data it carries the value's data
           // (see create()).
-          TORCH_CHECK(joins || !vn.is_non_tensor() ||
-                          !non_tensor_is_stack(*vn.dict),
-                      op, ": key ", path.key().str(),
-                      ": a NonTensorStack cannot be written into rows (only "
-                      "NonTensorData, one value for every row)");
+          TORCH_CHECK(
+              joins || !vn.is_non_tensor() || !non_tensor_is_stack(*vn.dict),
+              op, ": key ", path.key().str(),
+              ": a NonTensorStack cannot be written into rows (only "
+              "NonTensorData, one value for every row)");
           const Dict* np = level != nullptr ? nullptr : &dicts_[new_parent];
           std::vector<int64_t> batch =
               sub_batch(np != nullptr ? c10::IntArrayRef(np->batch)
@@ -255,19 +255,19 @@ WriteTargets::WriteTargets(const char* op, TensorDictImpl& dst,
                         *vn.dict);
           c10::optional<at::Device> device =
               np != nullptr ? np->device : level->device;
-          dicts_.push_back(Dict{level, new_parent, &vn, std::move(batch),
-                                device, nullptr});
+          dicts_.push_back(
+              Dict{level, new_parent, &vn, std::move(batch), device, nullptr});
           creations_.emplace_back(true, dicts_.size() - 1);
           if (vn.is_non_tensor()) return Next::kSkip;
           open.emplace_back(depth, dicts_.size() - 1);
           return Next::kDescend;
         }
         if (dn != nullptr) {
-          TORCH_CHECK_TYPE(!dn->is_dict(), op, ": key ", path.key().str(),
-                           ": cannot write a tensor where ",
-                           dn->is_non_tensor() ? "non-tensor data"
-                                               : "a TensorDict",
-                           " lives");
+          TORCH_CHECK_TYPE(
+              !dn->is_dict(), op, ": key ", path.key().str(),
+              ": cannot write a tensor where ",
+              dn->is_non_tensor() ? "non-tensor data" : "a TensorDict",
+              " lives");
         }
         const size_t i = leaves_.size();
         leaves_.push_back(Leaf{
@@ -522,11 +522,12 @@ class WritePlan {
     // copy_ does (validation names the key). Host and device addresses
     // never overlap.
     const bool src_on_host = on_device && src.device().is_cpu();
-    if (!src_on_host && from != to && from < to + nbytes && to < from + nbytes) {
+    if (!src_on_host && from != to && from < to + nbytes &&
+        to < from + nbytes) {
       return false;
     }
-    b = ByteCopy{dest.unsafeGetTensorImpl(), to, from, nbytes, on_device,
-                 src_on_host};
+    b = ByteCopy{
+        dest.unsafeGetTensorImpl(), to, from, nbytes, on_device, src_on_host};
     return true;
   }
 
@@ -597,7 +598,8 @@ class WritePlan {
       throw;
     }
     const auto& writes = targets_.non_tensor_writes();
-    for (size_t k = 0; k < writes.size(); ++k) writes[k].commit(non_tensors_[k]);
+    for (size_t k = 0; k < writes.size(); ++k)
+      writes[k].commit(non_tensors_[k]);
   }
 
   void write_leaf(const at::Tensor& dest, const at::Tensor& src) const {
@@ -681,14 +683,13 @@ RowWritePlan::RowWritePlan(const TensorDict& dst, const char* dst_name)
       root, Ignore(),
       [&](const KeyPath& path, const at::Tensor& t) {
         const int64_t rows = t.size(0);
-        leaves_.push_back(
-            Leaf{path.key(), t, &t, t.sizes().slice(1).vec(),
-                 rows == 0
-                     ? 0
-                     : static_cast<size_t>(t.numel() / rows) * t.element_size(),
-                 rows_byte_copyable(t) ? static_cast<char*>(t.data_ptr())
-                                       : nullptr,
-                 storage_of(t)});
+        leaves_.push_back(Leaf{
+            path.key(), t, &t, t.sizes().slice(1).vec(),
+            rows == 0
+                ? 0
+                : static_cast<size_t>(t.numel() / rows) * t.element_size(),
+            rows_byte_copyable(t) ? static_cast<char*>(t.data_ptr()) : nullptr,
+            storage_of(t)});
       },
       Ignore());
 }
@@ -765,7 +766,9 @@ void RowWritePlan::write_rows(const Sources& sources, int64_t value_bd,
     const at::Tensor& src = *sources[i];
     if (l.row_bytes == 0) continue;  // empty rows: nothing to copy
     // Where a byte copy goes and comes from (only for byte copies).
-    const auto to = [&] { return l.base + static_cast<size_t>(row) * l.row_bytes; };
+    const auto to = [&] {
+      return l.base + static_cast<size_t>(row) * l.row_bytes;
+    };
     const auto from = [&] {
       return static_cast<const char*>(src.data_ptr()) +
              static_cast<size_t>(src_row) * l.row_bytes;

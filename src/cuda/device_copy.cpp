@@ -23,9 +23,7 @@ namespace {
 constexpr size_t kAlign = 16;
 size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-void check_launch(int err) {
-  C10_CUDA_CHECK(static_cast<cudaError_t>(err));
-}
+void check_launch(int err) { C10_CUDA_CHECK(static_cast<cudaError_t>(err)); }
 
 bool dense(const at::Tensor& t) {
   return t.layout() == at::kStrided && t.is_contiguous() && !t.is_conj() &&
@@ -109,9 +107,8 @@ at::Tensor stage_to_device(c10::DeviceIndex device, cudaStream_t stream,
   char* host = ring.acquire(bytes);
   fill(host);
   at::Tensor dev = at::empty({static_cast<int64_t>(bytes)},
-                             at::TensorOptions()
-                                 .dtype(at::kByte)
-                                 .device(at::Device(at::kCUDA, device)));
+                             at::TensorOptions().dtype(at::kByte).device(
+                                 at::Device(at::kCUDA, device)));
   C10_CUDA_CHECK(cudaMemcpyAsync(dev.data_ptr(), host, bytes,
                                  cudaMemcpyHostToDevice, stream));
   ring.record(stream);
@@ -140,9 +137,8 @@ void run_on_device(c10::DeviceIndex device,
   }
   std::vector<Region> regions;
   regions.reserve(copies.size());
-  const char* base = staged.defined()
-                         ? static_cast<const char*>(staged.data_ptr())
-                         : nullptr;
+  const char* base =
+      staged.defined() ? static_cast<const char*>(staged.data_ptr()) : nullptr;
   size_t off = 0;
   for (const DeviceCopy* c : copies) {
     const char* src = c->src;
@@ -226,9 +222,9 @@ std::vector<at::Tensor> gather_leaves(
     }
   }
   if (!work.empty()) {
-    check_launch(launch_gather_rows(
-        work.data(), static_cast<int>(work.size()),
-        static_cast<const int64_t*>(idx.data_ptr()), n, stream));
+    check_launch(launch_gather_rows(work.data(), static_cast<int>(work.size()),
+                                    static_cast<const int64_t*>(idx.data_ptr()),
+                                    n, stream));
   }
   return out;
 }

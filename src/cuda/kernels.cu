@@ -23,10 +23,10 @@ struct GatherBatch {
   GatherLeaf items[kMaxPerLaunch];
 };
 
-__host__ __device__ inline int unit_of(const void* a, const void* b,
-                                      size_t n) {
+__host__ __device__ inline int unit_of(const void* a, const void* b, size_t n) {
   const uintptr_t m = reinterpret_cast<uintptr_t>(a) |
-                      reinterpret_cast<uintptr_t>(b) | static_cast<uintptr_t>(n);
+                      reinterpret_cast<uintptr_t>(b) |
+                      static_cast<uintptr_t>(n);
   if (m % 16 == 0) return 16;
   if (m % 8 == 0) return 8;
   if (m % 4 == 0) return 4;
@@ -48,11 +48,21 @@ __device__ void copy_units(char* dst, const char* src, size_t units) {
 __global__ void copy_regions_kernel(RegionBatch batch) {
   const Region r = batch.items[blockIdx.y];
   switch (unit_of(r.dst, r.src, r.nbytes)) {
-    case 16: copy_units<uint4>(r.dst, r.src, r.nbytes / 16); break;
-    case 8: copy_units<uint2>(r.dst, r.src, r.nbytes / 8); break;
-    case 4: copy_units<uint32_t>(r.dst, r.src, r.nbytes / 4); break;
-    case 2: copy_units<uint16_t>(r.dst, r.src, r.nbytes / 2); break;
-    default: copy_units<uint8_t>(r.dst, r.src, r.nbytes); break;
+    case 16:
+      copy_units<uint4>(r.dst, r.src, r.nbytes / 16);
+      break;
+    case 8:
+      copy_units<uint2>(r.dst, r.src, r.nbytes / 8);
+      break;
+    case 4:
+      copy_units<uint32_t>(r.dst, r.src, r.nbytes / 4);
+      break;
+    case 2:
+      copy_units<uint16_t>(r.dst, r.src, r.nbytes / 2);
+      break;
+    default:
+      copy_units<uint8_t>(r.dst, r.src, r.nbytes);
+      break;
   }
 }
 
@@ -77,11 +87,21 @@ __global__ void gather_rows_kernel(GatherBatch batch, const int64_t* idx,
   const GatherLeaf l = batch.items[blockIdx.y];
   // Rows start at multiples of row_bytes from both bases.
   switch (unit_of(l.dst, l.src, l.row_bytes)) {
-    case 16: gather_units<uint4>(l, idx, n); break;
-    case 8: gather_units<uint2>(l, idx, n); break;
-    case 4: gather_units<uint32_t>(l, idx, n); break;
-    case 2: gather_units<uint16_t>(l, idx, n); break;
-    default: gather_units<uint8_t>(l, idx, n); break;
+    case 16:
+      gather_units<uint4>(l, idx, n);
+      break;
+    case 8:
+      gather_units<uint2>(l, idx, n);
+      break;
+    case 4:
+      gather_units<uint32_t>(l, idx, n);
+      break;
+    case 2:
+      gather_units<uint16_t>(l, idx, n);
+      break;
+    default:
+      gather_units<uint8_t>(l, idx, n);
+      break;
   }
 }
 

@@ -38,8 +38,8 @@ int launch_copy_regions(const Region* regions, int count, CUstream_st* stream);
 /// For every leaf and q in [0, n): row idx[q] of the leaf's source to row q
 /// of its destination; `idx` is device memory holding valid row numbers.
 /// One launch per `kMaxPerLaunch` leaves. Returns the cudaError_t.
-int launch_gather_rows(const GatherLeaf* leaves, int count,
-                       const int64_t* idx, int64_t n, CUstream_st* stream);
+int launch_gather_rows(const GatherLeaf* leaves, int count, const int64_t* idx,
+                       int64_t n, CUstream_st* stream);
 
 }  // namespace cuda
 }  // namespace detail

@@ -54,10 +54,10 @@ void check_leaves(const char* op, Layout& l, const Group& pg) {
   for (const WireLeaf& leaf : l.leaves) {
     detail::check_wire_leaf(op, leaf, backend);
     const at::Device d = detail::normalize_device(leaf.tensor.device());
-    TORCH_CHECK_VALUE(!l.device.has_value() || *l.device == d, op, ": key ",
-                      leaf.key.str(), ": the leaves live on different devices (",
-                      detail::device_name(*l.device), " and ",
-                      detail::device_name(d), ")");
+    TORCH_CHECK_VALUE(
+        !l.device.has_value() || *l.device == d, op, ": key ", leaf.key.str(),
+        ": the leaves live on different devices (",
+        detail::device_name(*l.device), " and ", detail::device_name(d), ")");
     l.device = d;
   }
 }
@@ -93,8 +93,8 @@ std::vector<std::string> gather_descriptions(const char* op,
                                              const Group& pg) {
   const int size = pg.size();
   const auto options = at::TensorOptions().device(device);
-  std::vector<at::Tensor> in{at::full(
-      {1}, static_cast<int64_t>(mine.size()), options.dtype(at::kLong))};
+  std::vector<at::Tensor> in{at::full({1}, static_cast<int64_t>(mine.size()),
+                                      options.dtype(at::kLong))};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int r = 0; r < size; ++r) {
     out[0].push_back(at::empty({1}, options.dtype(at::kLong)));
@@ -208,7 +208,8 @@ ByteBuffer byte_buffer(const Layout& l) {
   for (const WireLeaf& leaf : l.leaves) {
     total = align_up(total);
     b.offsets.push_back(total);
-    total += leaf.tensor.numel() * static_cast<int64_t>(leaf.tensor.element_size());
+    total +=
+        leaf.tensor.numel() * static_cast<int64_t>(leaf.tensor.element_size());
   }
   b.bytes = at::empty({total}, at::TensorOptions().dtype(at::kByte).device(
                                    l.device.value_or(at::Device(at::kCPU))));
@@ -220,7 +221,8 @@ ByteBuffer byte_buffer(const Layout& l) {
 
 void pack(const Layout& l, const std::vector<at::Tensor>& views) {
   at::NoGradGuard no_grad;
-  for (size_t i = 0; i < l.leaves.size(); ++i) views[i].copy_(l.leaves[i].tensor);
+  for (size_t i = 0; i < l.leaves.size(); ++i)
+    views[i].copy_(l.leaves[i].tensor);
 }
 
 // The dtype a leaf is reduced in: its own where every LibTorch's Gloo
@@ -322,9 +324,9 @@ void all_reduce(const TensorDict& td, ReduceOp reduce, const Group& pg) {
       numels[slot] += leaf.tensor.numel();
     }
     for (size_t s = 0; s < dtypes.size(); ++s) {
-      buffers.push_back(at::empty(
-          {numels[s]}, at::TensorOptions().dtype(dtypes[s]).device(
-                           l.device.value_or(at::Device(at::kCPU)))));
+      buffers.push_back(
+          at::empty({numels[s]}, at::TensorOptions().dtype(dtypes[s]).device(
+                                     l.device.value_or(at::Device(at::kCPU)))));
     }
     for (size_t i = 0; i < l.leaves.size(); ++i) {
       const at::Tensor& leaf = l.leaves[i].tensor;
@@ -359,8 +361,8 @@ TensorDict all_gather(const TensorDict& td, const Group& pg) {
   pack(l, buffer.views);
   const int size = pg.size();
   const int64_t nbytes_all = buffer.bytes.numel();
-  at::Tensor gathered = at::empty({size, align_up(nbytes_all)},
-                                  buffer.bytes.options());
+  at::Tensor gathered =
+      at::empty({size, align_up(nbytes_all)}, buffer.bytes.options());
   std::vector<at::Tensor> in{buffer.bytes};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int r = 0; r < size; ++r) {

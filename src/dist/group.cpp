@@ -12,8 +12,8 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/compat.h"
@@ -21,8 +21,9 @@
 namespace tensordict {
 
 Group::Group(c10d::ProcessGroup& group)
-    : group_(c10::intrusive_ptr<c10d::ProcessGroup>::unsafe_reclaim_from_nonowning(
-          &group)),
+    : group_(
+          c10::intrusive_ptr<c10d::ProcessGroup>::unsafe_reclaim_from_nonowning(
+              &group)),
       is_backend_(false) {}
 
 Group::Group(c10d::Backend& group)
@@ -93,10 +94,12 @@ Group make_gloo_group(int rank, int size, const GlooGroupOptions& options) {
     auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size,
                                                           gloo_options);
     if (world->add(layout.barrier_key, 1) == size && !layout.wait_at_barrier) {
-      world->set(layout.barrier_key + ":last_worker", std::vector<uint8_t>{'1'});
+      world->set(layout.barrier_key + ":last_worker",
+                 std::vector<uint8_t>{'1'});
     }
     const auto deadline = std::chrono::steady_clock::now() + options.timeout;
-    while (layout.wait_at_barrier && world->add(layout.barrier_key, 0) != size) {
+    while (layout.wait_at_barrier &&
+           world->add(layout.barrier_key, 0) != size) {
       TORCH_CHECK(std::chrono::steady_clock::now() < deadline,
                   "timed out after ", options.timeout.count(),
                   " ms waiting for every rank at the store-based barrier");

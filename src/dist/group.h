@@ -40,9 +40,9 @@ namespace detail {
 /// A leaf as the wire sees it.
 struct WireLeaf {
   NestedKey key;
-  at::Tensor tensor;                 // the stored leaf
-  const TensorDictImpl* level;       // the dict holding it
-  size_t index;                      // its place in `leaf_tensors` order
+  at::Tensor tensor;            // the stored leaf
+  const TensorDictImpl* level;  // the dict holding it
+  size_t index;                 // its place in `leaf_tensors` order
 };
 
 /// The leaves of `root` in Python tensordict's wire order: each level's keys

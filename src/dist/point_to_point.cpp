@@ -38,22 +38,20 @@ std::vector<WireLeaf> wire_leaves(const TensorDictImpl& root) {
       [&](const KeyPath&, const TensorDictImpl&) { levels.pop_back(); });
   // Sorting the key paths component by component is Python's order: a
   // level's keys sorted, a sub-dict's leaves in place of its key.
-  std::stable_sort(items.begin(), items.end(),
-                   [](const Item& a, const Item& b) {
-                     return std::lexicographical_compare(
-                         a.path.begin(), a.path.end(), b.path.begin(),
-                         b.path.end(),
-                         [](const std::string* x, const std::string* y) {
-                           return *x < *y;
-                         });
-                   });
+  std::stable_sort(
+      items.begin(), items.end(), [](const Item& a, const Item& b) {
+        return std::lexicographical_compare(
+            a.path.begin(), a.path.end(), b.path.begin(), b.path.end(),
+            [](const std::string* x, const std::string* y) { return *x < *y; });
+      });
   std::vector<WireLeaf> out;
   out.reserve(items.size());
   for (const Item& it : items) {
     std::vector<std::string> parts;
     parts.reserve(it.path.size());
     for (const std::string* p : it.path) parts.push_back(*p);
-    out.push_back({NestedKey(std::move(parts)), *it.tensor, it.level, it.index});
+    out.push_back(
+        {NestedKey(std::move(parts)), *it.tensor, it.level, it.index});
   }
   return out;
 }
@@ -74,9 +72,9 @@ void check_wire_leaf(const char* op, const WireLeaf& leaf,
                     ": only dense (strided) tensors can be sent");
   const at::Device d = t.device();
   if (backend == "gloo") {
-    TORCH_CHECK_VALUE(d.is_cpu() || d.is_cuda(), op, ": key ",
-                      leaf.key.str(), ": Gloo moves CPU and CUDA tensors, not ",
-                      device_name(d), " ones");
+    TORCH_CHECK_VALUE(d.is_cpu() || d.is_cuda(), op, ": key ", leaf.key.str(),
+                      ": Gloo moves CPU and CUDA tensors, not ", device_name(d),
+                      " ones");
   } else if (backend == "nccl") {
     TORCH_CHECK_VALUE(d.is_cuda(), op, ": key ", leaf.key.str(),
                       ": NCCL moves CUDA tensors, not ", device_name(d),
@@ -176,9 +174,7 @@ void Work::wait() {
   if (state_) state_->wait();
 }
 
-bool Work::is_completed() const {
-  return !state_ || state_->is_completed();
-}
+bool Work::is_completed() const { return !state_ || state_->is_completed(); }
 
 // ---------------------------------------------------------------------------
 // The protocol
@@ -239,8 +235,8 @@ void post(Work::State& state, const Group& pg,
     std::vector<at::Tensor> message{tensors[i]};
     state.contexts.push_back(key_context(leaves[i], tag));
     auto work = detail::on_wire(state.op, state.contexts.back(), [&] {
-      return detail::with_group(
-          pg, [&](auto& g) { return call(g, message, tag); });
+      return detail::with_group(pg,
+                                [&](auto& g) { return call(g, message, tag); });
     });
     state.works.push_back(std::move(work));
     state.keep.push_back(std::move(tensors[i]));
@@ -256,7 +252,8 @@ Work isend(const TensorDict& td, int dst, const Group& pg, int init_tag,
   auto state = std::make_shared<Work::State>();
   state->op = "send";
   std::vector<at::Tensor> contiguous;
-  for (const auto& leaf : leaves) contiguous.push_back(leaf.tensor.contiguous());
+  for (const auto& leaf : leaves)
+    contiguous.push_back(leaf.tensor.contiguous());
   post(*state, pg, leaves, std::move(contiguous), init_tag,
        [&](auto& g, std::vector<at::Tensor>& message, int tag) {
          return g.send(message, dst, tag);
@@ -286,10 +283,10 @@ Work irecv(const TensorDict& td, int src, const Group& pg, int init_tag,
     const at::Tensor& dest = leaf.tensor;
     staged.push_back(dest.detach().clone(at::MemoryFormat::Contiguous));
     // The consolidated storage is one flat buffer, outside the batch dims.
-    state->copies.add(
-        op, leaf.key,
-        consolidated ? c10::IntArrayRef() : c10::IntArrayRef(leaf.level->batch_size),
-        dest, staged.back());
+    state->copies.add(op, leaf.key,
+                      consolidated ? c10::IntArrayRef()
+                                   : c10::IntArrayRef(leaf.level->batch_size),
+                      dest, staged.back());
   }
   post(*state, pg, leaves, std::move(staged), init_tag,
        [&](auto& g, std::vector<at::Tensor>& message, int tag) {

@@ -45,7 +45,8 @@ ordered_json to_python_meta(const ordered_json& ours, const std::string& path) {
     int64_t nbytes = static_cast<int64_t>(c10::elementSize(*dtype));
     for (const auto& d : e["shape"]) nbytes *= d.get<int64_t>();
     const int64_t start = e["offset"].get<int64_t>();
-    leaves[key] = ordered_json::array({e["dtype"], e["shape"], start, start + nbytes, 0});
+    leaves[key] =
+        ordered_json::array({e["dtype"], e["shape"], start, start + nbytes, 0});
   }
   const std::string device = ours["device"].get<std::string>();
   ordered_json out{
@@ -80,12 +81,13 @@ ordered_json from_python_meta(const ordered_json& py, const std::string& path,
               fn, ": malformed metadata ", where);
   const ordered_json& cls_meta = py["cls_metadata"];
   const ordered_json device = cls_meta.value("device", ordered_json());
-  TORCH_CHECK(device.is_null() || device.is_string(), fn,
-              ": malformed device ", where);
-  ordered_json out{{"type", "TensorDict"},
-                   {"batch_size", cls_meta.value("batch_size", ordered_json())},
-                   {"device", device.is_null() ? "None" : device.get<std::string>()},
-                   {"entries", ordered_json::object()}};
+  TORCH_CHECK(device.is_null() || device.is_string(), fn, ": malformed device ",
+              where);
+  ordered_json out{
+      {"type", "TensorDict"},
+      {"batch_size", cls_meta.value("batch_size", ordered_json())},
+      {"device", device.is_null() ? "None" : device.get<std::string>()},
+      {"entries", ordered_json::object()}};
   ordered_json& entries = out["entries"];
   for (const auto& [key, v] : py["leaves"].items()) {
     TORCH_CHECK(v.is_array() && v.size() >= 4 && v[2].is_number_integer(), fn,
@@ -96,8 +98,8 @@ ordered_json from_python_meta(const ordered_json& py, const std::string& path,
     if (reserved(key)) continue;
     TORCH_CHECK(!entries.contains(key), fn, ": the key ", key, " ", where,
                 " is both a leaf and a sub-dict");
-    entries[key] = from_python_meta(v, path.empty() ? key : path + "." + key,
-                                    depth + 1);
+    entries[key] =
+        from_python_meta(v, path.empty() ? key : path + "." + key, depth + 1);
   }
   return out;
 }
@@ -120,20 +122,24 @@ void init_remote(const TensorDict& td, int dst, const Group& pg, int init_tag) {
   constexpr const char* op = "init_remote";
   detail::check_peer(op, "destination", dst, pg);
   check_tag(op, init_tag);
-  const TensorDict c = td.is_consolidated() && td.device() == at::Device(at::kCPU)
-                           ? td
-                           : td.cpu().consolidate();
+  const TensorDict c =
+      td.is_consolidated() && td.device() == at::Device(at::kCPU)
+          ? td
+          : td.cpu().consolidate();
   const auto& impl = detail::TensorDictImpl::of(c);
   at::Tensor storage = impl.consolidated;
   if (storage.storage_offset() != 0 || !storage.is_contiguous()) {
     // Offsets are counted from the storage's start: consolidate afresh.
     return init_remote(td.cpu().consolidate(), dst, pg, init_tag);
   }
-  ordered_json meta = to_python_meta(detail::consolidated_meta(impl, storage), "");
+  ordered_json meta =
+      to_python_meta(detail::consolidated_meta(impl, storage), "");
   meta["_total_bytes"] = storage.numel();
   const std::string pickle = detail::py_pickle(meta);
-  at::Tensor length = at::full({1}, static_cast<int64_t>(pickle.size()), at::kLong);
-  at::Tensor bytes = at::empty({static_cast<int64_t>(pickle.size())}, at::kByte);
+  at::Tensor length =
+      at::full({1}, static_cast<int64_t>(pickle.size()), at::kLong);
+  at::Tensor bytes =
+      at::empty({static_cast<int64_t>(pickle.size())}, at::kByte);
   std::memcpy(bytes.data_ptr(), pickle.data(), pickle.size());
   // torch.distributed.send_object_list's two messages, then the storage.
   std::vector<at::Tensor> a{length}, b{bytes}, s{storage};
@@ -153,19 +159,19 @@ TensorDict from_remote_init(int src, const Group& pg, int init_tag) {
   transfer(op, "the metadata length", pg,
            [&](auto& g) { return g.recv(a, src, init_tag); });
   const int64_t n = a[0].item<int64_t>();
-  TORCH_CHECK(n > 0 && n <= (int64_t{1} << 30), op,
-              ": the metadata length ", n, " is not between 1 and 2^30 bytes");
+  TORCH_CHECK(n > 0 && n <= (int64_t{1} << 30), op, ": the metadata length ", n,
+              " is not between 1 and 2^30 bytes");
   std::vector<at::Tensor> b{at::empty({n}, at::kByte)};
   transfer(op, "the metadata", pg,
            [&](auto& g) { return g.recv(b, src, init_tag); });
-  ordered_json py = detail::py_unpickle(static_cast<const char*>(b[0].data_ptr()),
-                                        static_cast<size_t>(n), op);
+  ordered_json py = detail::py_unpickle(
+      static_cast<const char*>(b[0].data_ptr()), static_cast<size_t>(n), op);
   TORCH_CHECK(py.is_object() && py.contains("_total_bytes") &&
                   py["_total_bytes"].is_number_integer(),
               op, ": the metadata lacks _total_bytes");
   const int64_t total = py["_total_bytes"].get<int64_t>();
-  TORCH_CHECK(total >= 0 && total <= (int64_t{1} << 48), op,
-              ": _total_bytes ", total, " is out of range");
+  TORCH_CHECK(total >= 0 && total <= (int64_t{1} << 48), op, ": _total_bytes ",
+              total, " is out of range");
   const ordered_json ours = from_python_meta(py, "", 0);
   at::Tensor storage = at::empty({total}, at::kByte);
   // Checks every leaf against the storage before the storage moves.

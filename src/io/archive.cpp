@@ -86,7 +86,8 @@ uint32_t crc_of(const void* data, uint64_t n) {
   const auto* p = static_cast<const Bytef*>(data);
   uLong crc = ::crc32(0L, Z_NULL, 0);
   while (n > 0) {
-    const auto chunk = static_cast<uInt>(std::min<uint64_t>(n, uint64_t{1} << 30));
+    const auto chunk =
+        static_cast<uInt>(std::min<uint64_t>(n, uint64_t{1} << 30));
     crc = ::crc32(crc, p, chunk);
     p += chunk;
     n -= chunk;
@@ -113,8 +114,9 @@ uint32_t crc_of_zeros(uint64_t n) {
 }
 
 bool is_ascii(const std::string& s) {
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x80;
+  });
 }
 
 // The MS-DOS time and date of now, local time, as zip headers store them.
@@ -134,7 +136,8 @@ void pwrite_all(int fd, const void* data, uint64_t n, uint64_t offset,
                 const std::string& path) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
-    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, uint64_t{1} << 30));
+    const size_t chunk =
+        static_cast<size_t>(std::min<uint64_t>(n, uint64_t{1} << 30));
     const ssize_t w = ::pwrite(fd, p, chunk, static_cast<off_t>(offset));
     if (w < 0) {
       if (errno == EINTR) continue;
@@ -149,10 +152,14 @@ void pwrite_all(int fd, const void* data, uint64_t n, uint64_t offset,
 
 const char* method_name(uint16_t method) {
   switch (method) {
-    case 12: return "bzip2";
-    case 14: return "lzma";
-    case 93: return "zstd";
-    default: return "unknown";
+    case 12:
+      return "bzip2";
+    case 14:
+      return "lzma";
+    case 93:
+      return "zstd";
+    default:
+      return "unknown";
   }
 }
 
@@ -161,7 +168,8 @@ const char* method_name(uint16_t method) {
 bool is_archive_path(const std::string& path) {
   static const std::string kSuffix = ".tdz";
   return path.size() > kSuffix.size() &&
-         path.compare(path.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+         path.compare(path.size() - kSuffix.size(), kSuffix.size(), kSuffix) ==
+             0;
 }
 
 // ---------------------------------------------------------------------------
@@ -172,7 +180,8 @@ void write_archive(const std::string& path,
                    const std::vector<ArchiveFile>& files, Space space) {
   struct stat st {};
   TORCH_CHECK_VALUE(::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode), "'",
-                    path, "' is a directory, so no archive can be written there");
+                    path,
+                    "' is a directory, so no archive can be written there");
   const auto [dir, name] = split_path(path);
   const auto [time, date] = dos_now();
 
@@ -205,7 +214,8 @@ void write_archive(const std::string& path,
     extra.u16(16);
     extra.u64(f.size);
     extra.u64(f.size);
-    const uint32_t crc = f.data != nullptr ? crc_of(f.data, f.size) : crc_of_zeros(f.size);
+    const uint32_t crc =
+        f.data != nullptr ? crc_of(f.data, f.size) : crc_of_zeros(f.size);
     Bytes h;
     h.u32(kLocalSig);
     h.u16(45);  // version needed: zip64
@@ -297,9 +307,9 @@ void write_archive(const std::string& path,
     std::string tmp;
     // Sized up front (holes or reserved space): the zeros of files without
     // data are never written.
-    const int fd = tmps.create(dir, name, nullptr,
-                               static_cast<size_t>(pos + cd.s.size() + end.s.size()),
-                               space, tmp);
+    const int fd = tmps.create(
+        dir, name, nullptr,
+        static_cast<size_t>(pos + cd.s.size() + end.s.size()), space, tmp);
     for (size_t i = 0; i < files.size(); ++i) {
       pwrite_all(fd, placed[i].local.data(), placed[i].local.size(),
                  placed[i].header, tmp);
@@ -341,9 +351,11 @@ Archive::Archive(const std::string& path, bool read_only, const char* fn)
   // The end record: the last one in the final 64 KiB (its comment may
   // follow it).
   uint64_t eocd = std::numeric_limits<uint64_t>::max();
-  const uint64_t lowest = size > kEndSize + 0xFFFF ? size - kEndSize - 0xFFFF : 0;
+  const uint64_t lowest =
+      size > kEndSize + 0xFFFF ? size - kEndSize - 0xFFFF : 0;
   for (uint64_t p = size - kEndSize + 1; p-- > lowest;) {
-    if (rd32(base + p) == kEndSig && p + kEndSize + rd16(base + p + 20) <= size) {
+    if (rd32(base + p) == kEndSig &&
+        p + kEndSize + rd16(base + p + 20) <= size) {
       eocd = p;
       break;
     }
@@ -351,7 +363,8 @@ Archive::Archive(const std::string& path, bool read_only, const char* fn)
   TORCH_CHECK(eocd != std::numeric_limits<uint64_t>::max(), not_archive,
               ": it has no zip end record");
   TORCH_CHECK(rd16(base + eocd + 4) == 0 && rd16(base + eocd + 6) == 0, fn,
-              ": '", path, "' is a zip file split over several disks, which "
+              ": '", path,
+              "' is a zip file split over several disks, which "
               "this library cannot read");
   uint64_t count = rd16(base + eocd + 10);
   uint64_t cd_size = rd32(base + eocd + 12);
@@ -366,10 +379,11 @@ Archive::Archive(const std::string& path, bool read_only, const char* fn)
     cd_offset = rd64(base + z64 + 48);
   }
   TORCH_CHECK(cd_offset <= eocd && cd_size <= eocd - cd_offset, corrupt,
-              "its central directory (", cd_size, " bytes at offset ", cd_offset,
-              ") does not fit in its ", size, " bytes");
-  TORCH_CHECK(count <= cd_size / kCentralSize, corrupt, "its central directory of ",
-              cd_size, " bytes cannot hold ", count, " entries");
+              "its central directory (", cd_size, " bytes at offset ",
+              cd_offset, ") does not fit in its ", size, " bytes");
+  TORCH_CHECK(count <= cd_size / kCentralSize, corrupt,
+              "its central directory of ", cd_size, " bytes cannot hold ",
+              count, " entries");
 
   dirs_.insert("");
   auto add_dirs = [&](std::string name) {
@@ -395,7 +409,8 @@ Archive::Archive(const std::string& path, bool read_only, const char* fn)
     const uint16_t extra_len = rd16(r + 30);
     const uint16_t comment_len = rd16(r + 32);
     uint64_t header = rd32(r + 42);
-    TORCH_CHECK(cd_end - p - kCentralSize >= uint64_t{name_len} + extra_len + comment_len,
+    TORCH_CHECK(cd_end - p - kCentralSize >=
+                    uint64_t{name_len} + extra_len + comment_len,
                 corrupt, "central directory record ", k, " is malformed");
     std::string name(reinterpret_cast<const char*>(r + kCentralSize), name_len);
     // The zip64 block holds, in order, the fields that are 0xFFFFFFFF.
@@ -433,8 +448,8 @@ Archive::Archive(const std::string& path, bool read_only, const char* fn)
                     rd32(base + header) == kLocalSig,
                 corrupt, "entry '", name, "' has no local header at offset ",
                 header);
-    const uint64_t payload =
-        header + kLocalSize + rd16(base + header + 26) + rd16(base + header + 28);
+    const uint64_t payload = header + kLocalSize + rd16(base + header + 26) +
+                             rd16(base + header + 28);
     TORCH_CHECK(payload <= size && csize <= size - payload, corrupt, "entry '",
                 name, "' (", csize, " bytes at offset ", payload,
                 ") does not fit in its ", size, " bytes");
@@ -443,8 +458,8 @@ Archive::Archive(const std::string& path, bool read_only, const char* fn)
                 " bytes of data");
     TORCH_CHECK(entries_.count(name) == 0, corrupt, "entry '", name,
                 "' appears twice");
-    entries_.emplace(name, Entry{header, record, payload, usize, csize, crc,
-                                 method, flags});
+    entries_.emplace(
+        name, Entry{header, record, payload, usize, csize, crc, method, flags});
     add_dirs(name);
   }
   TORCH_CHECK(is_file("meta.json"), not_archive, ": it has no meta.json entry");
@@ -476,8 +491,10 @@ void Archive::inflate_into(const std::string& name, const Entry& e,
   const uint8_t* in = base + e.payload;
   int rc = Z_OK;
   while (out_left > 0 && rc == Z_OK) {
-    const auto in_chunk = static_cast<uInt>(std::min<uint64_t>(in_left, 1u << 30));
-    const auto out_chunk = static_cast<uInt>(std::min<uint64_t>(out_left, 1u << 30));
+    const auto in_chunk =
+        static_cast<uInt>(std::min<uint64_t>(in_left, 1u << 30));
+    const auto out_chunk =
+        static_cast<uInt>(std::min<uint64_t>(out_left, 1u << 30));
     zs.next_in = const_cast<Bytef*>(in);
     zs.avail_in = in_chunk;
     zs.next_out = dst;
@@ -508,8 +525,10 @@ c10::optional<std::string> Archive::read_small(const std::string& name) const {
               "' is too large (", e.size, " bytes)");
   std::string out(static_cast<size_t>(e.size), '\0');
   if (e.method == kStored) {
-    std::memcpy(&out[0], static_cast<const uint8_t*>(storage_.data_ptr().get()) + e.payload,
-                out.size());
+    std::memcpy(
+        &out[0],
+        static_cast<const uint8_t*>(storage_.data_ptr().get()) + e.payload,
+        out.size());
   } else {
     inflate_into(name, e, reinterpret_cast<uint8_t*>(&out[0]), e.size,
                  std::string(fn_) + ": ");
@@ -539,8 +558,9 @@ at::Tensor Archive::leaf(const std::string& name, at::ScalarType dtype,
   at::Tensor out = at::empty(shape, at::TensorOptions().dtype(dtype));
   auto* dst = static_cast<uint8_t*>(out.data_ptr());
   if (e.method == kStored) {
-    std::memcpy(dst, static_cast<const uint8_t*>(storage_.data_ptr().get()) + e.payload,
-                static_cast<size_t>(nbytes));
+    std::memcpy(
+        dst, static_cast<const uint8_t*>(storage_.data_ptr().get()) + e.payload,
+        static_cast<size_t>(nbytes));
   } else {
     inflate_into(name, e, dst, static_cast<uint64_t>(nbytes), context);
   }
@@ -552,7 +572,8 @@ void Archive::refresh_checksums() {
   auto* base = static_cast<uint8_t*>(storage_.data_ptr().get());
   const uint64_t size = storage_.nbytes();
   auto put32 = [&](uint64_t at, uint32_t v) {
-    for (int i = 0; i < 4; ++i) base[at + i] = static_cast<uint8_t>(v >> (8 * i));
+    for (int i = 0; i < 4; ++i)
+      base[at + i] = static_cast<uint8_t>(v >> (8 * i));
   };
   for (auto& [name, e] : entries_) {
     if (e.method != kStored) continue;  // compressed: never written in place

@@ -31,10 +31,10 @@ bool is_archive_path(const std::string& path);
 
 /// One file of an archive to write.
 struct ArchiveFile {
-  std::string name;     // '/'-separated, relative to the archive's root
-  const void* data;     // its bytes, or null for `size` zero bytes
+  std::string name;  // '/'-separated, relative to the archive's root
+  const void* data;  // its bytes, or null for `size` zero bytes
   uint64_t size;
-  bool align;           // a leaf: its payload starts at a multiple of 64
+  bool align;  // a leaf: its payload starts at a multiple of 64
 };
 
 /// Writes `files`, in order, as the archive `path`: a temporary file next to
@@ -64,7 +64,8 @@ class Archive {
   }
   /// The bytes of entry `name` (at most 64 MiB, CRC-32 checked), or nullopt
   /// when there is none.
-  [[nodiscard]] c10::optional<std::string> read_small(const std::string& name) const;
+  [[nodiscard]] c10::optional<std::string> read_small(
+      const std::string& name) const;
   /// A tensor of `dtype` and `shape` over the first `nbytes` bytes of entry
   /// `name`'s payload, or an undefined tensor when there is no such entry.
   /// A STORED payload aligned for `dtype` is viewed in place; a compressed
@@ -88,7 +89,7 @@ class Archive {
     uint64_t size;     // uncompressed size
     uint64_t csize;    // compressed size
     uint32_t crc;
-    uint16_t method;   // 0 stored, 8 deflate
+    uint16_t method;  // 0 stored, 8 deflate
     uint16_t flags;
   };
   std::string describe(const std::string& name) const;

@@ -23,7 +23,8 @@
 #include "tensordict/persistence.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "the single-file format is little-endian; big-endian hosts are not supported"
+#error \
+    "the single-file format is little-endian; big-endian hosts are not supported"
 #endif
 
 namespace tensordict {
@@ -42,13 +43,13 @@ using detail::TensorDictImpl;
 using detail::TmpFiles;
 using detail::write_all;
 using ordered_json = nlohmann::ordered_json;
-using detail::key_repr;
-using detail::parse_dtype;
 using detail::checked_nbytes;
-using detail::parse_shape;
 using detail::json_excerpt;
+using detail::key_repr;
 using detail::parse_batch;
 using detail::parse_device;
+using detail::parse_dtype;
+using detail::parse_shape;
 
 namespace {
 
@@ -73,7 +74,8 @@ ImplPtr over_buffer(const TensorDictImpl& src, const at::Tensor& buffer,
   return detail::rebuild(
       src, src.batch_size,
       [&](const detail::KeyPath&, const at::Tensor& t) { return fn(t); },
-      nullptr, [&](const TensorDictImpl&, TensorDictImpl& out) {
+      nullptr,
+      [&](const TensorDictImpl&, TensorDictImpl& out) {
         out.consolidated = buffer;
         if (device) out.device = device;
       });
@@ -105,7 +107,8 @@ ordered_json save_meta(const TensorDictImpl& root, const at::Tensor& buffer) {
         ordered_json meta{
             {"type", "TensorDict"},
             {"batch_size", std::move(batch)},
-            {"device", level.device ? detail::device_name(*level.device) : "None"},
+            {"device",
+             level.device ? detail::device_name(*level.device) : "None"},
             {"entries", std::move(entries.back())}};
         entries.pop_back();
         if (entries.empty()) {
@@ -123,18 +126,22 @@ ImplPtr load_meta(const ordered_json& j, const c10::Storage& storage,
                   c10::IntArrayRef parent_batch, int depth,
                   const char* fn = "load") {
   TORCH_CHECK(depth < 64, fn, ": '", path, "': the dict is nested too deeply");
-  TORCH_CHECK(j.is_object() && j.contains("entries") && j["entries"].is_object(),
-              fn, ": '", path, "': malformed metadata ", key_path.empty() ? "at the root" :
-              "at key " + key_repr(key_path));
-  auto impl = detail::make_impl(parse_batch(j, path, "batch_size", fn), c10::nullopt);
-  TORCH_CHECK(detail::starts_with(impl->batch_size, parent_batch), fn, ": '", path,
-              "': the batch size ", detail::shape_str(impl->batch_size),
-              key_path.empty() ? std::string() : " of key " + key_repr(key_path),
-              " does not start with the parent's batch size ",
-              detail::shape_str(parent_batch));
+  TORCH_CHECK(
+      j.is_object() && j.contains("entries") && j["entries"].is_object(), fn,
+      ": '", path, "': malformed metadata ",
+      key_path.empty() ? "at the root" : "at key " + key_repr(key_path));
+  auto impl =
+      detail::make_impl(parse_batch(j, path, "batch_size", fn), c10::nullopt);
+  TORCH_CHECK(
+      detail::starts_with(impl->batch_size, parent_batch), fn, ": '", path,
+      "': the batch size ", detail::shape_str(impl->batch_size),
+      key_path.empty() ? std::string() : " of key " + key_repr(key_path),
+      " does not start with the parent's batch size ",
+      detail::shape_str(parent_batch));
   auto dev = parse_device(j, path, fn);
   TORCH_CHECK(!dev.has_value() || dev->is_cpu(), fn, ": '", path,
-              "': only CPU dicts can be loaded, the file says ", detail::device_name(*dev));
+              "': only CPU dicts can be loaded, the file says ",
+              detail::device_name(*dev));
   impl->device = dev;
   impl->consolidated = buffer;
   const ordered_json& entries = j["entries"];
@@ -146,9 +153,10 @@ ImplPtr load_meta(const ordered_json& j, const c10::Storage& storage,
     TORCH_CHECK(e.is_object(), fn, ": '", path, "': the entry of key ", krepr,
                 " must be a JSON object, got ", json_excerpt(e));
     if (e.contains("entries")) {
-      impl->nodes.push_back(Node{it.key(), at::Tensor(),
-                                 load_meta(e, storage, buffer, data_size, path, key_path,
-                                           impl->batch_size, depth + 1, fn)});
+      impl->nodes.push_back(
+          Node{it.key(), at::Tensor(),
+               load_meta(e, storage, buffer, data_size, path, key_path,
+                         impl->batch_size, depth + 1, fn)});
       key_path.pop_back();
       continue;
     }
@@ -157,7 +165,8 @@ ImplPtr load_meta(const ordered_json& j, const c10::Storage& storage,
       dtype = parse_dtype(e["dtype"].get<std::string>());
     }
     TORCH_CHECK_TYPE(dtype.has_value(), fn, ": '", path, "': key ", krepr,
-                     " has unknown dtype ", e.contains("dtype") ? json_excerpt(e["dtype"]) : "(none)");
+                     " has unknown dtype ",
+                     e.contains("dtype") ? json_excerpt(e["dtype"]) : "(none)");
     c10::optional<std::vector<int64_t>> shape;
     if (e.contains("shape")) shape = parse_shape(e["shape"]);
     TORCH_CHECK(shape.has_value(), fn, ": '", path, "': key ", krepr,
@@ -168,7 +177,8 @@ ImplPtr load_meta(const ordered_json& j, const c10::Storage& storage,
                 detail::shape_str(impl->batch_size));
     const auto nbytes = checked_nbytes(*shape, *dtype);
     TORCH_CHECK(nbytes.has_value(), fn, ": '", path, "': key ", krepr,
-                " has shape ", detail::shape_str(*shape), ", which is too large");
+                " has shape ", detail::shape_str(*shape),
+                ", which is too large");
     int64_t offset = -1;
     if (e.contains("offset") && e["offset"].is_number_integer()) {
       offset = e["offset"].get<int64_t>();
@@ -177,15 +187,15 @@ ImplPtr load_meta(const ordered_json& j, const c10::Storage& storage,
     TORCH_CHECK(offset >= 0 && offset % item == 0 && offset <= data_size &&
                     *nbytes <= data_size - offset,
                 fn, ": '", path, "': key ", krepr, " has offset ",
-                e.contains("offset") ? json_excerpt(e["offset"]) : "(none)", " and ", *nbytes,
-                " bytes, which do not fit in the file's ", data_size, " data bytes");
-    impl->nodes.push_back(Node{it.key(), tensor_on(storage, offset, *dtype, *shape),
-                               nullptr});
+                e.contains("offset") ? json_excerpt(e["offset"]) : "(none)",
+                " and ", *nbytes, " bytes, which do not fit in the file's ",
+                data_size, " data bytes");
+    impl->nodes.push_back(
+        Node{it.key(), tensor_on(storage, offset, *dtype, *shape), nullptr});
     key_path.pop_back();
   }
   return impl;
 }
-
 
 }  // namespace
 
@@ -197,7 +207,8 @@ bool is_consolidated_impl(const TensorDictImpl& impl) {
   std::vector<const at::Tensor*> leaves;
   detail::leaf_ptrs(impl, leaves);
   for (const at::Tensor* t : leaves) {
-    if (!t->has_storage() || t->storage().data_ptr().get() != base) return false;
+    if (!t->has_storage() || t->storage().data_ptr().get() != base)
+      return false;
   }
   return true;
 }
@@ -210,7 +221,8 @@ ImplPtr consolidated_to(const TensorDictImpl& impl, at::Device device,
   const c10::Storage& storage = moved.storage();
   const int64_t moved_base = moved.storage_offset();
   return over_buffer(impl, moved, device, [&](const at::Tensor& t) {
-    const int64_t byte_off = t.storage_offset() * t.element_size() - base + moved_base;
+    const int64_t byte_off =
+        t.storage_offset() * t.element_size() - base + moved_base;
     at::Tensor v = at::empty({0}, moved.options().dtype(t.scalar_type()));
     v.set_(storage, byte_off / t.element_size(), t.sizes(), t.strides());
     return v;
@@ -229,43 +241,52 @@ TensorDict TensorDict::consolidate() const {
   offsets.reserve(leaves.size());
   int64_t total = 0;
   for (const at::Tensor* t : leaves) {
-    TORCH_CHECK_VALUE(t->layout() == at::kStrided && !t->is_quantized(),
-                      "consolidate: every leaf must be a dense (strided) tensor");
+    TORCH_CHECK_VALUE(
+        t->layout() == at::kStrided && !t->is_quantized(),
+        "consolidate: every leaf must be a dense (strided) tensor");
     const at::Device d = detail::normalize_device(t->device());
     TORCH_CHECK_VALUE(!dev.has_value() || *dev == d,
                       "consolidate: the leaves live on different devices (",
-                      detail::device_name(*dev), " and ", detail::device_name(d), ")");
+                      detail::device_name(*dev), " and ",
+                      detail::device_name(d), ")");
     dev = d;
     total = align_up(total, leaf_alignment(t->scalar_type()));
     offsets.push_back(total);
     total += t->numel() * static_cast<int64_t>(t->element_size());
   }
-  const at::Device device = dev.value_or(
-      impl_->device.value_or(at::Device(at::kCPU)));
-  at::Tensor buffer = at::empty({total}, at::TensorOptions().dtype(at::kByte).device(device));
+  const at::Device device =
+      dev.value_or(impl_->device.value_or(at::Device(at::kCPU)));
+  at::Tensor buffer =
+      at::empty({total}, at::TensorOptions().dtype(at::kByte).device(device));
   const c10::Storage& storage = buffer.storage();
   auto* base = static_cast<uint8_t*>(buffer.data_ptr());
   size_t i = 0;
   int64_t prev_end = 0;
-  ImplPtr out = over_buffer(*impl_, buffer, impl_->device, [&](const at::Tensor& t) {
-    const int64_t off = offsets[i++];
-    const int64_t nbytes = t.numel() * static_cast<int64_t>(t.element_size());
-    at::Tensor v = tensor_on(storage, off, t.scalar_type(), t.sizes(), buffer.options());
-    if (device.is_cpu()) {
-      if (off > prev_end) std::memset(base + prev_end, 0, static_cast<size_t>(off - prev_end));
-      if (nbytes > 0) {
-        if (t.is_contiguous()) {
-          std::memcpy(base + off, t.data_ptr(), static_cast<size_t>(nbytes));
+  ImplPtr out =
+      over_buffer(*impl_, buffer, impl_->device, [&](const at::Tensor& t) {
+        const int64_t off = offsets[i++];
+        const int64_t nbytes =
+            t.numel() * static_cast<int64_t>(t.element_size());
+        at::Tensor v = tensor_on(storage, off, t.scalar_type(), t.sizes(),
+                                 buffer.options());
+        if (device.is_cpu()) {
+          if (off > prev_end)
+            std::memset(base + prev_end, 0,
+                        static_cast<size_t>(off - prev_end));
+          if (nbytes > 0) {
+            if (t.is_contiguous()) {
+              std::memcpy(base + off, t.data_ptr(),
+                          static_cast<size_t>(nbytes));
+            } else {
+              v.copy_(t);
+            }
+          }
         } else {
           v.copy_(t);
         }
-      }
-    } else {
-      v.copy_(t);
-    }
-    prev_end = off + nbytes;
-    return v;
-  });
+        prev_end = off + nbytes;
+        return v;
+      });
   return TensorDict(std::move(out));
 }
 
@@ -295,9 +316,9 @@ void TensorDict::save(const std::string& path) const {
   try {
     remove_stale_tmps(dir, name);
     std::string tmp;
-    const int fd = tmps.create(dir, name, buf.data_ptr(),
-                               static_cast<size_t>(buf.numel()), Space::kSparse,
-                               tmp);
+    const int fd =
+        tmps.create(dir, name, buf.data_ptr(), static_cast<size_t>(buf.numel()),
+                    Space::kSparse, tmp);
     write_all(fd, meta.data(), meta.size(), tmp);
     const int64_t len = static_cast<int64_t>(meta.size());
     write_all(fd, &len, sizeof(len), tmp);
@@ -313,11 +334,13 @@ TensorDict TensorDict::load(const std::string& path) {
   Fd fd = open_regular_file(path, /*writable=*/false, "load: ", st);
   TORCH_CHECK(fd.valid(), "load: '", path, "' does not exist");
   const int64_t size = st.st_size;
-  TORCH_CHECK(size >= 8, "load: '", path, "' holds ", size,
-              " bytes, too few for a saved TensorDict (it ends with an 8-byte length)");
+  TORCH_CHECK(
+      size >= 8, "load: '", path, "' holds ", size,
+      " bytes, too few for a saved TensorDict (it ends with an 8-byte length)");
   // Copy-on-write mapping: writes into the loaded dict do not reach the file.
-  c10::Storage storage = map_storage(fd.get(), static_cast<size_t>(size),
-                                     static_cast<size_t>(size), true, false, path);
+  c10::Storage storage =
+      map_storage(fd.get(), static_cast<size_t>(size),
+                  static_cast<size_t>(size), true, false, path);
   const auto* bytes = static_cast<const char*>(storage.data());
   int64_t len = 0;
   std::memcpy(&len, bytes + size - 8, sizeof(len));
@@ -357,8 +380,9 @@ nlohmann::ordered_json consolidated_meta(const TensorDictImpl& root,
 ImplPtr dict_from_consolidated_meta(const nlohmann::ordered_json& meta,
                                     const at::Tensor& buffer, const char* fn,
                                     const std::string& source) {
-  TORCH_CHECK(meta.is_object() && meta.value("type", ordered_json()) == "TensorDict",
-              fn, ": '", source, "' does not describe a TensorDict");
+  TORCH_CHECK(
+      meta.is_object() && meta.value("type", ordered_json()) == "TensorDict",
+      fn, ": '", source, "' does not describe a TensorDict");
   std::vector<std::string> key_path;
   return load_meta(meta, buffer.storage(), buffer, buffer.numel(), source,
                    key_path, {}, 0, fn);

@@ -70,7 +70,6 @@ struct Mapping {
   bool archive;  // a whole .tdz archive, whose leaves are no memmap leaves
 };
 
-
 void unmap_deleter(void* ctx) {
   auto* m = static_cast<Mapping*>(ctx);
   ::munmap(m->addr, m->length);
@@ -91,8 +90,8 @@ const Mapping* mapping_of(const at::Tensor& t) {
 c10::Storage map_storage(int fd, size_t length, size_t nbytes, bool writable,
                          bool shared, const std::string& what, bool archive) {
   const int prot = writable ? (PROT_READ | PROT_WRITE) : PROT_READ;
-  void* addr = ::mmap(nullptr, length, prot, shared ? MAP_SHARED : MAP_PRIVATE,
-                      fd, 0);
+  void* addr =
+      ::mmap(nullptr, length, prot, shared ? MAP_SHARED : MAP_PRIVATE, fd, 0);
   const int err = errno;
   TORCH_CHECK(addr != MAP_FAILED, "cannot map '", what, "': ", errno_str(err));
   auto* ctx = new Mapping{addr, length, archive};
@@ -241,8 +240,8 @@ int TmpFiles::create(const std::string& dir, const std::string& final_name,
   } else if (size > 0 && space == Space::kReserve) {
     // posix_fallocate returns the error instead of setting errno.
     const int e = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
-    TORCH_CHECK(e == 0, "cannot reserve ", size, " bytes for '", path, "': ",
-                errno_str(e));
+    TORCH_CHECK(e == 0, "cannot reserve ", size, " bytes for '", path,
+                "': ", errno_str(e));
   } else if (size > 0) {
     const int r = ::ftruncate(fd, static_cast<off_t>(size));
     const int e = errno;
@@ -254,7 +253,8 @@ int TmpFiles::create(const std::string& dir, const std::string& final_name,
 void rename_or_throw(const std::string& from, const std::string& to) {
   if (::rename(from.c_str(), to.c_str()) != 0) {
     const int err = errno;
-    TORCH_CHECK(false, "cannot rename '", from, "' to '", to, "': ", errno_str(err));
+    TORCH_CHECK(false, "cannot rename '", from, "' to '", to,
+                "': ", errno_str(err));
   }
 }
 
@@ -263,8 +263,8 @@ void rename_or_throw(const std::string& from, const std::string& to) {
 c10::optional<std::string> read_small_file(const std::string& path,
                                            const char* fn) {
   struct stat st {};
-  Fd fd = open_regular_file(path, /*writable=*/false,
-                            std::string(fn) + ": ", st);
+  Fd fd =
+      open_regular_file(path, /*writable=*/false, std::string(fn) + ": ", st);
   if (!fd.valid()) return c10::nullopt;
   TORCH_CHECK(st.st_size <= (int64_t{64} << 20), fn, ": '", path,
               "' is too large (", st.st_size, " bytes)");
@@ -307,8 +307,8 @@ bool path_exists(const std::string& path) {
 bool dir_is_empty(const std::string& dir, const char* fn) {
   DIR* d = ::opendir(dir.c_str());
   const int err = errno;
-  TORCH_CHECK(d != nullptr, fn, ": cannot list '", dir, "': ",
-              std::strerror(err));
+  TORCH_CHECK(d != nullptr, fn, ": cannot list '", dir,
+              "': ", std::strerror(err));
   bool empty = true;
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
@@ -330,8 +330,8 @@ void make_dir(const std::string& dir) {
     if (cur.empty()) continue;
     if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
       const int err = errno;
-      TORCH_CHECK(false, "cannot create directory '", cur, "': ",
-                  errno_str(err));
+      TORCH_CHECK(false, "cannot create directory '", cur,
+                  "': ", errno_str(err));
     }
   }
   struct stat st {};
@@ -340,8 +340,7 @@ void make_dir(const std::string& dir) {
 }
 
 at::Tensor write_file(const std::string& dir, const std::string& name,
-                      const void* data, size_t size, bool map,
-                      const char* fn) {
+                      const void* data, size_t size, bool map, const char* fn) {
   const std::string path = join_path(dir, name);
   TmpFiles tmps;
   try {
@@ -359,8 +358,8 @@ at::Tensor write_file(const std::string& dir, const std::string& name,
 
 at::Tensor map_file(const std::string& path, int64_t nbytes, const char* fn) {
   struct stat st {};
-  Fd fd = open_regular_file(path, /*writable=*/true, std::string(fn) + ": ",
-                            st);
+  Fd fd =
+      open_regular_file(path, /*writable=*/true, std::string(fn) + ": ", st);
   if (!fd.valid()) return at::Tensor();
   TORCH_CHECK(st.st_size >= nbytes, fn, ": '", path, "' holds ", st.st_size,
               " bytes, expected ", nbytes);
@@ -377,8 +376,7 @@ c10::optional<ordered_json> read_json_file(const std::string& path,
   const c10::optional<std::string> text = read_small_file(path, fn);
   if (!text) return c10::nullopt;
   return read_json(text->data(), text->data() + text->size(), fn,
-                   "'" + path + "'",
-                   [](const ordered_json& j) { return j; });
+                   "'" + path + "'", [](const ordered_json& j) { return j; });
 }
 
 }  // namespace detail

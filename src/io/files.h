@@ -162,13 +162,16 @@ auto read_json(const char* begin, const char* end, const char* fn,
   try {
     const nlohmann::ordered_json j = nlohmann::ordered_json::parse(
         begin, end,
-        [&](int depth, nlohmann::ordered_json::parse_event_t event, nlohmann::ordered_json&) {
+        [&](int depth, nlohmann::ordered_json::parse_event_t event,
+            nlohmann::ordered_json&) {
           // `depth` counts the containers around the one that starts.
-          TORCH_CHECK(depth < kMaxJsonDepth ||
-                          (event != nlohmann::ordered_json::parse_event_t::object_start &&
-                           event != nlohmann::ordered_json::parse_event_t::array_start),
-                      fn, ": ", subject, " nests JSON values more than ",
-                      kMaxJsonDepth, " levels deep");
+          TORCH_CHECK(
+              depth < kMaxJsonDepth ||
+                  (event !=
+                       nlohmann::ordered_json::parse_event_t::object_start &&
+                   event != nlohmann::ordered_json::parse_event_t::array_start),
+              fn, ": ", subject, " nests JSON values more than ", kMaxJsonDepth,
+              " levels deep");
           return true;
         });
     return read(j);

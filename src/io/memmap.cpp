@@ -50,36 +50,36 @@
 
 namespace tensordict {
 
+using detail::checked_nbytes;
 using detail::errno_str;
 using detail::escape_key;
+using detail::Fd;
 using detail::file_name;
 using detail::file_name_candidates;
-using detail::is_reserved_key;
-using detail::kTdType;
-using detail::Fd;
 using detail::ImplPtr;
+using detail::is_reserved_key;
 using detail::join_path;
+using detail::json_excerpt;
+using detail::key_repr;
+using detail::kTdType;
 using detail::map_storage;
 using detail::Node;
 using detail::open_regular_file;
+using detail::parse_batch;
+using detail::parse_device;
+using detail::parse_dtype;
+using detail::parse_shape;
 using detail::raw_name_ok;
 using detail::read_json;
 using detail::read_small_file;
 using detail::remove_stale_tmps;
 using detail::rename_or_throw;
 using detail::Space;
+using detail::supported_dtype;
 using detail::tensor_on;
 using detail::TensorDictImpl;
 using detail::TmpFiles;
 using detail::write_all;
-using detail::key_repr;
-using detail::supported_dtype;
-using detail::parse_dtype;
-using detail::checked_nbytes;
-using detail::parse_shape;
-using detail::parse_batch;
-using detail::parse_device;
-using detail::json_excerpt;
 using ordered_json = nlohmann::ordered_json;
 
 namespace {
@@ -93,11 +93,11 @@ constexpr size_t kMaxFileName = 255;
 enum class WriteMode { kCopy, kZeros };
 
 struct LeafPlan {
-  at::Tensor* leaf;     // the stored leaf, replaced by `mapped` on commit
-  std::string name;     // file name
-  std::string path;     // final file path
-  std::string tmp;      // temporary file path
-  at::Tensor mapped;    // the new leaf
+  at::Tensor* leaf;   // the stored leaf, replaced by `mapped` on commit
+  std::string name;   // file name
+  std::string path;   // final file path
+  std::string tmp;    // temporary file path
+  at::Tensor mapped;  // the new leaf
 };
 
 // One directory of the plan: a dict level.
@@ -172,8 +172,9 @@ MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
                       "' has ", name.size(), " bytes)");
     std::vector<std::string>& names = levels.back().names;
     for (const auto& used : names) {
-      TORCH_CHECK_VALUE(used != name, fn, ": key ", key_repr(path), " would be stored as '",
-                        name, "', which another entry of the same dict uses");
+      TORCH_CHECK_VALUE(used != name, fn, ": key ", key_repr(path),
+                        " would be stored as '", name,
+                        "', which another entry of the same dict uses");
     }
     names.push_back(name);
     // What an earlier write in the other mode left under the key's other
@@ -181,10 +182,10 @@ MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
     // digit pair, so it is no raw name and no other key escapes to it; a raw
     // one (raw_name_ok) holds no such pair, so it is no other key's name.
     const std::string escaped = escape_key(key) + suffix;
-    const std::string other =
-        name != escaped ? escaped
-        : raw_name_ok(key) && key + suffix != name ? key + suffix
-                                                   : std::string();
+    const std::string other = name != escaped ? escaped
+                              : raw_name_ok(key) && key + suffix != name
+                                  ? key + suffix
+                                  : std::string();
     if (!other.empty()) {
       DirPlan& d = plan.dirs[levels.back().dir];
       d.stale.push_back(is_dict
@@ -207,12 +208,14 @@ MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
           dir = join_path(plan.dirs[levels.back().dir].dir, name);
         }
         plan.dirs.push_back(DirPlan{&level, std::move(dir), {}, {}, {}});
-        levels.push_back(Level{plan.dirs.size() - 1, ordered_json::object(), {"meta.json"}});
+        levels.push_back(
+            Level{plan.dirs.size() - 1, ordered_json::object(), {"meta.json"}});
       },
       [&](const detail::KeyPath& path, at::Tensor& t) {
         std::string name = entry_name(path, /*is_dict=*/false);
-        TORCH_CHECK_TYPE(supported_dtype(t.scalar_type()), fn, ": key ", key_repr(path),
-                         " has dtype ", detail::dtype_name(t.scalar_type()),
+        TORCH_CHECK_TYPE(supported_dtype(t.scalar_type()), fn, ": key ",
+                         key_repr(path), " has dtype ",
+                         detail::dtype_name(t.scalar_type()),
                          ", which the memmap format does not support");
         TORCH_CHECK_VALUE(t.layout() == at::kStrided && !t.is_quantized(), fn,
                           ": key ", key_repr(path),
@@ -227,7 +230,8 @@ MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
                          {"is_nested", false}};
         DirPlan& d = plan.dirs[levels.back().dir];
         std::string file = join_path(d.dir, name);
-        d.leaves.push_back(LeafPlan{&t, std::move(name), std::move(file), {}, {}});
+        d.leaves.push_back(
+            LeafPlan{&t, std::move(name), std::move(file), {}, {}});
       },
       [&](const detail::KeyPath& path, TensorDictImpl& level) {
         ordered_json& meta = levels.back().meta;
@@ -277,8 +281,8 @@ void write_leaves(MemmapPlan& plan, WriteMode mode, Space space,
     for (auto& lp : p.leaves) {
       const at::Tensor& old = *lp.leaf;
       const at::ScalarType dtype = old.scalar_type();
-      const int64_t nbytes =
-          static_cast<int64_t>(old.numel()) * static_cast<int64_t>(old.element_size());
+      const int64_t nbytes = static_cast<int64_t>(old.numel()) *
+                             static_cast<int64_t>(old.element_size());
       if (nbytes == 0) {  // zero-element leaf: no file
         lp.mapped = at::empty(old.sizes(), at::TensorOptions().dtype(dtype));
         continue;
@@ -293,8 +297,9 @@ void write_leaves(MemmapPlan& plan, WriteMode mode, Space space,
       }
       const int fd = tmps.create(p.dir, lp.name, data,
                                  static_cast<size_t>(nbytes), space, lp.tmp);
-      c10::Storage st = map_storage(fd, static_cast<size_t>(nbytes),
-                                    static_cast<size_t>(nbytes), true, true, lp.tmp);
+      c10::Storage st =
+          map_storage(fd, static_cast<size_t>(nbytes),
+                      static_cast<size_t>(nbytes), true, true, lp.tmp);
       lp.mapped = tensor_on(st, 0, dtype, old.sizes());
     }
   }
@@ -375,8 +380,8 @@ void commit(MemmapPlan& plan, WriteMode mode) {
 
 // Writes `impl` (already a private copy for memmap/memmap_like) under
 // `prefix` and points its leaves at the files.
-void memmap_impl(TensorDictImpl& impl, const std::string& prefix, WriteMode mode,
-                 MemmapKeyNames names, const char* fn,
+void memmap_impl(TensorDictImpl& impl, const std::string& prefix,
+                 WriteMode mode, MemmapKeyNames names, const char* fn,
                  Space space = Space::kReserve) {
   TORCH_CHECK_VALUE(!prefix.empty(), fn, ": the directory name is empty");
   MemmapPlan plan = plan_memmap(impl, prefix, names, fn);  // validates; no I/O
@@ -415,7 +420,9 @@ void archive_impl(TensorDictImpl& impl, const std::string& path, WriteMode mode,
     const std::string& d = plan.dirs[i].dir;
     children[d.substr(0, d.rfind('/'))].push_back(i);
   }
-  auto base_name = [](const std::string& p) { return p.substr(p.rfind('/') + 1); };
+  auto base_name = [](const std::string& p) {
+    return p.substr(p.rfind('/') + 1);
+  };
   std::vector<at::Tensor> sources;  // the contiguous CPU bytes, kept alive
   std::vector<detail::ArchiveFile> files;
   std::function<void(size_t)> add = [&](size_t i) {
@@ -426,8 +433,9 @@ void archive_impl(TensorDictImpl& impl, const std::string& path, WriteMode mode,
                                         p.meta.size(), /*align=*/false});
     std::vector<const LeafPlan*> leaves;
     for (const LeafPlan& lp : p.leaves) leaves.push_back(&lp);
-    std::sort(leaves.begin(), leaves.end(),
-              [](const LeafPlan* a, const LeafPlan* b) { return a->name < b->name; });
+    std::sort(
+        leaves.begin(), leaves.end(),
+        [](const LeafPlan* a, const LeafPlan* b) { return a->name < b->name; });
     for (const LeafPlan* lp : leaves) {
       const at::Tensor& t = *lp->leaf;
       const auto nbytes = static_cast<uint64_t>(t.numel()) * t.element_size();
@@ -471,7 +479,8 @@ struct LoadCtx {
   // The archive entry that `path` names ("" for the archive's root).
   std::string entry(const std::string& path) const {
     const std::string& root = archive->path();
-    return path.size() > root.size() ? path.substr(root.size() + 1) : std::string();
+    return path.size() > root.size() ? path.substr(root.size() + 1)
+                                     : std::string();
   }
   // The small file `path` (a meta.json), or nullopt when there is none.
   c10::optional<std::string> read_text(const std::string& path) const {
@@ -489,7 +498,6 @@ struct LoadCtx {
   }
 };
 
-
 // The JSON object in `dir`/meta.json (which must exist) for `krepr`'s entry.
 ordered_json read_entry_meta(const LoadCtx& ctx, const std::string& dir,
                              const std::string& krepr) {
@@ -497,9 +505,9 @@ ordered_json read_entry_meta(const LoadCtx& ctx, const std::string& dir,
   const c10::optional<std::string> text = ctx.read_text(path);
   TORCH_CHECK(text.has_value(), "load_memmap: key ", krepr, ": '", path,
               "' is missing");
-  ordered_json j = read_json(text->data(), text->data() + text->size(),
-                             "load_memmap", "'" + path + "'",
-                             [](const ordered_json& v) { return v; });
+  ordered_json j =
+      read_json(text->data(), text->data() + text->size(), "load_memmap",
+                "'" + path + "'", [](const ordered_json& v) { return v; });
   TORCH_CHECK(j.is_object(), "load_memmap: '", path,
               "' must hold a JSON object, got ", json_excerpt(j));
   return j;
@@ -518,9 +526,10 @@ ImplPtr load_non_tensor(const LoadCtx& ctx, const std::string& dir, bool stack,
   const ordered_json meta = read_entry_meta(ctx, dir, krepr);
   const char* want = stack ? kNonTensorStackType : kNonTensorDataType;
   auto type_it = meta.find("_type");
-  TORCH_CHECK(type_it != meta.end() && *type_it == want, "load_memmap: '",
-              path, "': key ", krepr, " should hold a ", want, ", but \"_type\" is ",
-              type_it == meta.end() ? std::string("missing") : json_excerpt(*type_it));
+  TORCH_CHECK(
+      type_it != meta.end() && *type_it == want, "load_memmap: '", path,
+      "': key ", krepr, " should hold a ", want, ", but \"_type\" is ",
+      type_it == meta.end() ? std::string("missing") : json_excerpt(*type_it));
   auto data = meta.find("data");
   TORCH_CHECK(data != meta.end() && !(stack && data->is_string()),
               "load_memmap: key ", krepr,
@@ -555,15 +564,15 @@ ImplPtr load_non_tensor(const LoadCtx& ctx, const std::string& dir, bool stack,
           values->push_back(v);
           return;
         }
-        TORCH_CHECK(v.is_array() &&
-                        static_cast<int64_t>(v.size()) == parent_batch[d],
-                    "load_memmap: '", path, "': key ", krepr,
-                    ": \"data\" does not hold nested lists of the batch size ",
-                    detail::shape_str(parent_batch));
+        TORCH_CHECK(
+            v.is_array() && static_cast<int64_t>(v.size()) == parent_batch[d],
+            "load_memmap: '", path, "': key ", krepr,
+            ": \"data\" does not hold nested lists of the batch size ",
+            detail::shape_str(parent_batch));
         for (const auto& e : v) flatten(e, d + 1);
       };
-  TORCH_CHECK(!parent_batch.empty(), "load_memmap: '", path, "': key ",
-              krepr, " is a NonTensorStack in a dict without batch dims");
+  TORCH_CHECK(!parent_batch.empty(), "load_memmap: '", path, "': key ", krepr,
+              " is a NonTensorStack in a dict without batch dims");
   flatten(*data, 0);
   const int64_t n = static_cast<int64_t>(values->size());
   ImplPtr level = detail::make_impl(parent_batch, at::Device(at::kCPU));
@@ -588,12 +597,15 @@ ImplPtr load_dir(const std::string& dir, std::vector<std::string>& key_path,
   } else if (::stat(dir.c_str(), &st) != 0) {
     const int err = errno;
     TORCH_CHECK(err != ENOENT, "load_memmap: '", dir, "' does not exist");
-    TORCH_CHECK(false, "load_memmap: cannot open '", dir, "': ", errno_str(err));
+    TORCH_CHECK(false, "load_memmap: cannot open '", dir,
+                "': ", errno_str(err));
   } else {
-    TORCH_CHECK(S_ISDIR(st.st_mode), "load_memmap: '", dir, "' is not a directory");
+    TORCH_CHECK(S_ISDIR(st.st_mode), "load_memmap: '", dir,
+                "' is not a directory");
     for (const auto& s : ctx.stack) {
       TORCH_CHECK(!(s.first == st.st_dev && s.second == st.st_ino),
-                  "load_memmap: '", dir, "' is one of its own parent directories");
+                  "load_memmap: '", dir,
+                  "' is one of its own parent directories");
     }
   }
   TORCH_CHECK(ctx.stack.size() < 64, "load_memmap: '", dir,
@@ -619,12 +631,16 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
   TORCH_CHECK(meta.is_object(), "load_memmap: '", path,
               "' must hold a JSON object, got ", json_excerpt(meta));
   auto type_it = meta.find("_type");
-  TORCH_CHECK(detail::is_tensordict_meta(meta), "load_memmap: '", path, "' does not describe a TensorDict (\"_type\" is ",
-              type_it == meta.end() ? std::string("missing") : json_excerpt(*type_it), ")");
+  TORCH_CHECK(
+      detail::is_tensordict_meta(meta), "load_memmap: '", path,
+      "' does not describe a TensorDict (\"_type\" is ",
+      type_it == meta.end() ? std::string("missing") : json_excerpt(*type_it),
+      ")");
 
   auto impl = detail::make_impl(parse_batch(meta, path, "shape", "load_memmap"),
                                 c10::nullopt);
-  const c10::optional<at::Device> device = parse_device(meta, path, "load_memmap");
+  const c10::optional<at::Device> device =
+      parse_device(meta, path, "load_memmap");
   // As in Python, a dict over an archive is no memmap dict: not locked, its
   // non-tensor values free to change (the archive is never rewritten).
   if (ctx.archive == nullptr) impl->saved_path = dir;
@@ -637,11 +653,12 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
     TORCH_CHECK(!key.empty(), "load_memmap: '", path,
                 "' has an empty key, which a C++ TensorDict cannot hold");
     const ordered_json& e = it.value();
-    TORCH_CHECK(e.is_object(), "load_memmap: '", path, "': the entry of key ", krepr,
-                " must be a JSON object, got ", json_excerpt(e));
+    TORCH_CHECK(e.is_object(), "load_memmap: '", path, "': the entry of key ",
+                krepr, " must be a JSON object, got ", json_excerpt(e));
     auto t_it = e.find("type");
     if (t_it != e.end()) {
-      const std::string type = t_it->is_string() ? t_it->get<std::string>() : json_excerpt(*t_it);
+      const std::string type =
+          t_it->is_string() ? t_it->get<std::string>() : json_excerpt(*t_it);
       const bool non_tensor =
           type == "NonTensorData" || type == "NonTensorStack";
       TORCH_CHECK(type == "TensorDict" || non_tensor, "load_memmap: '", path,
@@ -661,10 +678,9 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
                       ? " (nor does '" + join_path(dir, names[1]) + "')"
                       : std::string());
       ImplPtr sub =
-          non_tensor
-              ? load_non_tensor(ctx, sub_dir, type == "NonTensorStack",
-                                impl->batch_size, krepr)
-              : load_dir(sub_dir, key_path, ctx);
+          non_tensor ? load_non_tensor(ctx, sub_dir, type == "NonTensorStack",
+                                       impl->batch_size, krepr)
+                     : load_dir(sub_dir, key_path, ctx);
       TORCH_CHECK(detail::starts_with(sub->batch_size, impl->batch_size),
                   "load_memmap: '", join_path(sub_dir, "meta.json"),
                   "': the batch size ", detail::shape_str(sub->batch_size),
@@ -680,8 +696,8 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
                 " has no \"dtype\"");
     c10::optional<at::ScalarType> dtype;
     if (d_it->is_string()) dtype = parse_dtype(d_it->get<std::string>());
-    TORCH_CHECK_TYPE(dtype.has_value(), "load_memmap: '", path, "': key ", krepr,
-                     " has unknown dtype ", json_excerpt(*d_it));
+    TORCH_CHECK_TYPE(dtype.has_value(), "load_memmap: '", path, "': key ",
+                     krepr, " has unknown dtype ", json_excerpt(*d_it));
     auto s_it = e.find("shape");
     TORCH_CHECK(s_it != e.end(), "load_memmap: '", path, "': key ", krepr,
                 " has no \"shape\"");
@@ -693,13 +709,15 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
     TORCH_CHECK(n_it == e.end() || !n_it->is_boolean() || !n_it->get<bool>(),
                 "load_memmap: '", path, "': key ", krepr,
                 " is a nested (jagged) tensor, which is not supported");
-    TORCH_CHECK(detail::starts_with(*shape, impl->batch_size), "load_memmap: '", path,
-                "': key ", krepr, " has shape ", detail::shape_str(*shape),
+    TORCH_CHECK(detail::starts_with(*shape, impl->batch_size), "load_memmap: '",
+                path, "': key ", krepr, " has shape ",
+                detail::shape_str(*shape),
                 ", which does not start with the batch size ",
                 detail::shape_str(impl->batch_size));
     const auto nbytes = checked_nbytes(*shape, *dtype);
     TORCH_CHECK(nbytes.has_value(), "load_memmap: '", path, "': key ", krepr,
-                " has shape ", detail::shape_str(*shape), ", which is too large");
+                " has shape ", detail::shape_str(*shape),
+                ", which is too large");
     at::Tensor leaf;
     if (*nbytes == 0) {
       leaf = at::empty(*shape, at::TensorOptions().dtype(*dtype));
@@ -734,10 +752,10 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
           names.size() > 1
               ? " (and so is '" + join_path(dir, names[1] + ".memmap") + "')"
               : std::string());
-      TORCH_CHECK(fst.st_size >= *nbytes, "load_memmap: key ", krepr, ": leaf file '",
-                  file, "' holds ", fst.st_size, " bytes, but shape ",
-                  detail::shape_str(*shape), " of ", detail::dtype_name(*dtype),
-                  " needs ", *nbytes);
+      TORCH_CHECK(fst.st_size >= *nbytes, "load_memmap: key ", krepr,
+                  ": leaf file '", file, "' holds ", fst.st_size,
+                  " bytes, but shape ", detail::shape_str(*shape), " of ",
+                  detail::dtype_name(*dtype), " needs ", *nbytes);
       // read_only: a private copy-on-write mapping of a file opened
       // O_RDONLY. Writes into the leaves stay in this process's memory and
       // never reach the file (and never fault).
@@ -761,7 +779,6 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
   return impl;
 }
 
-
 }  // namespace
 
 // ===========================================================================
@@ -772,8 +789,8 @@ const TensorDict& TensorDict::memmap_(const std::string& prefix,
                                       MemmapKeyNames names) const {
   TORCH_CHECK_VALUE(!detail::is_archive_path(prefix), "memmap_: '", prefix,
                     "' names an archive (.tdz), which cannot hold this dict's "
-                    "leaves in place: memmap(\"", prefix,
-                    "\") writes it and returns a dict over it");
+                    "leaves in place: memmap(\"",
+                    prefix, "\") writes it and returns a dict over it");
   // Each stored tensor is replaced by one with the same values over its
   // file; no key changes, so a locked dict may be memory-mapped (as in
   // Python).
@@ -808,12 +825,14 @@ TensorDict TensorDict::memmap_like(const std::string& prefix, bool sparse,
 }
 
 TensorDict TensorDict::load_memmap(const std::string& prefix, bool read_only) {
-  TORCH_CHECK_VALUE(!prefix.empty(), "load_memmap: the directory name is empty");
+  TORCH_CHECK_VALUE(!prefix.empty(),
+                    "load_memmap: the directory name is empty");
   LoadCtx ctx{read_only, {}};
   std::unique_ptr<detail::Archive> archive;
   struct stat st {};
   if (::stat(prefix.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-    archive = std::make_unique<detail::Archive>(prefix, read_only, "load_memmap");
+    archive =
+        std::make_unique<detail::Archive>(prefix, read_only, "load_memmap");
     ctx.archive = archive.get();
   }
   std::vector<std::string> key_path;

@@ -25,7 +25,8 @@ bool is_tensordict_meta(const nlohmann::ordered_json& meta) {
   auto it = meta.find("_type");
   return it != meta.end() && it->is_string() &&
          (it->get<std::string>() == kTdType ||
-          it->get<std::string>() == "<class 'tensordict.tensordict.TensorDict'>");
+          it->get<std::string>() ==
+              "<class 'tensordict.tensordict.TensorDict'>");
 }
 
 bool is_reserved_key(const std::string& k) {
@@ -71,11 +72,11 @@ bool raw_name_ok(const std::string& key) {
 
 std::string file_name(const std::string& key, MemmapKeyNames names) {
   return names == MemmapKeyNames::kRaw && raw_name_ok(key) ? key
-                                                            : escape_key(key);
+                                                           : escape_key(key);
 }
 
-std::vector<std::string> file_name_candidates(const std::string& key,
-                                              const nlohmann::ordered_json& meta) {
+std::vector<std::string> file_name_candidates(
+    const std::string& key, const nlohmann::ordered_json& meta) {
   std::string escaped = escape_key(key);
   if (escaped == key || !is_single_file_name(key)) return {std::move(escaped)};
   if (meta.contains(escaped)) return {key, std::move(escaped)};
@@ -147,7 +148,8 @@ void collect(const std::string& dir, const std::set<std::string>& written,
 }  // namespace
 
 void collect_old_entries(const std::string& dir,
-                         const std::set<std::string>& written, OldEntries& out) {
+                         const std::set<std::string>& written,
+                         OldEntries& out) {
   collect(dir, written, /*whole=*/false, 0, out);
 }
 

@@ -52,8 +52,8 @@ std::string file_name(const std::string& key, MemmapKeyNames names);
 /// `meta`, which Python 0.4 to 0.12 stored under that raw name ("a b" and
 /// "a%20b" in `a b.memmap` and `a%20b.memmap`; Python >= 0.13 would read "a
 /// b" from "a%20b"'s file). Each is one file name.
-std::vector<std::string> file_name_candidates(const std::string& key,
-                                              const nlohmann::ordered_json& meta);
+std::vector<std::string> file_name_candidates(
+    const std::string& key, const nlohmann::ordered_json& meta);
 
 /// What an earlier dict written to a directory left there that a new write
 /// does not replace: the files and the sub-directories of the entries its

@@ -52,9 +52,17 @@ std::string key_repr(const detail::KeyPath& path) {
 
 bool supported_dtype(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16:
-    case at::kChar: case at::kShort: case at::kInt: case at::kLong:
-    case at::kByte: case at::kBool: case at::kComplexFloat:
+    case at::kFloat:
+    case at::kDouble:
+    case at::kHalf:
+    case at::kBFloat16:
+    case at::kChar:
+    case at::kShort:
+    case at::kInt:
+    case at::kLong:
+    case at::kByte:
+    case at::kBool:
+    case at::kComplexFloat:
     case at::kComplexDouble:
       return true;
     default:
@@ -64,11 +72,16 @@ bool supported_dtype(at::ScalarType t) {
 
 c10::optional<at::ScalarType> parse_dtype(const std::string& s) {
   static const std::pair<const char*, at::ScalarType> kTable[] = {
-      {"torch.float32", at::kFloat},    {"torch.float64", at::kDouble},
-      {"torch.float16", at::kHalf},     {"torch.bfloat16", at::kBFloat16},
-      {"torch.int8", at::kChar},        {"torch.int16", at::kShort},
-      {"torch.int32", at::kInt},        {"torch.int64", at::kLong},
-      {"torch.uint8", at::kByte},       {"torch.bool", at::kBool},
+      {"torch.float32", at::kFloat},
+      {"torch.float64", at::kDouble},
+      {"torch.float16", at::kHalf},
+      {"torch.bfloat16", at::kBFloat16},
+      {"torch.int8", at::kChar},
+      {"torch.int16", at::kShort},
+      {"torch.int32", at::kInt},
+      {"torch.int64", at::kLong},
+      {"torch.uint8", at::kByte},
+      {"torch.bool", at::kBool},
       {"torch.complex64", at::kComplexFloat},
       {"torch.complex128", at::kComplexDouble},
   };
@@ -118,29 +131,33 @@ c10::optional<std::vector<int64_t>> parse_shape(const ordered_json& j) {
   return out;
 }
 
-
 // `j` as JSON text for an error message: bounded depth and length (dump()
 // recurses, and the value comes from an untrusted file).
 std::string json_excerpt(const ordered_json& j) {
   if (!shallow(j, 16)) return "(deeply nested JSON)";
-  std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string s =
+      j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (s.size() > 200) s = s.substr(0, 200) + "...";
   return s;
 }
 
 // Python's batch size / device entries of a level.
-std::vector<int64_t> parse_batch(const ordered_json& meta, const std::string& path,
-                                 const char* key, const char* fn) {
+std::vector<int64_t> parse_batch(const ordered_json& meta,
+                                 const std::string& path, const char* key,
+                                 const char* fn) {
   auto it = meta.find(key);
-  TORCH_CHECK(it != meta.end(), fn, ": '", path, "' has no \"", key, "\" entry");
+  TORCH_CHECK(it != meta.end(), fn, ": '", path, "' has no \"", key,
+              "\" entry");
   auto shape = parse_shape(*it);
   TORCH_CHECK(shape.has_value(), fn, ": '", path, "': \"", key,
-              "\" must be a list of non-negative integers, got ", json_excerpt(*it));
+              "\" must be a list of non-negative integers, got ",
+              json_excerpt(*it));
   return *shape;
 }
 
 c10::optional<at::Device> parse_device(const ordered_json& meta,
-                                       const std::string& path, const char* fn) {
+                                       const std::string& path,
+                                       const char* fn) {
   auto it = meta.find("device");
   if (it == meta.end() || it->is_null()) return c10::nullopt;
   TORCH_CHECK(it->is_string(), fn, ": '", path,

@@ -29,7 +29,8 @@ c10::optional<at::ScalarType> parse_dtype(const std::string& s);
 c10::optional<int64_t> checked_nbytes(c10::IntArrayRef shape,
                                       at::ScalarType dtype);
 /// A JSON list of non-negative int64s, or nullopt.
-c10::optional<std::vector<int64_t>> parse_shape(const nlohmann::ordered_json& j);
+c10::optional<std::vector<int64_t>> parse_shape(
+    const nlohmann::ordered_json& j);
 
 /// Python's batch size entry `key` ("shape") of a level's metadata `meta`,
 /// read from `path`; `fn` names the caller in errors.
@@ -39,8 +40,7 @@ std::vector<int64_t> parse_batch(const nlohmann::ordered_json& meta,
 /// Python's device entry of a level's metadata (absent, null or "None": no
 /// device), checked to be usable here.
 c10::optional<at::Device> parse_device(const nlohmann::ordered_json& meta,
-                                       const std::string& path,
-                                       const char* fn);
+                                       const std::string& path, const char* fn);
 
 /// `j` as JSON text for an error message: bounded depth and length (the
 /// value comes from an untrusted file).

@@ -58,11 +58,12 @@ class Builder {
       : batch_size_(std::move(batch_size)), max_batch_dims_(max_batch_dims) {}
 
   // The level `value` (at key path `path`; empty for the root).
-  TensorDict level(const c10::IValue& value, const std::vector<std::string>& path) {
-    const std::string where =
-        path.empty() ? std::string("the value") : "key " + NestedKey(path).str();
-    TORCH_CHECK(value.isGenericDict(), "from_ivalue: ", where,
-                " is a ", ivalue_type_name(value),
+  TensorDict level(const c10::IValue& value,
+                   const std::vector<std::string>& path) {
+    const std::string where = path.empty() ? std::string("the value")
+                                           : "key " + NestedKey(path).str();
+    TORCH_CHECK(value.isGenericDict(), "from_ivalue: ", where, " is a ",
+                ivalue_type_name(value),
                 ", expected a Dict[str, Tensor] (nested dicts allowed)");
     const c10::impl::GenericDict dict = value.toGenericDict();
     TORCH_CHECK(dict.keyType()->kind() == c10::TypeKind::StringType,
@@ -129,7 +130,8 @@ class Builder {
         const std::vector<int64_t> s = shape(e);
         if (s.size() <= dim || s[dim] != first[dim]) return batch;
       }
-      if (!max_batch_dims_ || static_cast<int64_t>(batch.size()) < *max_batch_dims_) {
+      if (!max_batch_dims_ ||
+          static_cast<int64_t>(batch.size()) < *max_batch_dims_) {
         batch.push_back(first[dim]);
       }
     }
@@ -211,12 +213,16 @@ TensorDictModule::TensorDictModule(const torch::jit::Module& module,
               out.push_back(r.toTensor());
               return out;
             }
-            TORCH_CHECK(r.isTuple(), "TensorDictModule: the TorchScript module "
-                        "returned a ", ivalue_type_name(r),
+            TORCH_CHECK(r.isTuple(),
+                        "TensorDictModule: the TorchScript module "
+                        "returned a ",
+                        ivalue_type_name(r),
                         ", expected a Tensor or a tuple of Tensors");
             for (const c10::IValue& e : r.toTupleRef().elements()) {
-              TORCH_CHECK(e.isTensor(), "TensorDictModule: the TorchScript "
-                          "module returned a ", ivalue_type_name(r),
+              TORCH_CHECK(e.isTensor(),
+                          "TensorDictModule: the TorchScript "
+                          "module returned a ",
+                          ivalue_type_name(r),
                           ", expected a Tensor or a tuple of Tensors");
               out.push_back(e.toTensor());
             }

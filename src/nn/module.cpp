@@ -74,7 +74,8 @@ TensorDictModule::TensorDictModule(std::vector<TensorDictModule> modules)
   out_keys_ = out_keys_source_;
 }
 
-TensorDictModule& TensorDictModule::select_out_keys(std::vector<NestedKey> keys) {
+TensorDictModule& TensorDictModule::select_out_keys(
+    std::vector<NestedKey> keys) {
   for (const NestedKey& k : keys) {
     TORCH_CHECK_VALUE(has_key(out_keys_source_, k),
                       "TensorDictModule::select_out_keys: ", k.str(),
@@ -86,8 +87,8 @@ TensorDictModule& TensorDictModule::select_out_keys(std::vector<NestedKey> keys)
   return *this;
 }
 
-std::vector<at::Tensor> TensorDictModule::compute(const TensorDict& td,
-                                                  const TensorDict* outs) const {
+std::vector<at::Tensor> TensorDictModule::compute(
+    const TensorDict& td, const TensorDict* outs) const {
   std::vector<at::Tensor> in;
   in.reserve(in_keys_.size());
   for (const NestedKey& k : in_keys_) {
@@ -97,7 +98,8 @@ std::vector<at::Tensor> TensorDictModule::compute(const TensorDict& td,
     }
     TORCH_CHECK_INDEX(td.contains(k), "TensorDictModule: in_key ", k.str(),
                       " is not in the dict (keys: ",
-                      detail::key_list_str(detail::TensorDictImpl::of(td)), ")");
+                      detail::key_list_str(detail::TensorDictImpl::of(td)),
+                      ")");
     in.push_back(td.get(k));
   }
   std::vector<at::Tensor> out = fn_(in);
@@ -139,7 +141,8 @@ const TensorDict& TensorDictModule::operator()(const TensorDict& td) const {
   return td;
 }
 
-TensorDictSequential::TensorDictSequential(std::vector<TensorDictModule> modules)
+TensorDictSequential::TensorDictSequential(
+    std::vector<TensorDictModule> modules)
     : TensorDictModule(std::move(modules)) {}
 
 const TensorDictModule& TensorDictSequential::operator[](size_t i) const {

@@ -74,7 +74,8 @@ void collect_entries(const TensorDictImpl& impl, bool include_nested,
   if (!include_nested) {
     for (const auto& n : impl.nodes) {
       if (n.is_dict() && leaves_only) continue;
-      Entry e = n.is_dict() ? Entry(TensorDictImpl::wrap(n.dict)) : Entry(n.tensor);
+      Entry e =
+          n.is_dict() ? Entry(TensorDictImpl::wrap(n.dict)) : Entry(n.tensor);
       if (items) items->emplace_back(NestedKey(n.key), e);
       if (values) values->push_back(std::move(e));
     }
@@ -87,7 +88,8 @@ void collect_entries(const TensorDictImpl& impl, bool include_nested,
       impl,
       [&](const KeyPath& path, const TensorDictImpl& level) {
         if (!leaves_only && !path.parts.empty()) {
-          Entry e(TensorDictImpl::wrap(levels.back()->find(*path.parts.back())->dict));
+          Entry e(TensorDictImpl::wrap(
+              levels.back()->find(*path.parts.back())->dict));
           if (items) items->emplace_back(path.key(), e);
           if (values) values->push_back(std::move(e));
         }
@@ -128,8 +130,8 @@ void insert_unflattened(TensorDictImpl& dst, std::vector<std::string> prefix,
     prefix.push_back(parts[i]);
     Node* c = cur->find(parts[i]);
     if (c == nullptr) {
-      cur->nodes.push_back(
-          Node{parts[i], at::Tensor(), make_impl(cur->batch_size, cur->device)});
+      cur->nodes.push_back(Node{parts[i], at::Tensor(),
+                                make_impl(cur->batch_size, cur->device)});
       c = &cur->nodes.back();
     }
     TORCH_CHECK(c->is_dict() && !c->is_non_tensor(), "unflatten_keys: key ",
@@ -151,7 +153,8 @@ void insert_unflattened(TensorDictImpl& dst, std::vector<std::string> prefix,
       for (const auto* p : below->parts) at.push_back(*p);
     }
     TORCH_CHECK(false, "unflatten_keys: key ", orig,
-                " collides with another key at ", NestedKey(std::move(at)).str());
+                " collides with another key at ",
+                NestedKey(std::move(at)).str());
   };
   if (!e->is_dict() || !node.is_dict() || e->is_non_tensor() ||
       node.is_non_tensor()) {
@@ -247,8 +250,8 @@ ImplPtr flatten_impl(const TensorDictImpl& src, const std::string& sep) {
         std::string name = flat(path);
         auto it = seen.find(name);
         TORCH_CHECK(it == seen.end(), "flatten_keys: keys ",
-                    it == seen.end() ? std::string() : it->second.str(), " and ",
-                    path.key().str(), " both flatten to '", name, "'");
+                    it == seen.end() ? std::string() : it->second.str(),
+                    " and ", path.key().str(), " both flatten to '", name, "'");
         seen.emplace(name, path.key());
         out->nodes.push_back(Node{std::move(name), t, nullptr});
       },
@@ -256,15 +259,14 @@ ImplPtr flatten_impl(const TensorDictImpl& src, const std::string& sep) {
   return out;
 }
 
-
 }  // namespace
 
 // ===========================================================================
 // Apply
 // ===========================================================================
 
-TensorDict TensorDict::apply(const LeafFn& fn,
-                             c10::optional<std::vector<int64_t>> batch_size) const {
+TensorDict TensorDict::apply(
+    const LeafFn& fn, c10::optional<std::vector<int64_t>> batch_size) const {
   return run_apply(*impl_, batch_size,
                    [&](const KeyPath&, const at::Tensor& t) { return fn(t); });
 }
@@ -276,15 +278,14 @@ TensorDict TensorDict::apply(
   TensorVec mine, theirs;
   pair_leaves(*impl_, *other.impl_, "apply", mine, theirs);
   size_t i = 0;
-  return run_apply(*impl_, batch_size,
-                   [&](const KeyPath&, const at::Tensor& t) {
-                     return fn(t, theirs[i++]);
-                   });
+  return run_apply(
+      *impl_, batch_size,
+      [&](const KeyPath&, const at::Tensor& t) { return fn(t, theirs[i++]); });
 }
 
-TensorDict TensorDict::apply(const LeafFnN& fn,
-                             const std::vector<TensorDict>& others,
-                             c10::optional<std::vector<int64_t>> batch_size) const {
+TensorDict TensorDict::apply(
+    const LeafFnN& fn, const std::vector<TensorDict>& others,
+    c10::optional<std::vector<int64_t>> batch_size) const {
   std::vector<TensorVec> theirs(others.size());
   for (size_t j = 0; j < others.size(); ++j) {
     TensorVec mine;
@@ -303,7 +304,8 @@ TensorDict TensorDict::apply(const LeafFnN& fn,
 }
 
 TensorDict TensorDict::named_apply(
-    const NamedLeafFn& fn, c10::optional<std::vector<int64_t>> batch_size) const {
+    const NamedLeafFn& fn,
+    c10::optional<std::vector<int64_t>> batch_size) const {
   return run_apply(*impl_, batch_size,
                    [&](const KeyPath& path, const at::Tensor& t) {
                      return fn(path.key(), t);
@@ -396,16 +398,18 @@ TensorDict TensorDict::select(const std::vector<NestedKey>& keys) const {
       const Node* sn = src->find(parts[i]);
       Node* dn = dst->find(parts[i]);
       if (dn == nullptr) {
-        dst->nodes.push_back(Node{parts[i], at::Tensor(),
-                                  make_impl(sn->dict->batch_size, sn->dict->device)});
+        dst->nodes.push_back(
+            Node{parts[i], at::Tensor(),
+                 make_impl(sn->dict->batch_size, sn->dict->device)});
         dn = &dst->nodes.back();
       }
       src = sn->dict.get();
       dst = dn->dict.get();
     }
     const Node* sn = src->find(parts.back());
-    Node value = sn->is_dict() ? Node{sn->key, at::Tensor(), shallow_copy(*sn->dict)}
-                               : Node{sn->key, sn->tensor, nullptr};
+    Node value = sn->is_dict()
+                     ? Node{sn->key, at::Tensor(), shallow_copy(*sn->dict)}
+                     : Node{sn->key, sn->tensor, nullptr};
     if (Node* existing = dst->find(parts.back())) {
       *existing = std::move(value);
     } else {
@@ -421,9 +425,10 @@ TensorDict TensorDict::exclude(const std::vector<NestedKey>& keys) const {
     TensorDictImpl* parent = parent_of(*out, key);
     if (parent == nullptr) continue;
     auto& nodes = parent->nodes;
-    nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
-                               [&](const Node& n) { return n.key == key.back(); }),
-                nodes.end());
+    nodes.erase(
+        std::remove_if(nodes.begin(), nodes.end(),
+                       [&](const Node& n) { return n.key == key.back(); }),
+        nodes.end());
   }
   return TensorDict(std::move(out));
 }
@@ -453,7 +458,6 @@ std::vector<Entry> TensorDict::values(bool include_nested,
   return out;
 }
 
-
 // ===========================================================================
 // dtype and autograd
 // ===========================================================================
@@ -477,6 +481,5 @@ const TensorDict& TensorDict::detach_() const {
   for_each_leaf(*impl_, [](const at::Tensor& t) { t.detach_(); });
   return *this;
 }
-
 
 }  // namespace tensordict

@@ -38,10 +38,14 @@ enum class Op { kAdd, kSub, kMul, kDiv };
 
 const char* op_name(Op op, bool inplace) {
   switch (op) {
-    case Op::kAdd: return inplace ? "add_" : "add";
-    case Op::kSub: return inplace ? "sub_" : "sub";
-    case Op::kMul: return inplace ? "mul_" : "mul";
-    case Op::kDiv: return inplace ? "div_" : "div";
+    case Op::kAdd:
+      return inplace ? "add_" : "add";
+    case Op::kSub:
+      return inplace ? "sub_" : "sub";
+    case Op::kMul:
+      return inplace ? "mul_" : "mul";
+    case Op::kDiv:
+      return inplace ? "div_" : "div";
   }
   return "";
 }
@@ -71,13 +75,13 @@ at::ScalarType promoted(const at::Tensor& leaf, const at::Scalar& other) {
 // Validates an in-place op on leaf `i` whose promoted operand dtype is `rt`.
 void check_inplace_dtype(Op op, const TensorDictImpl& root, size_t i,
                          const at::Tensor& leaf, at::ScalarType rt) {
-  TORCH_CHECK(!(op == Op::kSub && rt == at::kBool), op_name(op, true),
-              ": key ", leaf_key(root, i).str(),
+  TORCH_CHECK(!(op == Op::kSub && rt == at::kBool), op_name(op, true), ": key ",
+              leaf_key(root, i).str(),
               ": subtraction of bool tensors is not supported");
   const at::ScalarType res = op_result_type(op, rt);
-  TORCH_CHECK(at::canCast(res, leaf.scalar_type()), op_name(op, true),
-              ": key ", leaf_key(root, i).str(), ": the result type ",
-              dtype_name(res), " can't be cast to the leaf's dtype ",
+  TORCH_CHECK(at::canCast(res, leaf.scalar_type()), op_name(op, true), ": key ",
+              leaf_key(root, i).str(), ": the result type ", dtype_name(res),
+              " can't be cast to the leaf's dtype ",
               dtype_name(leaf.scalar_type()));
 }
 
@@ -127,20 +131,28 @@ void check_batch_broadcast(const char* op, const char* what,
 at::Tensor leaf_op(Op op, const at::Tensor& a, const at::Tensor& b,
                    const at::Scalar& alpha) {
   switch (op) {
-    case Op::kAdd: return at::add(a, b, alpha);
-    case Op::kSub: return at::sub(a, b, alpha);
-    case Op::kMul: return at::mul(a, b);
-    case Op::kDiv: return at::div(a, b);
+    case Op::kAdd:
+      return at::add(a, b, alpha);
+    case Op::kSub:
+      return at::sub(a, b, alpha);
+    case Op::kMul:
+      return at::mul(a, b);
+    case Op::kDiv:
+      return at::div(a, b);
   }
   return {};
 }
 
 at::Tensor leaf_op(Op op, const at::Tensor& a, const at::Scalar& b) {
   switch (op) {
-    case Op::kAdd: return at::add(a, b);
-    case Op::kSub: return at::sub(a, b);
-    case Op::kMul: return at::mul(a, b);
-    case Op::kDiv: return at::div(a, b);
+    case Op::kAdd:
+      return at::add(a, b);
+    case Op::kSub:
+      return at::sub(a, b);
+    case Op::kMul:
+      return at::mul(a, b);
+    case Op::kDiv:
+      return at::div(a, b);
   }
   return {};
 }
@@ -148,30 +160,46 @@ at::Tensor leaf_op(Op op, const at::Tensor& a, const at::Scalar& b) {
 void leaf_op_(Op op, const at::Tensor& a, const at::Tensor& b,
               const at::Scalar& alpha) {
   switch (op) {
-    case Op::kAdd: a.add_(b, alpha); break;
-    case Op::kSub: a.sub_(b, alpha); break;
-    case Op::kMul: a.mul_(b); break;
-    case Op::kDiv: a.div_(b); break;
+    case Op::kAdd:
+      a.add_(b, alpha);
+      break;
+    case Op::kSub:
+      a.sub_(b, alpha);
+      break;
+    case Op::kMul:
+      a.mul_(b);
+      break;
+    case Op::kDiv:
+      a.div_(b);
+      break;
   }
 }
 
 TensorVec foreach_op(Op op, const TensorVec& a, const TensorVec& b,
                      const at::Scalar& alpha) {
   switch (op) {
-    case Op::kAdd: return at::_foreach_add(a, b, alpha);
-    case Op::kSub: return at::_foreach_sub(a, b, alpha);
-    case Op::kMul: return at::_foreach_mul(a, b);
-    case Op::kDiv: return at::_foreach_div(a, b);
+    case Op::kAdd:
+      return at::_foreach_add(a, b, alpha);
+    case Op::kSub:
+      return at::_foreach_sub(a, b, alpha);
+    case Op::kMul:
+      return at::_foreach_mul(a, b);
+    case Op::kDiv:
+      return at::_foreach_div(a, b);
   }
   return {};
 }
 
 TensorVec foreach_op(Op op, const TensorVec& a, const at::Scalar& b) {
   switch (op) {
-    case Op::kAdd: return at::_foreach_add(a, b);
-    case Op::kSub: return at::_foreach_sub(a, b);
-    case Op::kMul: return at::_foreach_mul(a, b);
-    case Op::kDiv: return at::_foreach_div(a, b);
+    case Op::kAdd:
+      return at::_foreach_add(a, b);
+    case Op::kSub:
+      return at::_foreach_sub(a, b);
+    case Op::kMul:
+      return at::_foreach_mul(a, b);
+    case Op::kDiv:
+      return at::_foreach_div(a, b);
   }
   return {};
 }
@@ -179,19 +207,35 @@ TensorVec foreach_op(Op op, const TensorVec& a, const at::Scalar& b) {
 void foreach_op_(Op op, const TensorVec& a, const TensorVec& b,
                  const at::Scalar& alpha) {
   switch (op) {
-    case Op::kAdd: at::_foreach_add_(a, b, alpha); break;
-    case Op::kSub: at::_foreach_sub_(a, b, alpha); break;
-    case Op::kMul: at::_foreach_mul_(a, b); break;
-    case Op::kDiv: at::_foreach_div_(a, b); break;
+    case Op::kAdd:
+      at::_foreach_add_(a, b, alpha);
+      break;
+    case Op::kSub:
+      at::_foreach_sub_(a, b, alpha);
+      break;
+    case Op::kMul:
+      at::_foreach_mul_(a, b);
+      break;
+    case Op::kDiv:
+      at::_foreach_div_(a, b);
+      break;
   }
 }
 
 void foreach_op_(Op op, const TensorVec& a, const at::Scalar& b) {
   switch (op) {
-    case Op::kAdd: at::_foreach_add_(a, b); break;
-    case Op::kSub: at::_foreach_sub_(a, b); break;
-    case Op::kMul: at::_foreach_mul_(a, b); break;
-    case Op::kDiv: at::_foreach_div_(a, b); break;
+    case Op::kAdd:
+      at::_foreach_add_(a, b);
+      break;
+    case Op::kSub:
+      at::_foreach_sub_(a, b);
+      break;
+    case Op::kMul:
+      at::_foreach_mul_(a, b);
+      break;
+    case Op::kDiv:
+      at::_foreach_div_(a, b);
+      break;
   }
 }
 
@@ -211,16 +255,20 @@ TensorDict binary(Op op, const TensorDict& a, const TensorDict& b,
       out.push_back(leaf_op(op, va[i], vb[i], alpha));
     }
   }
-  return rebuild_dict(TensorDictImpl::of(a), std::move(out), op_name(op, false));
+  return rebuild_dict(TensorDictImpl::of(a), std::move(out),
+                      op_name(op, false));
 }
 
 TensorDict binary(Op op, const TensorDict& a, const at::Tensor& b) {
-  check_batch_broadcast(op_name(op, false), "tensor operand", TensorDictImpl::of(a), b);
+  check_batch_broadcast(op_name(op, false), "tensor operand",
+                        TensorDictImpl::of(a), b);
   TensorVec va = leaf_tensors(TensorDictImpl::of(a));
   TensorVec out;
   out.reserve(va.size());
-  for (const auto& t : va) out.push_back(leaf_op(op, t, align_left(b, t.dim()), 1));
-  return rebuild_dict(TensorDictImpl::of(a), std::move(out), op_name(op, false));
+  for (const auto& t : va)
+    out.push_back(leaf_op(op, t, align_left(b, t.dim()), 1));
+  return rebuild_dict(TensorDictImpl::of(a), std::move(out),
+                      op_name(op, false));
 }
 
 TensorDict binary(Op op, const TensorDict& a, const at::Scalar& b) {
@@ -232,7 +280,8 @@ TensorDict binary(Op op, const TensorDict& a, const at::Scalar& b) {
     out.reserve(va.size());
     for (const auto& t : va) out.push_back(leaf_op(op, t, b));
   }
-  return rebuild_dict(TensorDictImpl::of(a), std::move(out), op_name(op, false));
+  return rebuild_dict(TensorDictImpl::of(a), std::move(out),
+                      op_name(op, false));
 }
 
 // ---- In place -------------------------------------------------------------
@@ -251,8 +300,9 @@ const TensorDict& binary_(Op op, const TensorDict& a, const TensorDict& b,
       check_alpha(name, TensorDictImpl::of(a), i, rt, alpha);
     }
     TORCH_CHECK(at::is_expandable_to(vb[i].sizes(), va[i].sizes()), name,
-                ": key ", leaf_key(TensorDictImpl::of(a), i).str(), ": the other leaf's shape ",
-                shape_str(vb[i].sizes()), " does not broadcast to the leaf's shape ",
+                ": key ", leaf_key(TensorDictImpl::of(a), i).str(),
+                ": the other leaf's shape ", shape_str(vb[i].sizes()),
+                " does not broadcast to the leaf's shape ",
                 shape_str(va[i].sizes()));
   }
   if (foreach_ok(va, &vb) && same_sizes(va, vb)) {
@@ -291,16 +341,23 @@ const TensorDict& binary_(Op op, const TensorDict& a, const at::Scalar& b) {
   } else {
     for (const auto& t : va) {
       switch (op) {
-        case Op::kAdd: t.add_(b); break;
-        case Op::kSub: t.sub_(b); break;
-        case Op::kMul: t.mul_(b); break;
-        case Op::kDiv: t.div_(b); break;
+        case Op::kAdd:
+          t.add_(b);
+          break;
+        case Op::kSub:
+          t.sub_(b);
+          break;
+        case Op::kMul:
+          t.mul_(b);
+          break;
+        case Op::kDiv:
+          t.div_(b);
+          break;
       }
     }
   }
   return a;
 }
-
 
 }  // namespace
 
@@ -346,7 +403,6 @@ const TensorDict& TensorDict::div_(const at::Scalar& other) const {
 const TensorDict& TensorDict::div_(const at::Tensor& other) const {
   return binary_(Op::kDiv, *this, other);
 }
-
 
 // ===========================================================================
 // Masking
@@ -522,6 +578,5 @@ const TensorDict& operator*=(const TensorDict& a, const at::Scalar& b) {
 const TensorDict& operator/=(const TensorDict& a, const at::Scalar& b) {
   return a.div_(b);
 }
-
 
 }  // namespace tensordict

@@ -20,7 +20,8 @@ namespace detail {
 // Wraps `dim` into [0, n) (n valid positions, negative counting from the
 // end). `what` is "a TensorDict" or "TensorDicts".
 inline int64_t wrap_dim(const char* op, int64_t dim, int64_t n,
-                 c10::IntArrayRef batch, const char* what = "a TensorDict") {
+                        c10::IntArrayRef batch,
+                        const char* what = "a TensorDict") {
   TORCH_CHECK_INDEX(n > 0, op, ": dim ", dim, " is out of range for ", what,
                     " with batch_size ", shape_str(batch),
                     " (no batch dimensions)");
@@ -37,7 +38,7 @@ inline int64_t wrap_dim(const char* op, int64_t dim, int64_t n,
 // it, every dim of a stack stays a stack dim).
 template <typename Fn>
 inline ImplPtr with_batch(const TensorDictImpl& src, c10::IntArrayRef batch,
-                   const Fn& fn, const detail::DimMap* dims = nullptr) {
+                          const Fn& fn, const detail::DimMap* dims = nullptr) {
   return detail::rebuild(
       src, batch.vec(),
       [&](const detail::KeyPath&, const at::Tensor& t) { return fn(t); },
@@ -52,8 +53,8 @@ inline detail::DimMap removing_dim(const TensorDictImpl& src, int64_t d) {
 }
 
 // `shape` followed by `t`'s dims beyond `bd`.
-inline std::vector<int64_t> with_trailing(c10::IntArrayRef shape, const at::Tensor& t,
-                                   size_t bd) {
+inline std::vector<int64_t> with_trailing(c10::IntArrayRef shape,
+                                          const at::Tensor& t, size_t bd) {
   return detail::concat(shape, t.sizes().slice(bd));
 }
 
@@ -62,7 +63,7 @@ inline std::vector<int64_t> with_trailing(c10::IntArrayRef shape, const at::Tens
 using TensorVec = std::vector<at::Tensor>;
 
 inline TensorDict rebuild_dict(const TensorDictImpl& src, TensorVec vals,
-                        const char* op) {
+                               const char* op) {
   return TensorDictImpl::wrap(rebuild_from(src, std::move(vals), op));
 }
 
@@ -89,7 +90,6 @@ inline bool same_sizes(const TensorVec& a, const TensorVec& b) {
   }
   return true;
 }
-
 
 }  // namespace detail
 }  // namespace tensordict

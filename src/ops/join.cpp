@@ -41,25 +41,25 @@
 
 namespace tensordict {
 
-using detail::ImplPtr;
-using detail::Node;
-using detail::TensorDictImpl;
-using detail::make_impl;
-using detail::shape_str;
-using detail::LeafName;
-using detail::WriteKind;
 using detail::check_leaf_write;
 using detail::copy_bytes;
 using detail::copyable_device;
 using detail::copyable_devices;
 using detail::device_name;
-using detail::leaf_key;
+using detail::ImplPtr;
 using detail::KeyPath;
+using detail::leaf_key;
+using detail::LeafName;
+using detail::make_impl;
 using detail::Match;
 using detail::Next;
-using detail::Pairing;
+using detail::Node;
 using detail::pair_walk;
+using detail::Pairing;
+using detail::shape_str;
+using detail::TensorDictImpl;
 using detail::wrap_dim;
+using detail::WriteKind;
 
 namespace {
 
@@ -78,10 +78,10 @@ inline bool same_shape(c10::IntArrayRef a, c10::IntArrayRef b) {
 }
 
 struct JoinSpec {
-  const char* op;    // "stack", "cat", "stack_out", "cat_out"
+  const char* op;  // "stack", "cat", "stack_out", "cat_out"
   bool is_cat;
-  int64_t dim;       // normalized
-  int64_t n;         // number of inputs
+  int64_t dim;  // normalized
+  int64_t n;    // number of inputs
   // The result batch size of a (sub-)dict whose inputs' batch size is `b`
   // (for cat: `total` is the summed size along `dim`).
   int64_t total = 0;
@@ -106,7 +106,6 @@ struct JoinSpec {
     return true;
   }
 };
-
 
 bool fusable_src(const c10::TensorImpl* t) {
   return t->device_type() == c10::DeviceType::CPU &&
@@ -147,9 +146,9 @@ struct Gathered {
 };
 
 [[noreturn]] void throw_shape_error(const JoinSpec& spec,
-                                   const TensorDictImpl& ref, size_t k,
-                                   int64_t i, c10::IntArrayRef sizes,
-                                   c10::IntArrayRef ref_sizes) {
+                                    const TensorDictImpl& ref, size_t k,
+                                    int64_t i, c10::IntArrayRef sizes,
+                                    c10::IntArrayRef ref_sizes) {
   std::vector<NestedKey> keys;
   detail::collect_keys(ref, nullptr, true, true, keys);
   const std::string key = keys[k].str();
@@ -172,8 +171,7 @@ bool gather(const TensorDictImpl& ref, const TensorDictImpl& in,
   return pair_walk<Pairing::kSameKeys>(
       ref, &in, [&](const Match<const TensorDictImpl>& m) {
         if (m.a.is_dict()) {
-          return spec.compatible(m.a.dict->batch_size,
-                                 m.b->dict->batch_size) &&
+          return spec.compatible(m.a.dict->batch_size, m.b->dict->batch_size) &&
                          m.a.is_non_tensor() == m.b->is_non_tensor()
                      ? Next::kDescend
                      : Next::kStop;
@@ -191,7 +189,8 @@ inline void prefetch(const void* p) { __builtin_prefetch(p, 0, 3); }
 inline void prefetch_lines(const void* p, size_t bytes) {
   if (bytes == 0) return;
   const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
-  const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + bytes - 1) & ~uintptr_t{63};
+  const uintptr_t last =
+      (reinterpret_cast<uintptr_t>(p) + bytes - 1) & ~uintptr_t{63};
   for (uintptr_t a = first; a <= last; a += 64) {
     prefetch(reinterpret_cast<const void*>(a));
   }
@@ -204,9 +203,8 @@ inline void prefetch_nodes(const TensorDictImpl& impl) {
 // against `ref` (the same keys in any order, sub-dicts of the same batch
 // size), recording each leaf in slot `k` without reading it. Returns false
 // on any other input, which the general pass then handles (and diagnoses).
-bool fast_gather(const TensorDictImpl& ref, const TensorDictImpl& in,
-                 size_t& k, const at::Tensor** leaves,
-                 const c10::TensorImpl** impls) {
+bool fast_gather(const TensorDictImpl& ref, const TensorDictImpl& in, size_t& k,
+                 const at::Tensor** leaves, const c10::TensorImpl** impls) {
   return pair_walk<Pairing::kSameKeys>(
       ref, &in, [&](const Match<const TensorDictImpl>& m) {
         if (m.a.is_dict()) {
@@ -248,7 +246,8 @@ int64_t fast_leaf_rows(const c10::TensorImpl* first, size_t k, size_t stride,
   for (int64_t i = 0; i < rows; ++i) {
     const size_t slot = static_cast<size_t>(i) * stride + k;
     if (i + kImplAhead < rows) {
-      prefetch_lines(impls[slot + kImplAhead * stride], sizeof(c10::TensorImpl));
+      prefetch_lines(impls[slot + kImplAhead * stride],
+                     sizeof(c10::TensorImpl));
     }
     if (i + kStorageAhead < rows) {
       const c10::TensorImpl* a = impls[slot + kStorageAhead * stride];
@@ -281,7 +280,8 @@ void copy_rows(char* dst, size_t step, const char* const* src, size_t stride,
   const size_t ahead_bytes = std::min<size_t>(row_bytes, 512);
   for (int64_t i = 0; i < rows; ++i) {
     if (i + kAhead < rows) {
-      prefetch_lines(src[static_cast<size_t>(i + kAhead) * stride], ahead_bytes);
+      prefetch_lines(src[static_cast<size_t>(i + kAhead) * stride],
+                     ahead_bytes);
     }
     copy_bytes(dst, src[static_cast<size_t>(i) * stride], row_bytes);
     dst += step;
@@ -299,15 +299,15 @@ void copy_rows(char* dst, size_t step, const char* const* src, size_t stride,
   }
   // The same keys: a sub-dict's batch size.
   pair_walk<Pairing::kSameKeys>(
-      ref, &in,
-      [&](const KeyPath& path, const Match<const TensorDictImpl>& m) {
+      ref, &in, [&](const KeyPath& path, const Match<const TensorDictImpl>& m) {
         if (!m.a.is_dict()) return Next::kSkip;
-        TORCH_CHECK_TYPE(m.a.is_non_tensor() == m.b->is_non_tensor(), spec.op,
-                         ": key ", path.key().str(), " is ",
-                         m.a.is_non_tensor() ? "non-tensor data" : "a TensorDict",
-                         " in input 0 but ",
-                         m.b->is_non_tensor() ? "non-tensor data" : "a TensorDict",
-                         " in ", name);
+        TORCH_CHECK_TYPE(
+            m.a.is_non_tensor() == m.b->is_non_tensor(), spec.op, ": key ",
+            path.key().str(), " is ",
+            m.a.is_non_tensor() ? "non-tensor data" : "a TensorDict",
+            " in input 0 but ",
+            m.b->is_non_tensor() ? "non-tensor data" : "a TensorDict", " in ",
+            name);
         const auto& a = m.a.dict->batch_size;
         const auto& b = m.b->dict->batch_size;
         if (spec.compatible(a, b)) return Next::kDescend;
@@ -346,9 +346,9 @@ bool rows_contiguous(const at::Tensor& d) {
 // Whether an existing destination can take the fused byte copy.
 bool fusable_dest(const at::Tensor& d, bool is_cat, bool grad_mode) {
   const c10::TensorImpl* t = d.unsafeGetTensorImpl();
-  if (t->device_type() != c10::DeviceType::CPU ||
-      t->layout() != at::kStrided || !t->unsafe_storage() || t->is_conj() ||
-      t->is_neg() || c10::isQIntType(c10::typeMetaToScalarType(t->dtype())) ||
+  if (t->device_type() != c10::DeviceType::CPU || t->layout() != at::kStrided ||
+      !t->unsafe_storage() || t->is_conj() || t->is_neg() ||
+      c10::isQIntType(c10::typeMetaToScalarType(t->dtype())) ||
       (grad_mode && t->requires_grad())) {
     return false;
   }
@@ -375,7 +375,8 @@ int64_t fast_pass(const std::vector<TensorDict>& tds, const TensorDictImpl& ref,
   for (int64_t i = 0; i < n; ++i) {
     // The walk chases pointers through small allocations: prefetch the
     // next inputs' dicts and node lists a few rows ahead.
-    if (i + 8 < n) prefetch(&TensorDictImpl::of(tds[static_cast<size_t>(i + 8)]));
+    if (i + 8 < n)
+      prefetch(&TensorDictImpl::of(tds[static_cast<size_t>(i + 8)]));
     if (i + 4 < n) {
       const char* p = reinterpret_cast<const char*>(
           TensorDictImpl::of(tds[static_cast<size_t>(i + 4)]).nodes.data());
@@ -394,9 +395,9 @@ int64_t fast_pass(const std::vector<TensorDict>& tds, const TensorDictImpl& ref,
   // Each key down the covered inputs; a leaf unlike the first input's ends
   // the covered run there.
   for (size_t k = 0; k < num_leaves; ++k) {
-    covered = fast_leaf_rows(g.ref_leaves[k]->unsafeGetTensorImpl(), k,
-                             num_leaves, covered, grad_mode, g.impls.data(),
-                             g.data.data());
+    covered =
+        fast_leaf_rows(g.ref_leaves[k]->unsafeGetTensorImpl(), k, num_leaves,
+                       covered, grad_mode, g.impls.data(), g.data.data());
   }
   for (size_t k = 0; k < prefill.size(); ++k) {
     const size_t nb = prefill[k].nbytes() / static_cast<size_t>(n);
@@ -416,8 +417,12 @@ class Join {
  public:
   Join(TensorDictImpl* out_arg, const std::vector<TensorDict>& tds_arg,
        int64_t dim, bool is_cat_arg, const char* op_arg)
-      : tds(tds_arg), op(op_arg), is_cat(is_cat_arg), out(out_arg),
-        fresh(out_arg == nullptr), ref(first_input(tds_arg, op_arg)),
+      : tds(tds_arg),
+        op(op_arg),
+        is_cat(is_cat_arg),
+        out(out_arg),
+        fresh(out_arg == nullptr),
+        ref(first_input(tds_arg, op_arg)),
         n(static_cast<int64_t>(tds_arg.size())) {
     const int64_t bd = ref.batch_dims();
     spec = JoinSpec{op, is_cat, 0, n};
@@ -498,10 +503,9 @@ class Join {
       if (fresh && (!ref.device || ref.device->is_cpu())) {
         prefill.resize(num_leaves);
         for (size_t k = 0; k < num_leaves; ++k) {
-          prefill[k] = at::empty(spec.joined(g.ref_sizes[k]),
-                                 at::TensorOptions()
-                                     .dtype(g.ref_dtype[k])
-                                     .device(at::kCPU));
+          prefill[k] = at::empty(
+              spec.joined(g.ref_sizes[k]),
+              at::TensorOptions().dtype(g.ref_dtype[k]).device(at::kCPU));
         }
       }
       i0 = fast_pass(tds, ref, g, grad_mode, common_device, prefill);
@@ -509,7 +513,8 @@ class Join {
     int64_t gathered = i0;  // inputs [0, gathered) are gathered
     int64_t failed = -1;    // the first input whose gather failed
     for (int64_t i = i0; i < n; ++i) {
-      const TensorDictImpl& in = TensorDictImpl::of(tds[static_cast<size_t>(i)]);
+      const TensorDictImpl& in =
+          TensorDictImpl::of(tds[static_cast<size_t>(i)]);
       const auto& b = in.batch_size;
       if (is_cat) {
         TORCH_CHECK(spec.compatible(ref.batch_size, b), op, ": input ", i,
@@ -520,15 +525,15 @@ class Join {
         total += b[d];
       } else {
         TORCH_CHECK(same_shape(b, ref.batch_size), op, ": input ", i,
-                    " has batch_size ",
-                    shape_str(b), ", expected ", shape_str(ref.batch_size),
-                    " (the batch_size of input 0)");
+                    " has batch_size ", shape_str(b), ", expected ",
+                    shape_str(ref.batch_size), " (the batch_size of input 0)");
       }
       if (in.device != common_device) common_device = c10::nullopt;
       // The walk chases pointers through many small allocations; prefetch
       // each level of the next inputs a few steps before it is needed.
       auto ahead = [&](int64_t j) -> const TensorDictImpl* {
-        return i + j < n ? &TensorDictImpl::of(tds[static_cast<size_t>(i + j)]) : nullptr;
+        return i + j < n ? &TensorDictImpl::of(tds[static_cast<size_t>(i + j)])
+                         : nullptr;
       };
       if (const auto* a = ahead(16)) prefetch(a);
       if (const auto* a = ahead(13)) prefetch_nodes(*a);
@@ -546,8 +551,8 @@ class Join {
       // structural error is reported when its input's turn comes.
       while (gathered < n && gathered <= i + 4 && failed < 0) {
         size_t k = 0;
-        if (gather(ref, TensorDictImpl::of(tds[static_cast<size_t>(gathered)]), spec,
-                   static_cast<size_t>(gathered) * num_leaves, k, g) &&
+        if (gather(ref, TensorDictImpl::of(tds[static_cast<size_t>(gathered)]),
+                   spec, static_cast<size_t>(gathered) * num_leaves, k, g) &&
             k == num_leaves) {
           ++gathered;
         } else {
@@ -566,7 +571,8 @@ class Join {
         const c10::TensorImpl* const* row =
             g.impls.data() + static_cast<size_t>(i + 2) * num_leaves;
         for (size_t k = 0; k < num_leaves; ++k) {
-          if (const auto* st = row[k]->unsafe_storage().unsafeGetStorageImpl()) {
+          if (const auto* st =
+                  row[k]->unsafe_storage().unsafeGetStorageImpl()) {
             prefetch(st);
           }
         }
@@ -628,8 +634,7 @@ class Join {
           const std::vector<int64_t> batch = spec.joined(r.batch_size);
           TORCH_CHECK(o.batch_size == batch, op, ": key ", path.key().str(),
                       ": out's sub-TensorDict has batch_size ",
-                      shape_str(o.batch_size), ", expected ",
-                      shape_str(batch));
+                      shape_str(o.batch_size), ", expected ", shape_str(batch));
         },
         [&](const detail::KeyPath& path, size_t k, const at::Tensor& r,
             const at::Tensor* dst, const TensorDictImpl*,
@@ -642,11 +647,11 @@ class Join {
             s.device = level_device ? *level_device : r.device();
             return;
           }
-          TORCH_CHECK(dst->sizes().equals(s.shape), op, ": key ",
-                      path.key().str(), ": out's leaf has shape ",
-                      shape_str(dst->sizes()), ", expected ", shape_str(s.shape),
-                      is_cat ? " (the concatenated shape)"
-                             : " (the stacked shape)");
+          TORCH_CHECK(
+              dst->sizes().equals(s.shape), op, ": key ", path.key().str(),
+              ": out's leaf has shape ", shape_str(dst->sizes()), ", expected ",
+              shape_str(s.shape),
+              is_cat ? " (the concatenated shape)" : " (the stacked shape)");
           check_leaf_write(op, path.key(), *dst, at::Tensor(), WriteKind::kOut);
           s.dtype = dst->scalar_type();
           s.device = dst->device();
@@ -764,9 +769,9 @@ class Join {
     }
     if (!fk.empty()) {
       const size_t nf = fk.size();
-      std::vector<char*> cursor(nf);     // next destination byte
-      std::vector<size_t> step(nf);      // stack: dest row stride in bytes
-      std::vector<size_t> row_bytes(nf); // bytes of one dim-0 row
+      std::vector<char*> cursor(nf);      // next destination byte
+      std::vector<size_t> step(nf);       // stack: dest row stride in bytes
+      std::vector<size_t> row_bytes(nf);  // bytes of one dim-0 row
       for (size_t f = 0; f < nf; ++f) {
         const at::Tensor& dest = dests[fk[f]];
         const size_t itemsize = dest.element_size();
@@ -792,10 +797,10 @@ class Join {
         }
       } else {
         for (size_t f = 0; f < nf; ++f) {
-          copy_rows(cursor[f] + static_cast<size_t>(first) * step[f], step[f],
-                    g.data.data() + static_cast<size_t>(first) * num_leaves +
-                        fk[f],
-                    num_leaves, n - first, row_bytes[f]);
+          copy_rows(
+              cursor[f] + static_cast<size_t>(first) * step[f], step[f],
+              g.data.data() + static_cast<size_t>(first) * num_leaves + fk[f],
+              num_leaves, n - first, row_bytes[f]);
         }
       }
       if (!fresh) {
@@ -855,9 +860,9 @@ class Join {
                 detail::lookup(TensorDictImpl::of(td), key)->dict.get());
           }
           Node* node = const_cast<Node*>(detail::lookup(*created, key));
-          node->dict = detail::join_non_tensor(
-              items, spec.dim, !is_cat, node->dict->batch_size,
-              node->dict->device);
+          node->dict = detail::join_non_tensor(items, spec.dim, !is_cat,
+                                               node->dict->batch_size,
+                                               node->dict->device);
         },
         detail::Ignore(), detail::Ignore());
   }
@@ -899,8 +904,7 @@ ImplPtr join_into(TensorDictImpl* out, const std::vector<TensorDict>& tds,
 // stack_out / cat_out into `parent[index]`.
 IndexedTensorDict join_into_indexed(const IndexedTensorDict& out,
                                     const std::vector<TensorDict>& tds,
-                                    int64_t dim, bool is_cat,
-                                    const char* op) {
+                                    int64_t dim, bool is_cat, const char* op) {
   TORCH_CHECK_VALUE(!tds.empty(), op,
                     ": expected a non-empty list of TensorDicts");
   // Which keys out's parent lacks (they are added to it, so it must not be
@@ -910,11 +914,10 @@ IndexedTensorDict join_into_indexed(const IndexedTensorDict& out,
       [](c10::IntArrayRef, const TensorDictImpl& sub) {
         return sub.batch_size;
       },
-      [](const detail::KeyPath&, const TensorDictImpl&,
-         const TensorDictImpl&) {},
-      [](const detail::KeyPath&, size_t, const at::Tensor&,
-         const at::Tensor*, const TensorDictImpl*,
-         const c10::optional<at::Device>&) {});
+      [](const detail::KeyPath&, const TensorDictImpl&, const TensorDictImpl&) {
+      },
+      [](const detail::KeyPath&, size_t, const at::Tensor&, const at::Tensor*,
+         const TensorDictImpl*, const c10::optional<at::Device>&) {});
   TORCH_CHECK(!TensorDictImpl::is_chained_copy(out), op,
               ": out is td[a][b] where td[a] is a copy (an advanced index, "
               "or indices that do not compose): the result would be lost; "
@@ -931,7 +934,6 @@ IndexedTensorDict join_into_indexed(const IndexedTensorDict& out,
   }
   return out;
 }
-
 
 }  // namespace
 
@@ -970,6 +972,5 @@ const TensorDict& cat_out(const TensorDict& out,
   join_into(&TensorDictImpl::of(out), tds, dim, /*is_cat=*/true, "cat_out");
   return out;
 }
-
 
 }  // namespace tensordict

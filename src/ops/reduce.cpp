@@ -34,12 +34,18 @@ enum class Reduce { kSum, kMean, kMin, kMax, kStd, kVar };
 
 const char* reduce_name(Reduce r) {
   switch (r) {
-    case Reduce::kSum: return "sum";
-    case Reduce::kMean: return "mean";
-    case Reduce::kMin: return "min";
-    case Reduce::kMax: return "max";
-    case Reduce::kStd: return "std";
-    case Reduce::kVar: return "var";
+    case Reduce::kSum:
+      return "sum";
+    case Reduce::kMean:
+      return "mean";
+    case Reduce::kMin:
+      return "min";
+    case Reduce::kMax:
+      return "max";
+    case Reduce::kStd:
+      return "std";
+    case Reduce::kVar:
+      return "var";
   }
   return "";
 }
@@ -55,24 +61,35 @@ at::Tensor reduce_leaf(Reduce r, const at::Tensor& t, c10::IntArrayRef dims,
   }
   if (r == Reduce::kStd || r == Reduce::kVar) {
     const c10::optional<int64_t> c = correction;
-    return r == Reduce::kStd ? at::std(t, at::OptionalIntArrayRef(dims), c, keepdim)
-                             : at::var(t, at::OptionalIntArrayRef(dims), c, keepdim);
+    return r == Reduce::kStd
+               ? at::std(t, at::OptionalIntArrayRef(dims), c, keepdim)
+               : at::var(t, at::OptionalIntArrayRef(dims), c, keepdim);
   }
   if (dims.size() == 1) {
     switch (r) {
-      case Reduce::kSum: return t.sum(dims[0], keepdim);
-      case Reduce::kMean: return t.mean(dims[0], keepdim);
-      case Reduce::kMin: return std::get<0>(t.min(dims[0], keepdim));
-      case Reduce::kMax: return std::get<0>(t.max(dims[0], keepdim));
-      default: break;
+      case Reduce::kSum:
+        return t.sum(dims[0], keepdim);
+      case Reduce::kMean:
+        return t.mean(dims[0], keepdim);
+      case Reduce::kMin:
+        return std::get<0>(t.min(dims[0], keepdim));
+      case Reduce::kMax:
+        return std::get<0>(t.max(dims[0], keepdim));
+      default:
+        break;
     }
   }
   switch (r) {
-    case Reduce::kSum: return t.sum(dims, keepdim);
-    case Reduce::kMean: return t.mean(dims, keepdim);
-    case Reduce::kMin: return t.amin(dims, keepdim);
-    case Reduce::kMax: return t.amax(dims, keepdim);
-    default: break;
+    case Reduce::kSum:
+      return t.sum(dims, keepdim);
+    case Reduce::kMean:
+      return t.mean(dims, keepdim);
+    case Reduce::kMin:
+      return t.amin(dims, keepdim);
+    case Reduce::kMax:
+      return t.amax(dims, keepdim);
+    default:
+      break;
   }
   return {};
 }
@@ -92,7 +109,8 @@ TensorDict reduce_tree(Reduce r, const TensorDictImpl& src,
     }
   }
   return TensorDictImpl::wrap(rebuild(
-      src, std::move(batch), [&](const KeyPath& path, const at::Tensor& t) {
+      src, std::move(batch),
+      [&](const KeyPath& path, const at::Tensor& t) {
         const bool needs_float =
             r == Reduce::kMean || r == Reduce::kStd || r == Reduce::kVar;
         TORCH_CHECK_TYPE(!needs_float || at::isFloatingType(t.scalar_type()) ||
@@ -133,7 +151,6 @@ TensorDict reduce_dim(Reduce r, const TensorDictImpl& impl, int64_t dim,
                      correction);
 }
 
-
 }  // namespace
 
 // ===========================================================================
@@ -144,7 +161,9 @@ TensorDict TensorDict::sum() const { return reduce_all(Reduce::kSum, *impl_); }
 TensorDict TensorDict::sum(int64_t dim, bool keepdim) const {
   return reduce_dim(Reduce::kSum, *impl_, dim, keepdim);
 }
-TensorDict TensorDict::mean() const { return reduce_all(Reduce::kMean, *impl_); }
+TensorDict TensorDict::mean() const {
+  return reduce_all(Reduce::kMean, *impl_);
+}
 TensorDict TensorDict::mean(int64_t dim, bool keepdim) const {
   return reduce_dim(Reduce::kMean, *impl_, dim, keepdim);
 }
@@ -157,18 +176,20 @@ TensorDict TensorDict::max(int64_t dim, bool keepdim) const {
   return reduce_dim(Reduce::kMax, *impl_, dim, keepdim);
 }
 TensorDict TensorDict::std() const { return reduce_all(Reduce::kStd, *impl_); }
-TensorDict TensorDict::std(int64_t dim, bool keepdim, int64_t correction) const {
+TensorDict TensorDict::std(int64_t dim, bool keepdim,
+                           int64_t correction) const {
   return reduce_dim(Reduce::kStd, *impl_, dim, keepdim, correction);
 }
 TensorDict TensorDict::var() const { return reduce_all(Reduce::kVar, *impl_); }
-TensorDict TensorDict::var(int64_t dim, bool keepdim, int64_t correction) const {
+TensorDict TensorDict::var(int64_t dim, bool keepdim,
+                           int64_t correction) const {
   return reduce_dim(Reduce::kVar, *impl_, dim, keepdim, correction);
 }
 
 TensorDict TensorDict::cumsum(int64_t dim) const {
   const int64_t d = batch_dim("cumsum", *impl_, dim);
-  return TensorDictImpl::wrap(rebuild_leaves(
-      *impl_, [&](const at::Tensor& t) { return t.cumsum(d); }));
+  return TensorDictImpl::wrap(
+      rebuild_leaves(*impl_, [&](const at::Tensor& t) { return t.cumsum(d); }));
 }
 
 TensorDict TensorDict::norm(const at::Scalar& p) const {
@@ -189,6 +210,5 @@ TensorDict TensorDict::norm(const at::Scalar& p) const {
         out.batch_size.clear();
       }));
 }
-
 
 }  // namespace tensordict

@@ -16,13 +16,13 @@
 
 namespace tensordict {
 
-using detail::TensorDictImpl;
-using detail::shape_str;
-using detail::leaf_key;
 using detail::KeyPath;
-using detail::wrap_dim;
+using detail::leaf_key;
+using detail::shape_str;
+using detail::TensorDictImpl;
 using detail::with_batch;
 using detail::with_trailing;
+using detail::wrap_dim;
 
 // ===========================================================================
 // Selection, repetition and padding (Python's semantics)
@@ -32,9 +32,9 @@ namespace {
 
 // "<dtype> <shape>" of an argument tensor, for errors.
 std::string tensor_desc(const at::Tensor& t) {
-  return t.defined() ? detail::dtype_name(t.scalar_type()) + " " +
-                           shape_str(t.sizes())
-                     : std::string("an undefined tensor");
+  return t.defined()
+             ? detail::dtype_name(t.scalar_type()) + " " + shape_str(t.sizes())
+             : std::string("an undefined tensor");
 }
 
 }  // namespace
@@ -56,9 +56,10 @@ TensorDict TensorDict::repeat(c10::IntArrayRef repeats) const {
   const auto& b = impl_->batch_size;
   bool ok = repeats.size() == b.size();
   for (size_t d = 0; ok && d < repeats.size(); ++d) ok = repeats[d] >= 0;
-  TORCH_CHECK_VALUE(ok, "repeat: expected one non-negative count per batch "
-                    "dim of batch_size ", shape_str(b), ", got ",
-                    shape_str(repeats));
+  TORCH_CHECK_VALUE(ok,
+                    "repeat: expected one non-negative count per batch "
+                    "dim of batch_size ",
+                    shape_str(b), ", got ", shape_str(repeats));
   std::vector<int64_t> nb = b;
   for (size_t d = 0; d < nb.size(); ++d) nb[d] *= repeats[d];
   return TensorDictImpl::wrap(with_batch(*impl_, nb, [&](const at::Tensor& t) {
@@ -72,11 +73,11 @@ TensorDict TensorDict::gather(int64_t dim, const at::Tensor& index) const {
   const auto& b = impl_->batch_size;
   const int64_t bd = impl_->batch_dims();
   const int64_t d = wrap_dim("gather", dim, bd, b);
-  TORCH_CHECK_VALUE(index.defined() && index.scalar_type() == at::kLong &&
-                        index.dim() == bd,
-                    "gather: index must be an int64 tensor with one dim per "
-                    "batch dim of batch_size ",
-                    shape_str(b), ", got ", tensor_desc(index));
+  TORCH_CHECK_VALUE(
+      index.defined() && index.scalar_type() == at::kLong && index.dim() == bd,
+      "gather: index must be an int64 tensor with one dim per "
+      "batch dim of batch_size ",
+      shape_str(b), ", got ", tensor_desc(index));
   bool fits = true;
   for (int64_t k = 0; k < bd; ++k) {
     fits = fits && (k == d || index.size(k) <= b[static_cast<size_t>(k)]);
@@ -156,7 +157,8 @@ TensorDict pad(const TensorDict& td, c10::IntArrayRef pad_size, double value) {
 TensorDict pad_sequence(const std::vector<TensorDict>& tds, int64_t pad_dim,
                         double padding_value, bool return_mask,
                         const NestedKey& masks_key) {
-  TORCH_CHECK_VALUE(!tds.empty(), "pad_sequence: the list of TensorDicts is empty");
+  TORCH_CHECK_VALUE(!tds.empty(),
+                    "pad_sequence: the list of TensorDicts is empty");
   // Python 0.4's tensordict.pad_sequence, step for step. First the longest
   // length along pad_dim, and the masks (one per leaf, of the input's batch
   // shape, plus the padded dim when it is past the batch dims).
@@ -167,7 +169,8 @@ TensorDict pad_sequence(const std::vector<TensorDict>& tds, int64_t pad_dim,
   in.reserve(tds.size());
   for (size_t i = 0; i < tds.size(); ++i) {
     std::vector<at::Tensor> va, vb;
-    detail::pair_leaves(first, TensorDictImpl::of(tds[i]), "pad_sequence", va, vb);
+    detail::pair_leaves(first, TensorDictImpl::of(tds[i]), "pad_sequence", va,
+                        vb);
     const TensorDict td = return_mask ? tds[i].copy() : tds[i];
     const auto& b = TensorDictImpl::of(tds[i]).batch_size;
     for (size_t j = 0; j < vb.size(); ++j) {
@@ -186,14 +189,16 @@ TensorDict pad_sequence(const std::vector<TensorDict>& tds, int64_t pad_dim,
         update_batch = false;
       }
       if (return_mask) {
-        td.set(masks_key.join(key), at::ones(mask_shape, at::TensorOptions(at::kBool)));
+        td.set(masks_key.join(key),
+               at::ones(mask_shape, at::TensorOptions(at::kBool)));
       }
     }
     in.push_back(td);
   }
   std::vector<int64_t> shape = first.batch_size;
   if (update_batch && !shape.empty()) {
-    const int64_t d = pad_dim >= 0 ? pad_dim : static_cast<int64_t>(shape.size()) + pad_dim;
+    const int64_t d =
+        pad_dim >= 0 ? pad_dim : static_cast<int64_t>(shape.size()) + pad_dim;
     TORCH_CHECK_INDEX(d >= 0 && d < static_cast<int64_t>(shape.size()),
                       "pad_sequence: pad_dim ", pad_dim,
                       " is out of range for batch_size ", shape_str(shape));
@@ -227,6 +232,5 @@ TensorDict pad_sequence(const std::vector<TensorDict>& tds, int64_t pad_dim,
       },
       "pad_sequence"));
 }
-
 
 }  // namespace tensordict

@@ -19,12 +19,12 @@
 namespace tensordict {
 
 using detail::ImplPtr;
-using detail::TensorDictImpl;
-using detail::shape_str;
-using detail::wrap_dim;
-using detail::with_batch;
 using detail::removing_dim;
+using detail::shape_str;
+using detail::TensorDictImpl;
+using detail::with_batch;
 using detail::with_trailing;
+using detail::wrap_dim;
 
 namespace {
 
@@ -49,7 +49,8 @@ std::vector<int64_t> infer_shape(const char* op, c10::IntArrayRef shape,
   std::vector<int64_t> out = shape.vec();
   if (infer_at >= 0) {
     TORCH_CHECK(known != 0 && numel % known == 0, op, ": shape ",
-                shape_str(shape), " is invalid for a TensorDict with batch_size ",
+                shape_str(shape),
+                " is invalid for a TensorDict with batch_size ",
                 shape_str(batch), " (", numel, " elements)");
     out[static_cast<size_t>(infer_at)] = numel / known;
   } else {
@@ -74,9 +75,9 @@ std::vector<ImplPtr> split_impl(const TensorDictImpl& src, size_t d,
   out.reserve(p.starts.size());
   for (size_t j = 0; j < p.starts.size(); ++j) {
     std::vector<int64_t> batch = src.batch_size;
-    const detail::DimMap dims = p.lengths[j] < 0
-                                    ? removing_dim(src, dim)
-                                    : detail::DimMap::identity(src.batch_dims());
+    const detail::DimMap dims =
+        p.lengths[j] < 0 ? removing_dim(src, dim)
+                         : detail::DimMap::identity(src.batch_dims());
     if (p.lengths[j] < 0) {
       batch.erase(batch.begin() + dim);
     } else {
@@ -99,7 +100,6 @@ std::vector<TensorDict> wrap_all(std::vector<ImplPtr> impls) {
   for (auto& i : impls) out.push_back(TensorDictImpl::wrap(std::move(i)));
   return out;
 }
-
 
 }  // namespace
 
@@ -129,8 +129,9 @@ std::vector<TensorDict> TensorDict::split(int64_t split_size,
                     "split: split_size must be positive, got ", split_size,
                     " (TensorDict batch_size ", shape_str(b), ")");
   const int64_t count =
-      split_size == 0 ? 1
-                      : std::max<int64_t>((size + split_size - 1) / split_size, 1);
+      split_size == 0
+          ? 1
+          : std::max<int64_t>((size + split_size - 1) / split_size, 1);
   Pieces p;
   for (int64_t j = 0; j < count; ++j) {
     const int64_t start = j * split_size;
@@ -184,33 +185,30 @@ std::vector<TensorDict> TensorDict::chunk(int64_t chunks, int64_t dim) const {
 TensorDict TensorDict::reshape(c10::IntArrayRef shape) const {
   const size_t bd = impl_->batch_size.size();
   auto nb = infer_shape("reshape", shape, impl_->batch_size);
-  return TensorDictImpl::wrap(
-      with_batch(*impl_, nb, [&](const at::Tensor& t) {
-        return t.reshape(with_trailing(nb, t, bd));
-      }));
+  return TensorDictImpl::wrap(with_batch(*impl_, nb, [&](const at::Tensor& t) {
+    return t.reshape(with_trailing(nb, t, bd));
+  }));
 }
 
 TensorDict TensorDict::view(c10::IntArrayRef shape) const {
   const size_t bd = impl_->batch_size.size();
   auto nb = infer_shape("view", shape, impl_->batch_size);
   size_t k = 0;  // the leaf's index, in depth-first order
-  return TensorDictImpl::wrap(
-      with_batch(*impl_, nb, [&](const at::Tensor& t) {
-        try {
-          at::Tensor v = t.view(with_trailing(nb, t, bd));
-          ++k;
-          return v;
-        } catch (const c10::Error&) {
-          std::vector<NestedKey> keys;
-          detail::collect_keys(*impl_, nullptr, true, true, keys);
-          TORCH_CHECK(false, "view: key ", keys[k].str(),
-                      ": cannot view batch_size ",
-                      shape_str(impl_->batch_size), " as ", shape_str(nb),
-                      " (leaf shape ", shape_str(t.sizes()), ", strides ",
-                      shape_str(t.strides()), "); use reshape()");
-          throw;  // unreachable
-        }
-      }));
+  return TensorDictImpl::wrap(with_batch(*impl_, nb, [&](const at::Tensor& t) {
+    try {
+      at::Tensor v = t.view(with_trailing(nb, t, bd));
+      ++k;
+      return v;
+    } catch (const c10::Error&) {
+      std::vector<NestedKey> keys;
+      detail::collect_keys(*impl_, nullptr, true, true, keys);
+      TORCH_CHECK(false, "view: key ", keys[k].str(),
+                  ": cannot view batch_size ", shape_str(impl_->batch_size),
+                  " as ", shape_str(nb), " (leaf shape ", shape_str(t.sizes()),
+                  ", strides ", shape_str(t.strides()), "); use reshape()");
+      throw;  // unreachable
+    }
+  }));
 }
 
 TensorDict TensorDict::unsqueeze(int64_t dim) const {
@@ -221,8 +219,7 @@ TensorDict TensorDict::unsqueeze(int64_t dim) const {
   detail::DimMap dims = detail::DimMap::identity(impl_->batch_dims());
   dims.from.insert(dims.from.begin() + d, detail::DimMap::kNew);
   return TensorDictImpl::wrap(with_batch(
-      *impl_, nb, [&](const at::Tensor& t) { return t.unsqueeze(d); },
-      &dims));
+      *impl_, nb, [&](const at::Tensor& t) { return t.unsqueeze(d); }, &dims));
 }
 
 TensorDict TensorDict::squeeze() const {
@@ -255,9 +252,9 @@ TensorDict TensorDict::squeeze(int64_t dim) const {
   std::vector<int64_t> nb = b;
   const bool removed = nb[static_cast<size_t>(d)] == 1;
   if (removed) nb.erase(nb.begin() + d);
-  const detail::DimMap dims = removed
-                                  ? removing_dim(*impl_, d)
-                                  : detail::DimMap::identity(impl_->batch_dims());
+  const detail::DimMap dims =
+      removed ? removing_dim(*impl_, d)
+              : detail::DimMap::identity(impl_->batch_dims());
   return TensorDictImpl::wrap(with_batch(
       *impl_, nb, [&](const at::Tensor& t) { return t.squeeze(d); }, &dims));
 }
@@ -305,7 +302,8 @@ TensorDict TensorDict::transpose(int64_t dim0, int64_t dim1) const {
   std::vector<int64_t> nb = b;
   std::swap(nb[static_cast<size_t>(d0)], nb[static_cast<size_t>(d1)]);
   detail::DimMap dims = detail::DimMap::identity(impl_->batch_dims());
-  std::swap(dims.from[static_cast<size_t>(d0)], dims.from[static_cast<size_t>(d1)]);
+  std::swap(dims.from[static_cast<size_t>(d0)],
+            dims.from[static_cast<size_t>(d1)]);
   return TensorDictImpl::wrap(with_batch(
       *impl_, nb, [&](const at::Tensor& t) { return t.transpose(d0, d1); },
       &dims));
@@ -323,9 +321,8 @@ TensorDict TensorDict::flatten(int64_t start_dim, int64_t end_dim) const {
   for (int64_t j = s; j <= e; ++j) prod *= b[static_cast<size_t>(j)];
   nb.push_back(prod);
   nb.insert(nb.end(), b.begin() + e + 1, b.end());
-  return TensorDictImpl::wrap(
-      with_batch(*impl_, nb,
-                [&](const at::Tensor& t) { return t.flatten(s, e); }));
+  return TensorDictImpl::wrap(with_batch(
+      *impl_, nb, [&](const at::Tensor& t) { return t.flatten(s, e); }));
 }
 
 TensorDict TensorDict::unflatten(int64_t dim, c10::IntArrayRef sizes) const {
@@ -345,13 +342,12 @@ TensorDict TensorDict::unflatten(int64_t dim, c10::IntArrayRef sizes) const {
   std::vector<int64_t> nb(b.begin(), b.begin() + d);
   nb.insert(nb.end(), resolved.begin(), resolved.end());
   nb.insert(nb.end(), b.begin() + d + 1, b.end());
-  return TensorDictImpl::wrap(
-      with_batch(*impl_, nb, [&](const at::Tensor& t) {
-        std::vector<int64_t> shape(t.sizes().begin(), t.sizes().begin() + d);
-        shape.insert(shape.end(), resolved.begin(), resolved.end());
-        shape.insert(shape.end(), t.sizes().begin() + d + 1, t.sizes().end());
-        return t.view(shape);
-      }));
+  return TensorDictImpl::wrap(with_batch(*impl_, nb, [&](const at::Tensor& t) {
+    std::vector<int64_t> shape(t.sizes().begin(), t.sizes().begin() + d);
+    shape.insert(shape.end(), resolved.begin(), resolved.end());
+    shape.insert(shape.end(), t.sizes().begin() + d + 1, t.sizes().end());
+    return t.view(shape);
+  }));
 }
 
 TensorDict TensorDict::expand(c10::IntArrayRef shape) const {
@@ -386,6 +382,5 @@ TensorDict TensorDict::expand(c10::IntArrayRef shape) const {
       [&](const at::Tensor& t) { return t.expand(with_trailing(nb, t, bd)); },
       &dims));
 }
-
 
 }  // namespace tensordict

@@ -31,23 +31,40 @@ std::string shape_str(c10::IntArrayRef shape) {
 
 std::string dtype_name(at::ScalarType dtype) {
   switch (dtype) {
-    case at::kByte: return "torch.uint8";
-    case at::kChar: return "torch.int8";
-    case at::kShort: return "torch.int16";
-    case at::kInt: return "torch.int32";
-    case at::kLong: return "torch.int64";
-    case at::kHalf: return "torch.float16";
-    case at::kFloat: return "torch.float32";
-    case at::kDouble: return "torch.float64";
-    case at::kComplexHalf: return "torch.complex32";
-    case at::kComplexFloat: return "torch.complex64";
-    case at::kComplexDouble: return "torch.complex128";
-    case at::kBool: return "torch.bool";
-    case at::kBFloat16: return "torch.bfloat16";
-    case at::kQInt8: return "torch.qint8";
-    case at::kQUInt8: return "torch.quint8";
-    case at::kQInt32: return "torch.qint32";
-    default: return std::string("torch.") + c10::toString(dtype);
+    case at::kByte:
+      return "torch.uint8";
+    case at::kChar:
+      return "torch.int8";
+    case at::kShort:
+      return "torch.int16";
+    case at::kInt:
+      return "torch.int32";
+    case at::kLong:
+      return "torch.int64";
+    case at::kHalf:
+      return "torch.float16";
+    case at::kFloat:
+      return "torch.float32";
+    case at::kDouble:
+      return "torch.float64";
+    case at::kComplexHalf:
+      return "torch.complex32";
+    case at::kComplexFloat:
+      return "torch.complex64";
+    case at::kComplexDouble:
+      return "torch.complex128";
+    case at::kBool:
+      return "torch.bool";
+    case at::kBFloat16:
+      return "torch.bfloat16";
+    case at::kQInt8:
+      return "torch.qint8";
+    case at::kQUInt8:
+      return "torch.quint8";
+    case at::kQInt32:
+      return "torch.qint32";
+    default:
+      return std::string("torch.") + c10::toString(dtype);
   }
 }
 
@@ -101,8 +118,8 @@ std::string tensor_repr(const at::Tensor& t) {
   return std::string(mapped ? "MemoryMappedTensor" : "Tensor") +
          "(shape=torch.Size(" + detail::shape_str(t.sizes()) +
          "), device=" + detail::device_name(t.device()) +
-         ", dtype=" + detail::dtype_name(t.scalar_type()) + ", is_shared=" +
-         py_bool(shared) + ")";
+         ", dtype=" + detail::dtype_name(t.scalar_type()) +
+         ", is_shared=" + py_bool(shared) + ")";
 }
 
 // The repr of one level, given the "key: repr" of each of its entries.
@@ -116,9 +133,12 @@ std::string level_repr(const detail::TensorDictImpl& impl,
   }
   std::string out = "TensorDict(\n";
   out += indent("fields={\n" + indent(joined, 4) + "}", 4) + ",\n";
-  out += indent("batch_size=torch.Size(" + detail::shape_str(impl.batch_size) + ")", 4) + ",\n";
+  out += indent("batch_size=torch.Size(" + detail::shape_str(impl.batch_size) +
+                    ")",
+                4) +
+         ",\n";
   out += indent("device=" + (impl.device ? detail::device_name(*impl.device)
-                                          : std::string("None")),
+                                         : std::string("None")),
                 4) +
          ",\n";
   out += indent("is_shared=" + py_bool(detail::is_shared(impl)), 4) + ")";

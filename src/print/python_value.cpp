@@ -26,7 +26,8 @@ std::string code_point_slice(const std::string& s, size_t n, bool from_end) {
   if (!from_end) {
     size_t i = 0, seen = 0;
     while (i < s.size()) {
-      if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && seen++ == n) break;
+      if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && seen++ == n)
+        break;
       ++i;
     }
     return s.substr(0, i);
@@ -110,8 +111,8 @@ std::string py_float_repr(double v) {
   // The shortest digits that read back as v, then Python's layout: fixed
   // notation for exponents in [-4, 16), else d.ddde+XX.
   char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof(buf), v,
-                               std::chars_format::scientific);
+  const auto r =
+      std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::scientific);
   std::string sci(buf, r.ptr);  // [-]d[.ddd]e[+-]XX
   const size_t e_pos = sci.find('e');
   const int exp = std::stoi(sci.substr(e_pos + 1));

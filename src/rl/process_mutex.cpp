@@ -18,9 +18,11 @@ ProcessMutex::ProcessMutex() {
               std::strerror(errno));
   pthread_mutexattr_t attr;
   int err = pthread_mutexattr_init(&attr);
-  if (err == 0) err = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  if (err == 0)
+    err = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
   if (err == 0) err = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-  if (err == 0) err = pthread_mutex_init(static_cast<pthread_mutex_t*>(p), &attr);
+  if (err == 0)
+    err = pthread_mutex_init(static_cast<pthread_mutex_t*>(p), &attr);
   pthread_mutexattr_destroy(&attr);
   if (err != 0) {
     ::munmap(p, sizeof(pthread_mutex_t));
@@ -43,8 +45,8 @@ bool ProcessMutex::lock() {
     pthread_mutex_consistent(mu_);
     return true;
   }
-  TORCH_CHECK(false, "ReplayBuffer: cannot take the shared lock: ",
-              std::strerror(err));
+  TORCH_CHECK(
+      false, "ReplayBuffer: cannot take the shared lock: ", std::strerror(err));
   return false;
 }
 

@@ -23,16 +23,16 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <iterator>
-#include <variant>
 #include <cmath>
 #include <condition_variable>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <sstream>
 #include <unordered_set>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "core/internal.h"
@@ -50,10 +50,12 @@ namespace {
 
 // The name of SamplerConfig alternative `index`.
 const char* sampler_name_at(size_t index) {
-  static constexpr const char* kNames[] = {
-      "RandomSampler",  "SamplerWithoutReplacement",
-      "PrioritizedSampler", "SliceSampler",
-      "SliceSamplerWithoutReplacement", "PrioritizedSliceSampler"};
+  static constexpr const char* kNames[] = {"RandomSampler",
+                                           "SamplerWithoutReplacement",
+                                           "PrioritizedSampler",
+                                           "SliceSampler",
+                                           "SliceSamplerWithoutReplacement",
+                                           "PrioritizedSliceSampler"};
   static_assert(std::size(kNames) == std::variant_size_v<SamplerConfig>);
   return kNames[index];
 }
@@ -67,8 +69,10 @@ std::unique_ptr<detail::Sampler> make_sampler(
     const ReplayBufferOptions& options) {
   const SamplerConfig& config = options.sampler();
   if (const auto p = detail::priority_spec(config)) {
-    TORCH_CHECK_VALUE(!options.shared(), "ReplayBufferOptions: a shared buffer "
-                      "cannot use ", sampler_name(config),
+    TORCH_CHECK_VALUE(!options.shared(),
+                      "ReplayBufferOptions: a shared buffer "
+                      "cannot use ",
+                      sampler_name(config),
                       " (its trees live in one process's memory); use "
                       "RandomSampler, SamplerWithoutReplacement or "
                       "SliceSampler");
@@ -128,20 +132,20 @@ c10::optional<RateLimiter> checked_limiter(const ReplayBufferOptions& options) {
   TORCH_CHECK_VALUE(!options.shared(),
                     "ReplayBufferOptions: a shared buffer cannot use a rate "
                     "limiter (it makes threads of one process wait)");
-  TORCH_CHECK_VALUE(std::isfinite(r->samples_per_insert()) &&
-                        r->samples_per_insert() > 0,
-                    "RateLimiter: samples_per_insert must be positive, got ",
-                    r->samples_per_insert());
+  TORCH_CHECK_VALUE(
+      std::isfinite(r->samples_per_insert()) && r->samples_per_insert() > 0,
+      "RateLimiter: samples_per_insert must be positive, got ",
+      r->samples_per_insert());
   TORCH_CHECK_VALUE(r->min_size_to_sample() >= 1 &&
                         r->min_size_to_sample() <= options.capacity(),
                     "RateLimiter: min_size_to_sample must be in [1, capacity ",
                     options.capacity(), "], got ", r->min_size_to_sample());
   const double least = std::max(1.0, r->samples_per_insert());
-  TORCH_CHECK_VALUE(std::isfinite(r->error_buffer()) &&
-                        r->error_buffer() >= least,
-                    "RateLimiter: error_buffer must be at least max(1, "
-                    "samples_per_insert) = ",
-                    least, ", got ", r->error_buffer());
+  TORCH_CHECK_VALUE(
+      std::isfinite(r->error_buffer()) && r->error_buffer() >= least,
+      "RateLimiter: error_buffer must be at least max(1, "
+      "samples_per_insert) = ",
+      least, ", got ", r->error_buffer());
   TORCH_CHECK_VALUE(r->timeout().count() >= 0,
                     "RateLimiter: timeout must not be negative, got ",
                     r->timeout().count(), " ms");
@@ -247,12 +251,11 @@ struct ReplayBuffer::Impl {
             const Ready& ready) {
     if (ready() || cv.wait_for(lock, limiter->timeout(), ready)) return;
     TORCH_CHECK(false, op, ": the rate limiter did not allow ", n,
-                " rows within ", limiter->timeout().count(), " ms (",
-                inserted, " rows inserted, ", sampled, " sampled, size ",
-                storage.size(), "; samples_per_insert ",
-                limiter->samples_per_insert(), ", min_size_to_sample ",
-                limiter->min_size_to_sample(), ", error_buffer ",
-                limiter->error_buffer(), ")");
+                " rows within ", limiter->timeout().count(), " ms (", inserted,
+                " rows inserted, ", sampled, " sampled, size ", storage.size(),
+                "; samples_per_insert ", limiter->samples_per_insert(),
+                ", min_size_to_sample ", limiter->min_size_to_sample(),
+                ", error_buffer ", limiter->error_buffer(), ")");
   }
   // After `n` rows were inserted or sampled: wakes the other side.
   void counted(int64_t& counter, int64_t n) {
@@ -273,8 +276,8 @@ struct ReplayBuffer::Impl {
     const detail::Node* node = detail::lookup(v, w.rank_key());
     TORCH_CHECK(node != nullptr && !node->is_dict(), op,
                 ": the MaxValueWriter's rank_key ", key,
-                " is not a tensor of the ", what, " (keys: ",
-                detail::key_list_str(v), ")");
+                " is not a tensor of the ", what,
+                " (keys: ", detail::key_list_str(v), ")");
     at::Tensor t = node->tensor.detach();
     TORCH_CHECK_TYPE(!at::isComplexType(t.scalar_type()), op,
                      ": the MaxValueWriter's rank_key ", key,
@@ -288,11 +291,21 @@ struct ReplayBuffer::Impl {
     if (t.size(1) > 1) {
       using R = MaxValueWriter::Reduction;
       switch (w.reduction()) {
-        case R::kSum: t = t.sum(1); break;
-        case R::kMean: t = t.to(at::kDouble).mean(1); break;
-        case R::kMax: t = std::get<0>(t.max(1)); break;
-        case R::kMin: t = std::get<0>(t.min(1)); break;
-        case R::kMedian: t = std::get<0>(t.median(1)); break;
+        case R::kSum:
+          t = t.sum(1);
+          break;
+        case R::kMean:
+          t = t.to(at::kDouble).mean(1);
+          break;
+        case R::kMax:
+          t = std::get<0>(t.max(1));
+          break;
+        case R::kMin:
+          t = std::get<0>(t.min(1));
+          break;
+        case R::kMedian:
+          t = std::get<0>(t.median(1));
+          break;
       }
     }
     t = t.reshape({n}).to(at::kCPU, at::kDouble).contiguous();
@@ -346,8 +359,7 @@ struct ReplayBuffer::Impl {
     if (!max_writer || storage.size() == 0) return;
     const TensorDict rows =
         storage.dict()[at::indexing::Slice(0, storage.size())];
-    const std::vector<double> rank =
-        ranks("ReplayBuffer", "storage", rows, 1);
+    const std::vector<double> rank = ranks("ReplayBuffer", "storage", rows, 1);
     for (size_t i = 0; i < rank.size(); ++i) {
       top.emplace_back(rank[i], static_cast<int64_t>(i));
     }
@@ -517,7 +529,10 @@ constexpr int64_t kCheckpointVersion = 1;
 ReplayBufferOptions checkpoint_options(const ReplayBufferOptions& options,
                                        const std::string& dir) {
   ReplayBufferOptions o = options;
-  o.storage_dir(dir).device(c10::nullopt).shared(false).sparse_storage(false)
+  o.storage_dir(dir)
+      .device(c10::nullopt)
+      .shared(false)
+      .sparse_storage(false)
       .rate_limiter(c10::nullopt);
   return o;
 }
@@ -545,8 +560,8 @@ void ReplayBuffer::dumps(const std::string& dir) const {
   std::ostringstream rng;
   rng << m.rng;
   const std::string text = rng.str();
-  at::Tensor rng_bytes = at::empty({static_cast<int64_t>(text.size())},
-                                   at::kByte);
+  at::Tensor rng_bytes =
+      at::empty({static_cast<int64_t>(text.size())}, at::kByte);
   std::copy(text.begin(), text.end(), rng_bytes.data_ptr<uint8_t>());
   std::vector<Item> state;
   auto scalar = [&](const char* key, int64_t v) {
@@ -566,8 +581,8 @@ void ReplayBuffer::loads(const std::string& dir) {
   Impl& m = *impl_;
   std::lock_guard<Impl> lock(m);
   const std::string cp = dir + "/checkpoint";
-  TORCH_CHECK(detail::path_exists(cp + "/meta.json"),
-              "ReplayBuffer::loads: '", dir,
+  TORCH_CHECK(detail::path_exists(cp + "/meta.json"), "ReplayBuffer::loads: '",
+              dir,
               "' holds no checkpoint (no checkpoint/meta.json; "
               "ReplayBuffer::dumps writes one)");
   const TensorDict state = TensorDict::load_memmap(cp, /*read_only=*/true);
@@ -584,14 +599,14 @@ void ReplayBuffer::loads(const std::string& dir) {
                     ", this buffer has capacity ", m.capacity);
   const int64_t sampler = scalar("sampler");
   const auto ours = static_cast<int64_t>(m.options.sampler().index());
-  TORCH_CHECK_VALUE(sampler == ours, "ReplayBuffer::loads: '", dir,
-                    "' holds a buffer with sampler ",
-                    sampler >= 0 && sampler < static_cast<int64_t>(
-                                                  std::variant_size_v<
-                                                      SamplerConfig>)
-                        ? sampler_name_at(static_cast<size_t>(sampler))
-                        : "(unknown)",
-                    ", this buffer's is ", sampler_name(m.options.sampler()));
+  TORCH_CHECK_VALUE(
+      sampler == ours, "ReplayBuffer::loads: '", dir,
+      "' holds a buffer with sampler ",
+      sampler >= 0 &&
+              sampler < static_cast<int64_t>(std::variant_size_v<SamplerConfig>)
+          ? sampler_name_at(static_cast<size_t>(sampler))
+          : "(unknown)",
+      ", this buffer's is ", sampler_name(m.options.sampler()));
   const at::Tensor rng_bytes =
       detail::checkpoint_entry(state, "rng", at::kByte, -1);
   std::mt19937_64 rng;
@@ -607,7 +622,8 @@ void ReplayBuffer::loads(const std::string& dir) {
   const int64_t sampled = scalar("sampled");
   TORCH_CHECK(inserted >= 0 && sampled >= 0, "ReplayBuffer::loads: '", dir,
               "': the checkpoint's inserted and sampled counts must be >= 0, "
-              "got ", inserted, " and ", sampled);
+              "got ",
+              inserted, " and ", sampled);
   detail::ReplayStorage source(checkpoint_options(m.options, dir));
   detail::Sampler::Restore restore =
       m.sampler->load_state(state, source.size());

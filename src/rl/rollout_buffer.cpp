@@ -125,18 +125,16 @@ RolloutBuffer::RolloutBuffer(int64_t num_steps, int64_t num_envs,
                     "got num_steps=",
                     num_steps, ", num_envs=", num_envs);
   data_ = device ? TensorDict({num_steps, num_envs},
-                             detail::usable_device("RolloutBuffer", *device))
+                              detail::usable_device("RolloutBuffer", *device))
                  : TensorDict({num_steps, num_envs});
 }
 
 void RolloutBuffer::step(int64_t t, const TensorDict& data) {
   TORCH_CHECK_INDEX(t >= 0 && t < num_steps_, "RolloutBuffer::step: step ", t,
-                    " is out of range for a buffer of ", num_steps_,
-                    " steps");
+                    " is out of range for a buffer of ", num_steps_, " steps");
   TORCH_CHECK(data.batch_dims() == 1 && data.batch_size()[0] == num_envs_,
-              "RolloutBuffer::step: expected a dict of batch size [",
-              num_envs_, "] (one row per env), got ",
-              shape_str(data.batch_size()));
+              "RolloutBuffer::step: expected a dict of batch size [", num_envs_,
+              "] (one row per env), got ", shape_str(data.batch_size()));
   const detail::TensorDictImpl& value = detail::TensorDictImpl::of(data);
   if (step_keys_ != nullptr && !detail::same_keys(*step_keys_, value)) {
     const std::string name = "step " + std::to_string(t);
@@ -147,9 +145,8 @@ void RolloutBuffer::step(int64_t t, const TensorDict& data) {
   if (step_keys_ == nullptr) {
     const at::Tensor placeholder = at::empty({0});
     step_keys_ = detail::rebuild(
-        value, value.batch_size, [&](const detail::KeyPath&, const at::Tensor&) {
-          return placeholder;
-        });
+        value, value.batch_size,
+        [&](const detail::KeyPath&, const at::Tensor&) { return placeholder; });
   }
 }
 
@@ -158,16 +155,17 @@ TensorDict RolloutBuffer::data() const { return data_; }
 void RolloutBuffer::compute_gae(double gamma, double lambda,
                                 const GaeKeys& keys) {
   auto fetch = [&](const NestedKey& key, const char* role) -> at::Tensor {
-    const detail::Node* node = detail::lookup(detail::TensorDictImpl::of(data_), key);
-    const bool is_value = std::strcmp(role, "value") == 0 ||
-                          std::strcmp(role, "next value") == 0;
+    const detail::Node* node =
+        detail::lookup(detail::TensorDictImpl::of(data_), key);
+    const bool is_value =
+        std::strcmp(role, "value") == 0 || std::strcmp(role, "next value") == 0;
     TORCH_CHECK(node != nullptr, "RolloutBuffer::compute_gae: missing key ",
                 key, " (", role, ")",
                 is_value ? ": set the critic's values, e.g. from one batched "
                            "forward pass, before compute_gae"
                          : "");
-    TORCH_CHECK(!node->is_dict(), "RolloutBuffer::compute_gae: key ", key,
-                " (", role, ") holds a TensorDict, expected a tensor");
+    TORCH_CHECK(!node->is_dict(), "RolloutBuffer::compute_gae: key ", key, " (",
+                role, ") holds a TensorDict, expected a tensor");
     return node->tensor;
   };
   const at::Tensor value = fetch(keys.value(), "value");
@@ -176,9 +174,11 @@ void RolloutBuffer::compute_gae(double gamma, double lambda,
   at::Tensor done = fetch(keys.done(), "done");
   const at::Tensor terminated = fetch(keys.terminated(), "terminated");
   at::Tensor truncated;
-  if (const detail::Node* n = detail::lookup(detail::TensorDictImpl::of(data_), keys.truncated())) {
+  if (const detail::Node* n =
+          detail::lookup(detail::TensorDictImpl::of(data_), keys.truncated())) {
     TORCH_CHECK(!n->is_dict(), "RolloutBuffer::compute_gae: key ",
-                keys.truncated(), " (truncated) holds a TensorDict, expected a "
+                keys.truncated(),
+                " (truncated) holds a TensorDict, expected a "
                 "tensor");
     truncated = n->tensor;
   }
@@ -206,25 +206,27 @@ void RolloutBuffer::compute_gae(double gamma, double lambda,
     for (size_t i = 1; i <= parts.size(); ++i) {
       const NestedKey prefix(std::vector<std::string>(
           parts.begin(), parts.begin() + static_cast<std::ptrdiff_t>(i)));
-      const detail::Node* n = detail::lookup(detail::TensorDictImpl::of(data_), prefix);
+      const detail::Node* n =
+          detail::lookup(detail::TensorDictImpl::of(data_), prefix);
       if (n == nullptr) return;
       TORCH_CHECK(i == parts.size() || n->is_dict(),
-                  "RolloutBuffer::compute_gae: cannot store the ", role,
-                  " at ", key, ": ", prefix, " holds a tensor");
+                  "RolloutBuffer::compute_gae: cannot store the ", role, " at ",
+                  key, ": ", prefix, " holds a tensor");
       TORCH_CHECK(i < parts.size() || !n->is_dict(),
-                  "RolloutBuffer::compute_gae: cannot store the ", role,
-                  " at ", key, ": it holds a TensorDict");
+                  "RolloutBuffer::compute_gae: cannot store the ", role, " at ",
+                  key, ": it holds a TensorDict");
     }
   };
   check_output(keys.advantage(), "advantage");
   check_output(keys.value_target(), "value target");
   if (truncated.defined()) done = done.to(at::kBool).logical_or(truncated);
 
-  GaeResult res = gae(reward, value, next_value, done, terminated, gamma,
-                      lambda);
+  GaeResult res =
+      gae(reward, value, next_value, done, terminated, gamma, lambda);
   // Reuse the previous rollout's tensors when they fit (no reallocation).
   auto store = [&](const NestedKey& key, const at::Tensor& t) {
-    const detail::Node* n = detail::lookup(detail::TensorDictImpl::of(data_), key);
+    const detail::Node* n =
+        detail::lookup(detail::TensorDictImpl::of(data_), key);
     if (n != nullptr && !n->is_dict() && n->tensor.sizes() == t.sizes() &&
         n->tensor.scalar_type() == t.scalar_type()) {
       n->tensor.copy_(t);

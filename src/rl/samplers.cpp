@@ -84,27 +84,27 @@ void Epoch::clear() {
 
 void Epoch::save(bool current, std::vector<Item>& state) const {
   const bool keep = current && size_ >= 0;
-  at::Tensor perm = at::empty({keep ? static_cast<int64_t>(perm_.size()) : 0},
-                              at::kLong);
+  at::Tensor perm =
+      at::empty({keep ? static_cast<int64_t>(perm_.size()) : 0}, at::kLong);
   if (keep) std::copy(perm_.begin(), perm_.end(), perm.data_ptr<int64_t>());
   state.emplace_back("epoch_perm", perm);
-  state.emplace_back("epoch_pos",
-                     at::scalar_tensor(keep ? static_cast<int64_t>(pos_) : 0,
-                                       at::kLong));
+  state.emplace_back(
+      "epoch_pos",
+      at::scalar_tensor(keep ? static_cast<int64_t>(pos_) : 0, at::kLong));
   state.emplace_back("epoch_size",
                      at::scalar_tensor(keep ? size_ : -1, at::kLong));
 }
 
 Epoch Epoch::load(const TensorDict& state) const {
   const at::Tensor perm = checkpoint_entry(state, "epoch_perm", at::kLong, -1);
-  const auto pos = checkpoint_entry(state, "epoch_pos", at::kLong, 0)
-                       .item<int64_t>();
-  const auto size = checkpoint_entry(state, "epoch_size", at::kLong, 0)
-                        .item<int64_t>();
+  const auto pos =
+      checkpoint_entry(state, "epoch_pos", at::kLong, 0).item<int64_t>();
+  const auto size =
+      checkpoint_entry(state, "epoch_size", at::kLong, 0).item<int64_t>();
   const int64_t n = perm.numel();
   const int64_t* p = perm.data_ptr<int64_t>();
-  bool valid = size == -1 ? n == 0 && pos == 0
-                          : size == n && pos >= 0 && pos <= n;
+  bool valid =
+      size == -1 ? n == 0 && pos == 0 : size == n && pos >= 0 && pos <= n;
   // A permutation of [0, size).
   std::vector<uint8_t> seen(static_cast<size_t>(valid ? n : 0), 0);
   for (int64_t k = 0; valid && k < n; ++k) {
@@ -134,10 +134,10 @@ at::Tensor checkpoint_entry(const TensorDict& state, const char* key,
               : numel == -1 ? std::string("1-D tensor")
                             : "tensor of shape [" + std::to_string(numel) + "]",
               ", got ",
-              node == nullptr    ? std::string("nothing")
-              : node->is_dict()  ? std::string("a dict")
-                                 : dtype_name(node->tensor.scalar_type()) +
-                                       " " + shape_str(node->tensor.sizes()));
+              node == nullptr   ? std::string("nothing")
+              : node->is_dict() ? std::string("a dict")
+                                : dtype_name(node->tensor.scalar_type()) + " " +
+                                      shape_str(node->tensor.sizes()));
   return node->tensor.to(at::kCPU).contiguous();
 }
 
@@ -195,8 +195,7 @@ c10::optional<SliceSpec> slice_spec(const SamplerConfig& config) {
 c10::optional<PrioritizedSampler> priority_spec(const SamplerConfig& config) {
   if (const auto* p = std::get_if<PrioritizedSampler>(&config)) return *p;
   if (const auto* s = std::get_if<PrioritizedSliceSampler>(&config)) {
-    return PrioritizedSampler().alpha(s->alpha()).beta(s->beta()).eps(
-        s->eps());
+    return PrioritizedSampler().alpha(s->alpha()).beta(s->beta()).eps(s->eps());
   }
   return c10::nullopt;
 }
@@ -238,23 +237,25 @@ void Timeline::ends(int64_t from, int64_t to, uint8_t* out) const {
   }
   auto at_position = [&](int64_t t) { return window ? t - first : row(t); };
   const int64_t m = rows.size(1);
-  AT_DISPATCH_ALL_TYPES_AND3(
-      at::kBool, at::kHalf, at::kBFloat16, rows.scalar_type(),
-      "Timeline::ends", [&] {
-        const scalar_t* d = rows.data_ptr<scalar_t>();
-        const auto zero = static_cast<scalar_t>(0);
-        for (int64_t t = from; t < to; ++t) {
-          bool end = t == size_ - 1;
-          const scalar_t* a = d + at_position(t) * m;
-          if (by_id_ && !end) {
-            const scalar_t* b = d + at_position(t + 1) * m;
-            for (int64_t k = 0; k < m && !end; ++k) end = a[k] != b[k];
-          } else {
-            for (int64_t k = 0; k < m && !end; ++k) end = a[k] != zero;
-          }
-          out[t - from] = end ? 1 : 0;
-        }
-      });
+  AT_DISPATCH_ALL_TYPES_AND3(at::kBool, at::kHalf, at::kBFloat16,
+                             rows.scalar_type(), "Timeline::ends", [&] {
+                               const scalar_t* d = rows.data_ptr<scalar_t>();
+                               const auto zero = static_cast<scalar_t>(0);
+                               for (int64_t t = from; t < to; ++t) {
+                                 bool end = t == size_ - 1;
+                                 const scalar_t* a = d + at_position(t) * m;
+                                 if (by_id_ && !end) {
+                                   const scalar_t* b =
+                                       d + at_position(t + 1) * m;
+                                   for (int64_t k = 0; k < m && !end; ++k)
+                                     end = a[k] != b[k];
+                                 } else {
+                                   for (int64_t k = 0; k < m && !end; ++k)
+                                     end = a[k] != zero;
+                                 }
+                                 out[t - from] = end ? 1 : 0;
+                               }
+                             });
 }
 
 // ---- PrioritizedSampler -----------------------------------------------------
@@ -288,8 +289,8 @@ void PrioritizedSamplerImpl::set_drawable(int64_t i, bool drawable) {
   sum_tree_.set(i, drawable && std::isfinite(m) ? m : 0.0);
 }
 
-void PrioritizedSamplerImpl::draw(int64_t size, std::mt19937_64& rng,
-                                  int64_t n, int64_t* out, float* w) {
+void PrioritizedSamplerImpl::draw(int64_t size, std::mt19937_64& rng, int64_t n,
+                                  int64_t* out, float* w) {
   const double total = sum_tree_.root();
   TORCH_CHECK(total > 0 && std::isfinite(total),
               "ReplayBuffer::sample: the priorities sum to ", total,
@@ -417,9 +418,9 @@ void PrioritizedSamplerImpl::restore(ReplayStorage& storage) {
 namespace {
 
 void check_slice_batch(const SliceSpec& spec, int64_t n) {
-  TORCH_CHECK_VALUE(n % spec.slice_len == 0, "ReplayBuffer::sample: batch_size ",
-                    n, " is not a multiple of the ", spec.name,
-                    "'s slice_len ", spec.slice_len);
+  TORCH_CHECK_VALUE(
+      n % spec.slice_len == 0, "ReplayBuffer::sample: batch_size ", n,
+      " is not a multiple of the ", spec.name, "'s slice_len ", spec.slice_len);
 }
 
 // Slice `j` of `len` rows from row `start` into out[j * len, (j + 1) * len).
@@ -468,10 +469,11 @@ at::Tensor SliceSamplerImpl::sample(const ReplayStorage& storage,
   const int64_t slices = n / len;
   const auto count = static_cast<int64_t>(long_.size());
   if (without_replacement_) {
-    TORCH_CHECK(!epoch_.drop_last() || slices <= count, "ReplayBuffer::sample: ",
-                slices, " slices of ", len, " rows (batch_size ", n,
-                ") exceed the ", count, " stored trajectories of at least ",
-                len, " rows (", spec_.name, " with drop_last)");
+    TORCH_CHECK(!epoch_.drop_last() || slices <= count,
+                "ReplayBuffer::sample: ", slices, " slices of ", len,
+                " rows (batch_size ", n, ") exceed the ", count,
+                " stored trajectories of at least ", len, " rows (", spec_.name,
+                " with drop_last)");
     epoch_.draw(count, trajs_writes_, rng, slices, out);
   } else {
     for (int64_t j = 0; j < slices; ++j) {
@@ -547,8 +549,7 @@ void PrioritizedSliceSamplerImpl::on_write(ReplayStorage& storage,
                                            int64_t first, int64_t count) {
   PrioritizedSamplerImpl::on_write(storage, first, count);
   const int64_t capacity = storage.capacity();
-  const int64_t origin =
-      storage.size() == capacity ? storage.cursor() : 0;
+  const int64_t origin = storage.size() == capacity ? storage.cursor() : 0;
   const int64_t t0 = (first - origin + capacity) % capacity;
   refresh(storage, t0 - (spec_.slice_len - 1), t0 + count);
 }
@@ -575,8 +576,7 @@ at::Tensor PrioritizedSliceSamplerImpl::sample(const ReplayStorage& storage,
   TORCH_CHECK(total_mass() > 0,
               "ReplayBuffer::sample: no stored row starts a slice of "
               "slice_len ",
-              len,
-              " rows within its trajectory with a positive priority (",
+              len, " rows within its trajectory with a positive priority (",
               storage.size(), " rows stored)");
   at::Tensor weight = at::detail::empty_cpu({n}, at::kFloat);
   float* w = weight.data_ptr<float>();

@@ -51,8 +51,7 @@ class Sampler {
   // without changing anything, and returns what sets the sampler to it once
   // the buffer holds the checkpoint's rows. Throws naming the entry.
   using Restore = std::function<void(ReplayStorage&)>;
-  virtual Restore load_state(const TensorDict& /*state*/,
-                             int64_t /*size*/) {
+  virtual Restore load_state(const TensorDict& /*state*/, int64_t /*size*/) {
     return [](ReplayStorage& /*storage*/) {};
   }
 };
@@ -109,8 +108,7 @@ class Epoch {
 // buffer's size changes.
 class WithoutReplacementSamplerImpl final : public Sampler {
  public:
-  explicit WithoutReplacementSamplerImpl(bool drop_last)
-      : epoch_(drop_last) {}
+  explicit WithoutReplacementSamplerImpl(bool drop_last) : epoch_(drop_last) {}
   at::Tensor sample(const ReplayStorage& storage, std::mt19937_64& rng,
                     int64_t n, int64_t* out) override;
   void clear(ReplayStorage& storage) override;
@@ -138,8 +136,8 @@ class Timeline {
 
  private:
   int64_t capacity_, size_, origin_;
-  bool by_id_;          // traj_key: ends where the id changes
-  at::Tensor leaf_;     // [capacity, elements], a view of the storage's
+  bool by_id_;       // traj_key: ends where the id changes
+  at::Tensor leaf_;  // [capacity, elements], a view of the storage's
 };
 
 // Proportional prioritized replay on sum/min segment trees. Row `i`'s

@@ -87,10 +87,9 @@ void remove_tree(const std::string& dir) {
 
 ReplayStorage::ReplayStorage(const ReplayBufferOptions& options)
     : capacity_(options.capacity()),
-      device_(options.device()
-                  ? c10::optional<at::Device>(
-                        usable_device("ReplayBuffer", *options.device()))
-                  : c10::nullopt),
+      device_(options.device() ? c10::optional<at::Device>(usable_device(
+                                     "ReplayBuffer", *options.device()))
+                               : c10::nullopt),
       sampler_(options.sampler()),
       storage_(std::vector<Item>{}, {capacity_}, device_) {
   storage_.lock_();  // storage() hands it out: its leaves are cached
@@ -539,8 +538,9 @@ void ReplayStorage::create_state(double max_priority,
       TensorDictImpl::wrap(p).memmap_like(sub("priority"), sparse_files_);
   if (raw != nullptr) {
     std::copy(raw->begin(), raw->end(),
-              TensorDictImpl::of(priority).find("priority")->tensor
-                  .data_ptr<double>());
+              TensorDictImpl::of(priority)
+                  .find("priority")
+                  ->tensor.data_ptr<double>());
   }
   ImplPtr s = make_impl({}, c10::nullopt);
   auto scalar = [&](const char* key, at::Tensor v) {
@@ -550,7 +550,8 @@ void ReplayStorage::create_state(double max_priority,
   scalar("capacity", at::scalar_tensor(capacity_, at::kLong));
   scalar("rows_written", at::scalar_tensor(rows_written_, at::kLong));
   scalar("max_priority", at::scalar_tensor(max_priority, at::kDouble));
-  const bool valid = raw != nullptr || (keeps_priorities() && rows_written_ == 0);
+  const bool valid =
+      raw != nullptr || (keeps_priorities() && rows_written_ == 0);
   scalar("priorities_valid", at::scalar_tensor(valid ? 1 : 0, at::kLong));
   // state/meta.json is renamed in last: the commit point.
   TensorDict state = TensorDictImpl::wrap(s).memmap(sub("state"));

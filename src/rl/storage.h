@@ -233,16 +233,16 @@ class ReplayStorage {
   int64_t rows_written_ = 0;  // rows written since construction or clear()
 
   // ---- Disk-backed storage (see the top of this file) ----------------------
-  std::string dir_;              // empty: the storage is in RAM
-  bool shared_ = false;          // ReplayBufferOptions::shared
-  int owner_pid_ = 0;            // made dir_ in /dev/shm (0: none did)
-  bool sparse_files_ = false;    // memmap_like's `sparse` for dir_
+  std::string dir_;            // empty: the storage is in RAM
+  bool shared_ = false;        // ReplayBufferOptions::shared
+  int owner_pid_ = 0;          // made dir_ in /dev/shm (0: none did)
+  bool sparse_files_ = false;  // memmap_like's `sparse` for dir_
   TorchRLVersion torchrl_version_ = TorchRLVersion::v0_14;  // of dir_'s files
   TensorDict disk_state_;        // state/ (keeps the mappings alive)
   TensorDict disk_priority_;     // priority/
   int64_t* rows_ptr_ = nullptr;  // state/rows_written
   PersistedPriorities priorities_;
-  TorchRLFiles torchrl_;         // TorchRL's files (rl/torchrl_files.h)
+  TorchRLFiles torchrl_;  // TorchRL's files (rl/torchrl_files.h)
   // The storage holds TorchRL's "index" entry (int64 [capacity], which
   // TorchRL's TensorDictReplayBuffer stores with every row): writes that
   // lack it get their rows' indices there, as TorchRL's writer does.

@@ -79,9 +79,9 @@ const ordered_json& field(const ordered_json& j, const char* key,
 int64_t int_field(const ordered_json& j, const char* key,
                   const std::string& path, bool float_ok = false) {
   const ordered_json& v = field(j, key, path);
-  const bool integral_float =
-      float_ok && v.is_number_float() && std::abs(v.get<double>()) < 9.0e15 &&
-      v.get<double>() == std::floor(v.get<double>());
+  const bool integral_float = float_ok && v.is_number_float() &&
+                              std::abs(v.get<double>()) < 9.0e15 &&
+                              v.get<double>() == std::floor(v.get<double>());
   TORCH_CHECK(v.is_number_integer() || integral_float, kWhat, ": '", path,
               "': \"", key, "\" must be an integer, got ", v.dump());
   return integral_float ? static_cast<int64_t>(v.get<double>())
@@ -92,8 +92,7 @@ double float_field(const ordered_json& j, const char* key,
                    const std::string& path) {
   const ordered_json& v = field(j, key, path);
   TORCH_CHECK(v.is_number() && std::isfinite(v.get<double>()), kWhat, ": '",
-              path, "': \"", key, "\" must be a finite number, got ",
-              v.dump());
+              path, "': \"", key, "\" must be a finite number, got ", v.dump());
   return v.get<double>();
 }
 
@@ -102,8 +101,8 @@ double float_field(const ordered_json& j, const char* key,
 // before any row had a priority, when the next row gets priority 1).
 double max_priority_field(const ordered_json& j, const std::string& path) {
   const ordered_json& v = field(j, "_max_priority", path);
-  const bool pair = v.is_array() && v.size() == 2 &&
-                    (v[1].is_null() || v[1].is_number());
+  const bool pair =
+      v.is_array() && v.size() == 2 && (v[1].is_null() || v[1].is_number());
   const ordered_json& value = pair ? v[0] : v;
   if (pair && value.is_null()) return kInitialMaxPriority;
   TORCH_CHECK(value.is_number() && std::isfinite(value.get<double>()), kWhat,
@@ -149,11 +148,12 @@ void TorchRLFiles::write(const std::string& dir, const SamplerConfig& sampler,
                          TorchRLVersion version) {
   *this = TorchRLFiles();
   size_t at = 0;
-  std::string text = with_field("{\"metadata\": {}, \"is_pytree\": false, \"len\": ",
-                                JsonNumberField::kIntWidth, "}", at);
-  JsonNumberField len = write_json_with_field(
-      dir + "/storage", "storage_metadata.json", text, at,
-      JsonNumberField::kIntWidth);
+  std::string text =
+      with_field("{\"metadata\": {}, \"is_pytree\": false, \"len\": ",
+                 JsonNumberField::kIntWidth, "}", at);
+  JsonNumberField len =
+      write_json_with_field(dir + "/storage", "storage_metadata.json", text, at,
+                            JsonNumberField::kIntWidth);
   text = with_field("{\"cursor\": ", JsonNumberField::kIntWidth, "}", at);
   JsonNumberField cur = write_json_with_field(
       dir + "/writer", "metadata.json", text, at, JsonNumberField::kIntWidth);
@@ -233,12 +233,12 @@ TorchRLDump read_torchrl_dump(const std::string& dir, int64_t capacity,
   const std::string meta_path = dir + "/storage/meta.json";
   const ordered_json meta = read_object(meta_path);
   const ordered_json& shape = field(meta, "shape", meta_path);
-  TORCH_CHECK(shape.is_array() && shape.size() == 1 &&
-                  shape[0].is_number_integer(),
-              kWhat, ": '", meta_path,
-              "': the storage's batch size must be [capacity] (TorchRL's "
-              "LazyMemmapStorage with ndim=1), got ",
-              shape.dump());
+  TORCH_CHECK(
+      shape.is_array() && shape.size() == 1 && shape[0].is_number_integer(),
+      kWhat, ": '", meta_path,
+      "': the storage's batch size must be [capacity] (TorchRL's "
+      "LazyMemmapStorage with ndim=1), got ",
+      shape.dump());
   const int64_t stored_capacity = shape[0].get<int64_t>();
   TORCH_CHECK_VALUE(stored_capacity == capacity, kWhat, ": the buffer in '",
                     dir, "' has capacity ", stored_capacity,
@@ -293,9 +293,8 @@ TorchRLDump read_torchrl_dump(const std::string& dir, int64_t capacity,
   out.priorities.resize(static_cast<size_t>(std::min(len, capacity)));
   for (size_t i = 0; i < out.priorities.size(); ++i) {
     const double m = mass[i];
-    out.priorities[i] = std::isfinite(m) && m >= 0
-                            ? raw_priority(m, alpha, eps)
-                            : max_p;
+    out.priorities[i] =
+        std::isfinite(m) && m >= 0 ? raw_priority(m, alpha, eps) : max_p;
   }
   out.has_priorities = true;
   out.max_priority = max_p;

@@ -65,7 +65,8 @@ std::string Sanitize(const std::string& p) {
     size_t end = p.find('/', start);
     if (end == std::string::npos) end = p.size();
     const std::string comp = p.substr(start, end - start);
-    if (comp == "." || comp == ".." || comp.find('\0') != std::string::npos) return "";
+    if (comp == "." || comp == ".." || comp.find('\0') != std::string::npos)
+      return "";
     if (comp.empty() && end != p.size()) return "";
     if (++depth > 8) return "";
     start = end + 1;
@@ -85,8 +86,8 @@ void Materialize(const std::string& dir, const uint8_t* data, size_t size) {
   while (pos < in.size() && files < 32) {
     // `pos` is at "=== ".
     const size_t eol = in.find('\n', pos);
-    const std::string name =
-        Sanitize(in.substr(pos + 4, (eol == std::string::npos ? in.size() : eol) - pos - 4));
+    const std::string name = Sanitize(in.substr(
+        pos + 4, (eol == std::string::npos ? in.size() : eol) - pos - 4));
     const size_t body = eol == std::string::npos ? in.size() : eol + 1;
     size_t next = in.find("\n=== ", body);
     const size_t body_end = next == std::string::npos ? in.size() : next;
@@ -132,9 +133,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const uint64_t before = Touch(td);
     TensorDict copy = td.memmap(root + "/out");
     TensorDict again = TensorDict::load_memmap(root + "/out");
-    if (Touch(again) != before || again.keys(true) != td.keys(true)) std::abort();
+    if (Touch(again) != before || again.keys(true) != td.keys(true))
+      std::abort();
     TensorDict packed = td.memmap(root + "/out.tdz");
-    if (Touch(TensorDict::load_memmap(root + "/out.tdz")) != before) std::abort();
+    if (Touch(TensorDict::load_memmap(root + "/out.tdz")) != before)
+      std::abort();
   } catch (const c10::Error&) {
   }
   WriteFile(root + "/in.tdz", reinterpret_cast<const char*>(data), size);
@@ -143,7 +146,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       TensorDict td = TensorDict::load_memmap(root + "/in.tdz", read_only);
       const uint64_t before = Touch(td);
       (void)td.memmap(root + "/again.tdz");
-      if (Touch(TensorDict::load_memmap(root + "/again.tdz")) != before) std::abort();
+      if (Touch(TensorDict::load_memmap(root + "/again.tdz")) != before)
+        std::abort();
     } catch (const c10::Error&) {
     }
   }
