@@ -31,6 +31,7 @@
 #include <string>
 
 #include "../tests/fs_util.h"
+#include "indices.h"
 #include "ratio_main.h"
 
 namespace {
@@ -60,30 +61,6 @@ TensorDict make_batch(const std::vector<at::Tensor>& l, int64_t n) {
                     {n});
 }
 
-// The buffer's index generation, reproduced for the baselines.
-inline int64_t uniform_int(std::mt19937_64& rng, uint64_t n) {
-  uint64_t x = rng();
-  __uint128_t m = static_cast<__uint128_t>(x) * n;
-  auto low = static_cast<uint64_t>(m);
-  if (low < n) {
-    const uint64_t threshold = (0 - n) % n;
-    while (low < threshold) {
-      x = rng();
-      m = static_cast<__uint128_t>(x) * n;
-      low = static_cast<uint64_t>(m);
-    }
-  }
-  return static_cast<int64_t>(m >> 64);
-}
-
-at::Tensor draw_indices(std::mt19937_64& rng, int64_t n, int64_t high) {
-  at::Tensor idx = at::empty({n}, at::kLong);
-  int64_t* p = idx.data_ptr<int64_t>();
-  for (int64_t q = 0; q < n; ++q)
-    p[q] = uniform_int(rng, static_cast<uint64_t>(high));
-  return idx;
-}
-
 // A full buffer and the same data as raw per-key tensors.
 struct Filled {
   ReplayBuffer rb{ReplayBufferOptions(kCapacity).seed(0)};
@@ -99,14 +76,13 @@ Filled& filled() {
   return f;
 }
 
-// ---- sample(256), uniform
-// -----------------------------------------------------
+// ---- sample(256), uniform ---------------------------------------------------
 
 void BM_RawIndexSelect256(benchmark::State& state) {
   auto& raw = filled().raw;
   std::mt19937_64 rng(0);
   for (auto _ : state) {
-    at::Tensor idx = draw_indices(rng, kSample, kCapacity);
+    at::Tensor idx = tensordict_bench::draw_indices(rng, kSample, kCapacity);
     for (const auto& t : raw) benchmark::DoNotOptimize(t.index_select(0, idx));
   }
 }
@@ -126,7 +102,7 @@ void BM_RawMemcpyGather256(benchmark::State& state) {
   auto& raw = filled().raw;
   std::mt19937_64 rng(0);
   for (auto _ : state) {
-    at::Tensor idx = draw_indices(rng, kSample, kCapacity);
+    at::Tensor idx = tensordict_bench::draw_indices(rng, kSample, kCapacity);
     const int64_t* ip = idx.data_ptr<int64_t>();
     for (const auto& t : raw) {
       auto shape = t.sizes().vec();
@@ -163,8 +139,7 @@ void BM_RbSample256RateLimited(benchmark::State& state) {
 }
 BENCHMARK(BM_RbSample256RateLimited);
 
-// ---- extend(64)
-// -------------------------------------------------------------------
+// ---- extend(64) ------------------------------------------------------------
 
 void BM_RawNarrowCopy64(benchmark::State& state) {
   auto bufs = make_leaves(kCapacity);
@@ -187,8 +162,7 @@ void BM_RbExtend64(benchmark::State& state) {
 }
 BENCHMARK(BM_RbExtend64);
 
-// ---- add(row)
-// -----------------------------------------------------------------------
+// ---- add(row) --------------------------------------------------------------
 
 void BM_RawRowCopyLoop(benchmark::State& state) {
   auto bufs = make_leaves(kCapacity);
@@ -240,8 +214,7 @@ void BM_RbDiskSample256(benchmark::State& state) {
 }
 BENCHMARK(BM_RbDiskSample256);
 
-// ---- Prioritized sample(256) at capacity 1e6
-// ---------------------------------------
+// ---- Prioritized sample(256) at capacity 1e6 -------------------------------
 
 void BM_RbPrioritizedSample256Cap1M(benchmark::State& state) {
   constexpr int64_t kBig = 1000000;
@@ -301,8 +274,7 @@ void BM_RbUniformSample256Cap1M(benchmark::State& state) {
 }
 BENCHMARK(BM_RbUniformSample256Cap1M);
 
-// ---- Memory while filling
-// ---------------------------------------------------------------
+// ---- Memory while filling --------------------------------------------------
 
 size_t heap_in_use() {
   struct mallinfo2 mi = mallinfo2();
