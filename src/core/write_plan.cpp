@@ -683,13 +683,16 @@ RowWritePlan::RowWritePlan(const TensorDict& dst, const char* dst_name)
       root, Ignore(),
       [&](const KeyPath& path, const at::Tensor& t) {
         const int64_t rows = t.size(0);
+        char* base =
+            rows_byte_copyable(t) ? static_cast<char*>(t.data_ptr()) : nullptr;
         leaves_.push_back(Leaf{
             path.key(), t, &t, t.sizes().slice(1).vec(),
             rows == 0
                 ? 0
                 : static_cast<size_t>(t.numel() / rows) * t.element_size(),
-            rows_byte_copyable(t) ? static_cast<char*>(t.data_ptr()) : nullptr,
-            storage_of(t)});
+            base, storage_of(t), base != nullptr && t.is_cpu(),
+            base != nullptr && t.is_cuda(),
+            t.is_inference() ? nullptr : t.unsafeGetTensorImpl()});
       },
       Ignore());
 }
@@ -738,11 +741,15 @@ void RowWritePlan::bind(const char* op, const char* what,
                 l.key.str(), ": expected the row shape ",
                 shape_str(l.row_shape), ", got ", shape_str(row_shape),
                 " (leaf shape ", shape_str(src.sizes()), ")");
-    check_cast(op, l.key, src.scalar_type(), l.tensor.scalar_type());
-    TORCH_CHECK(copyable_devices(src.device(), l.tensor.device()), op, ": key ",
-                l.key.str(), ": cannot write a value on device ",
-                device_name(src.device()), " into a buffer on device ",
-                device_name(l.tensor.device()));
+    if (src.scalar_type() != l.tensor.scalar_type()) {
+      check_cast(op, l.key, src.scalar_type(), l.tensor.scalar_type());
+    }
+    if (!(l.cpu_bytes && src.is_cpu())) {
+      TORCH_CHECK(copyable_devices(src.device(), l.tensor.device()), op,
+                  ": key ", l.key.str(), ": cannot write a value on device ",
+                  device_name(src.device()), " into a buffer on device ",
+                  device_name(l.tensor.device()));
+    }
   }
 }
 
@@ -774,19 +781,16 @@ void RowWritePlan::write_rows(const Sources& sources, int64_t value_bd,
              static_cast<size_t>(src_row) * l.row_bytes;
     };
     const size_t nbytes = static_cast<size_t>(count) * l.row_bytes;
-    c10::TensorImpl* bump =
-        l.tensor.is_inference() ? nullptr : l.tensor.unsafeGetTensorImpl();
-    if (l.base != nullptr && l.tensor.is_cuda() &&
-        cuda::device_copyable(l.tensor, src)) {
-      device.push_back(cuda::DeviceCopy{bump, to(), from(), nbytes,
+    if (l.cuda_bytes && cuda::device_copyable(l.tensor, src)) {
+      device.push_back(cuda::DeviceCopy{l.bump, to(), from(), nbytes,
                                         l.tensor.device().index(),
                                         src.device().is_cpu()});
       continue;
     }
-    if (l.base != nullptr && l.tensor.is_cpu() && byte_copyable(src) &&
-        src.scalar_type() == l.tensor.scalar_type()) {
+    if (l.cpu_bytes && src.scalar_type() == l.tensor.scalar_type() &&
+        byte_copyable(src)) {
       copy_bytes(to(), from(), nbytes);
-      if (bump != nullptr) bump->bump_version();
+      if (l.bump != nullptr) l.bump->bump_version();
       continue;
     }
     at::NoGradGuard no_grad;

@@ -307,6 +307,12 @@ class RowWritePlan {
     size_t row_bytes;
     char* base;  // set when rows can be byte-copied (contiguous CPU)
     const c10::StorageImpl* storage;  // to spot sources that view it
+    // Fixed properties of `tensor`, read once: rows byte-copied on the CPU
+    // (`base` set and on the CPU) or on a CUDA device, and the TensorImpl
+    // whose version a write bumps (null for an inference tensor).
+    bool cpu_bytes;
+    bool cuda_bytes;
+    c10::TensorImpl* bump;
   };
   size_t leaf_index(const at::Tensor* stored) const;
 

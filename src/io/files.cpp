@@ -374,9 +374,13 @@ at::Tensor map_file(const std::string& path, int64_t nbytes, const char* fn) {
 c10::optional<ordered_json> read_json_file(const std::string& path,
                                            const char* fn) {
   const c10::optional<std::string> text = read_small_file(path, fn);
-  if (!text) return c10::nullopt;
-  return read_json(text->data(), text->data() + text->size(), fn,
-                   "'" + path + "'", [](const ordered_json& j) { return j; });
+  c10::optional<ordered_json> out;
+  if (text) {
+    out.emplace(read_json(text->data(), text->data() + text->size(), fn,
+                          "'" + path + "'",
+                          [](const ordered_json& j) { return j; }));
+  }
+  return out;
 }
 
 }  // namespace detail

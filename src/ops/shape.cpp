@@ -214,8 +214,14 @@ TensorDict TensorDict::view(c10::IntArrayRef shape) const {
 TensorDict TensorDict::unsqueeze(int64_t dim) const {
   const auto& b = impl_->batch_size;
   const int64_t d = wrap_dim("unsqueeze", dim, impl_->batch_dims() + 1, b);
-  std::vector<int64_t> nb = b;
-  nb.insert(nb.begin() + d, 1);
+  // (Built by push_back: g++ 16 misreads vector::insert here as writing out
+  // of bounds, -Warray-bounds.)
+  std::vector<int64_t> nb;
+  nb.reserve(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) {
+    if (static_cast<int64_t>(j) == d) nb.push_back(1);
+    if (j < b.size()) nb.push_back(b[j]);
+  }
   detail::DimMap dims = detail::DimMap::identity(impl_->batch_dims());
   dims.from.insert(dims.from.begin() + d, detail::DimMap::kNew);
   return TensorDictImpl::wrap(with_batch(
