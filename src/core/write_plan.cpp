@@ -685,14 +685,14 @@ RowWritePlan::RowWritePlan(const TensorDict& dst, const char* dst_name)
         const int64_t rows = t.size(0);
         char* base =
             rows_byte_copyable(t) ? static_cast<char*>(t.data_ptr()) : nullptr;
-        leaves_.push_back(Leaf{
-            path.key(), t, &t, t.sizes().slice(1).vec(),
-            rows == 0
-                ? 0
-                : static_cast<size_t>(t.numel() / rows) * t.element_size(),
-            base, storage_of(t), base != nullptr && t.is_cpu(),
-            base != nullptr && t.is_cuda(),
-            t.is_inference() ? nullptr : t.unsafeGetTensorImpl()});
+        leaves_.push_back(
+            Leaf{path.key(), t, &t, t.sizes().slice(1).vec(),
+                 rows == 0
+                     ? 0
+                     : static_cast<size_t>(t.numel() / rows) * t.element_size(),
+                 base, storage_of(t), base != nullptr && t.is_cpu(),
+                 base != nullptr && t.is_cuda(),
+                 t.is_inference() ? nullptr : t.unsafeGetTensorImpl()});
       },
       Ignore());
 }
