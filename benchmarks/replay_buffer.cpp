@@ -31,8 +31,8 @@
 #include <string>
 
 #include "../tests/fs_util.h"
-#include "indices.h"
 #include "ratio_main.h"
+#include "replay_case.h"
 
 namespace {
 
@@ -48,18 +48,10 @@ constexpr int64_t kSample = 256;
 constexpr int64_t kExtend = 64;
 
 std::vector<at::Tensor> make_leaves(int64_t n) {
-  return {torch::rand({n, 64}), torch::rand({n, 4}), torch::rand({n, 1}),
-          torch::rand({n, 1}) > 0.5, torch::rand({n, 64})};
+  return tensordict_bench::make_leaves(n, /*obs=*/64, /*action=*/4);
 }
 
-TensorDict make_batch(const std::vector<at::Tensor>& l, int64_t n) {
-  return TensorDict({{"obs", l[0]},
-                     {"action", l[1]},
-                     {"reward", l[2]},
-                     {"done", l[3]},
-                     {{"next", "obs"}, l[4]}},
-                    {n});
-}
+using tensordict_bench::make_batch;
 
 // A full buffer and the same data as raw per-key tensors.
 struct Filled {

@@ -16,8 +16,8 @@
 #include <random>
 #include <vector>
 
-#include "indices.h"
 #include "ratio_main.h"
+#include "replay_case.h"
 
 namespace {
 
@@ -28,18 +28,10 @@ using tensordict::TensorDict;
 constexpr int64_t kCapacity = 100000;
 
 std::vector<at::Tensor> make_leaves(int64_t n) {
-  return {torch::rand({n, 4}), torch::rand({n, 1}), torch::rand({n, 1}),
-          torch::rand({n, 1}) > 0.5, torch::rand({n, 4})};
+  return tensordict_bench::make_leaves(n, /*obs=*/4, /*action=*/1);
 }
 
-TensorDict make_batch(const std::vector<at::Tensor>& l, int64_t n) {
-  return TensorDict({{"obs", l[0]},
-                     {"action", l[1]},
-                     {"reward", l[2]},
-                     {"done", l[3]},
-                     {{"next", "obs"}, l[4]}},
-                    {n});
-}
+using tensordict_bench::make_batch;
 
 // ---- add(row) ---------------------------------------------------------------
 
