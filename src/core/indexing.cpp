@@ -3,20 +3,15 @@
 #include "core/indexing.h"
 
 #include <ATen/ATen.h>
-#include <ATen/EmptyTensor.h>
 #include <ATen/TensorIndexing.h>
-#include <c10/core/GradMode.h>
-#include <c10/core/InferenceMode.h>
-#include <c10/util/SmallVector.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/compat.h"
 #include "core/internal.h"
+#include "core/row_copy.h"
 #include "core/tree.h"
 #include "core/write_plan.h"
-#include "cuda/device_copy.h"
 #include "tensordict/tensor_dict.h"
 
 namespace tensordict {
@@ -275,140 +270,19 @@ IndexedTensorDict TensorDict::operator[](const TensorIndex& index) const {
 }
 
 namespace detail {
-namespace {
-
-// Copies rows `idx[begin..end)` of a contiguous leaf whose rows are
-// `row_bytes` long (the template's N when it is not 0) into `dst`, at the
-// same positions: fixed sizes compile to plain loads and stores instead of
-// one memcpy call per row.
-template <size_t N>
-void copy_rows(char* dst, const char* src, size_t row_bytes, const int64_t* idx,
-               int64_t begin, int64_t end) {
-  for (int64_t q = begin; q < end; ++q) {
-    char* d = dst + static_cast<size_t>(q) * (N ? N : row_bytes);
-    const char* s = src + static_cast<size_t>(idx[q]) * (N ? N : row_bytes);
-    std::memcpy(d, s, N ? N : row_bytes);
-  }
-}
-
-using CopyRows = void (*)(char*, const char*, size_t, const int64_t*, int64_t,
-                          int64_t);
-
-CopyRows copy_rows_for(size_t row_bytes) {
-  switch (row_bytes) {
-    case 1:
-      return copy_rows<1>;
-    case 2:
-      return copy_rows<2>;
-    case 4:
-      return copy_rows<4>;
-    case 8:
-      return copy_rows<8>;
-    case 12:
-      return copy_rows<12>;
-    case 16:
-      return copy_rows<16>;
-    case 24:
-      return copy_rows<24>;
-    case 32:
-      return copy_rows<32>;
-    case 48:
-      return copy_rows<48>;
-    case 64:
-      return copy_rows<64>;
-    default:
-      return copy_rows<0>;
-  }
-}
-
-// Whether `t`'s rows along dim 0 can be gathered as bytes: a dense CPU
-// tensor that autograd does not track.
-bool byte_gatherable(const at::Tensor& t, bool grad_mode) {
-  return t.device().is_cpu() && t.layout() == at::kStrided &&
-         t.is_contiguous() && !t.is_conj() && !t.is_neg() &&
-         !(grad_mode && t.requires_grad());
-}
-
-// One leaf of a fused CPU gather.
-struct GatherLeaf {
-  char* dst;
-  const char* src;
-  size_t row_bytes;
-  CopyRows copy;
-};
-
-// Rows `idx[0..n)` of every byte-gatherable leaf of `leaves` (dim 0), into
-// new tensors (`out[k]`, left undefined for the other leaves). The rows are
-// scattered over the buffer, so the copy is bound by memory latency: it goes
-// in chunks of a few indices, every leaf's rows of the next chunk prefetched
-// while the current chunk is copied, so that their misses overlap.
-std::vector<at::Tensor> gather_cpu_leaves(
-    const std::vector<const at::Tensor*>& leaves, const int64_t* idx, int64_t n,
-    bool grad_mode) {
-  std::vector<at::Tensor> out(leaves.size());
-  c10::SmallVector<GatherLeaf, 16> plan;
-  size_t lines = 0;  // cache lines touched per index, over every leaf
-  for (size_t k = 0; k < leaves.size(); ++k) {
-    const at::Tensor& t = *leaves[k];
-    if (t.dim() == 0 || !byte_gatherable(t, grad_mode)) continue;
-    std::vector<int64_t> shape = t.sizes().vec();
-    shape[0] = n;
-    out[k] = at::detail::empty_cpu(shape, t.options());
-    const int64_t rows = t.size(0);
-    const size_t row_bytes =
-        rows == 0 ? 0
-                  : static_cast<size_t>(t.numel() / rows) * t.element_size();
-    if (row_bytes == 0) continue;  // empty rows: the pointers may be null
-    plan.push_back(GatherLeaf{static_cast<char*>(out[k].data_ptr()),
-                              static_cast<const char*>(t.data_ptr()), row_bytes,
-                              copy_rows_for(row_bytes)});
-    lines += row_bytes / 64 + 2;
-  }
-  if (plan.empty()) return out;
-  // About 48 lines in flight: more would wait for fill buffers.
-  const int64_t chunk = std::max<int64_t>(
-      2, static_cast<int64_t>(48 / std::max<size_t>(lines, 1)));
-  const auto prefetch = [&](int64_t begin, int64_t end) {
-    for (const GatherLeaf& l : plan) {
-      for (int64_t q = begin; q < end; ++q) {
-        const char* row = l.src + static_cast<size_t>(idx[q]) * l.row_bytes;
-        for (size_t b = 0; b < l.row_bytes; b += 64)
-          __builtin_prefetch(row + b);
-        __builtin_prefetch(row + l.row_bytes - 1);
-      }
-    }
-  };
-  prefetch(0, std::min(n, chunk));
-  for (int64_t begin = 0; begin < n; begin += chunk) {
-    const int64_t end = std::min(n, begin + chunk);
-    prefetch(end, std::min(n, end + chunk));
-    for (const GatherLeaf& l : plan) {
-      l.copy(l.dst, l.src, l.row_bytes, idx, begin, end);
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 ImplPtr gather_rows(const TensorDictImpl& src, const at::Tensor& index) {
   TORCH_INTERNAL_ASSERT(index.device().is_cpu() &&
                         index.scalar_type() == at::kLong && index.dim() == 1 &&
                         index.is_contiguous());
-  const int64_t* idx = index.data_ptr<int64_t>();
-  const int64_t n = index.size(0);
-  const bool grad_mode = c10::GradMode::is_enabled();
   std::vector<int64_t> batch = src.batch_size;
-  batch[0] = n;
-  // `gathered[k]` is leaf k's rows: CUDA builds gather leaves on one CUDA
-  // device by one kernel launch (cuda/device_copy.h); dense CPU leaves are
-  // gathered as bytes; the others (autograd, strided, other devices) by
-  // index_select.
+  batch[0] = index.size(0);
+  // `gathered[k]` is leaf k's rows where the row-copy layer gathers them as
+  // bytes (core/row_copy.h); the other leaves (autograd, strided, other
+  // devices) are gathered by index_select.
   std::vector<const at::Tensor*> leaves;
   leaf_ptrs(src, leaves);
-  std::vector<at::Tensor> gathered;
-  if (cuda::kEnabled) gathered = cuda::gather_leaves(leaves, index);
-  if (gathered.empty()) gathered = gather_cpu_leaves(leaves, idx, n, grad_mode);
+  const std::vector<at::Tensor> gathered = gather_leaf_rows(leaves, index);
   size_t k = 0;
   return rebuild(
       src, std::move(batch),

@@ -8,10 +8,6 @@
 #include <c10/util/SmallVector.h>
 #include <torch/csrc/autograd/variable.h>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -19,8 +15,8 @@
 #include "core/indexing.h"
 #include "core/internal.h"
 #include "core/non_tensor.h"
+#include "core/row_copy.h"
 #include "core/tree.h"
-#include "cuda/device_copy.h"
 
 namespace tensordict {
 namespace detail {
@@ -127,35 +123,6 @@ void check_leaf_write(const char* op, const LeafName& name,
          "data being written), so the write would read what it has already "
          "written; clone() the value first");
   }
-}
-
-void copy_bytes_streaming(char* dst, const char* src, size_t n) {
-#if defined(__SSE2__)
-  const bool disjoint = dst + n <= src || src + n <= dst;
-  if (disjoint) {
-    const size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
-    std::memcpy(dst, src, head);
-    dst += head;
-    src += head;
-    n -= head;
-    const size_t blocks = n / 64;
-    for (size_t b = 0; b < blocks; ++b, dst += 64, src += 64) {
-      const auto* s = reinterpret_cast<const __m128i*>(src);
-      auto* d = reinterpret_cast<__m128i*>(dst);
-      const __m128i x0 = _mm_loadu_si128(s);
-      const __m128i x1 = _mm_loadu_si128(s + 1);
-      const __m128i x2 = _mm_loadu_si128(s + 2);
-      const __m128i x3 = _mm_loadu_si128(s + 3);
-      _mm_stream_si128(d, x0);
-      _mm_stream_si128(d + 1, x1);
-      _mm_stream_si128(d + 2, x2);
-      _mm_stream_si128(d + 3, x3);
-    }
-    _mm_sfence();
-    n -= blocks * 64;
-  }
-#endif
-  std::memmove(dst, src, n);
 }
 
 // ---------------------------------------------------------------------------
@@ -405,15 +372,14 @@ Block block_of(const TensorDictImpl& dst, const NormalizedIndex& norm) {
   return b;
 }
 
-// The byte copy of one leaf, when eligible (dst null otherwise): a memmove
-// on the CPU, or a region of the fused device copy into a CUDA leaf (CUDA
-// builds, cuda/device_copy.h).
+// The byte copy of one leaf, when eligible (dst null otherwise): a CPU copy,
+// or a region of the fused device copy into a CUDA leaf (core/row_copy.h).
 struct ByteCopy {
-  c10::TensorImpl* dst_impl = nullptr;
+  c10::TensorImpl* version = nullptr;  // version_of(dest)
   char* dst = nullptr;
   const char* src = nullptr;
   size_t nbytes = 0;
-  bool on_device = false;
+  c10::DeviceIndex device = -1;  // a CUDA destination's device; else -1
   bool src_on_host = false;
 };
 
@@ -467,19 +433,17 @@ class WritePlan {
   // The byte copies of the eligible leaves, with the version bump `copy_`
   // does: CPU leaves one by one, CUDA leaves in one fused device copy.
   void copy_planned_bytes() const {
-    c10::SmallVector<cuda::DeviceCopy, 16> device;
+    ByteCopies copies;
     for (const auto& b : bytes_) {
       if (b.dst == nullptr) continue;
-      if (b.on_device) {
-        device.push_back(cuda::DeviceCopy{b.dst_impl, b.dst, b.src, b.nbytes,
-                                          b.dst_impl->device().index(),
-                                          b.src_on_host});
-        continue;
+      if (b.device >= 0) {
+        copies.device(b.version, b.dst, b.src, b.nbytes, b.device,
+                      b.src_on_host);
+      } else {
+        copies.cpu(b.version, b.dst, b.src, b.nbytes);
       }
-      copy_bytes(b.dst, b.src, b.nbytes);
-      b.dst_impl->bump_version();
     }
-    if (!device.empty()) cuda::run_copies(device);
+    copies.finish();
   }
 
   // Fills in the byte copy of `src` into `dest` when both allow one.
@@ -487,13 +451,10 @@ class WritePlan {
                   ByteCopy& b) const {
     if (!block_.ok) return false;
     // A CUDA leaf takes the fused device copy (CUDA builds only).
-    const bool on_device = cuda::device_copyable(dest, src);
-    if ((!on_device && (!dest.device().is_cpu() || !src.device().is_cpu())) ||
-        dest.scalar_type() != src.scalar_type() ||
-        dest.layout() != at::kStrided || src.layout() != at::kStrided ||
-        !dest.is_contiguous() || !src.is_contiguous() || dest.requires_grad() ||
-        src.requires_grad() || dest.is_conj() || src.is_conj() ||
-        dest.is_neg() || src.is_neg() ||
+    const bool on_device = device_bytes(dest, src);
+    if ((!on_device && !(cpu_bytes(dest) && cpu_bytes(src) &&
+                         dest.scalar_type() == src.scalar_type())) ||
+        dest.requires_grad() || src.requires_grad() ||
         (dest.is_inference() && !c10::InferenceMode::is_enabled())) {
       return false;
     }
@@ -526,8 +487,12 @@ class WritePlan {
         to < from + nbytes) {
       return false;
     }
-    b = ByteCopy{
-        dest.unsafeGetTensorImpl(), to, from, nbytes, on_device, src_on_host};
+    b = ByteCopy{version_of(dest),
+                 to,
+                 from,
+                 nbytes,
+                 on_device ? dest.device().index() : c10::DeviceIndex{-1},
+                 src_on_host};
     return true;
   }
 
@@ -659,19 +624,6 @@ const c10::StorageImpl* storage_of(const at::Tensor& t) {
                              : nullptr;
 }
 
-bool dense_bytes(const at::Tensor& t) {
-  return t.layout() == at::kStrided && t.is_contiguous() && !t.is_conj() &&
-         !t.is_neg();
-}
-bool byte_copyable(const at::Tensor& t) {
-  return t.device().is_cpu() && dense_bytes(t);
-}
-// Whether the rows of a destination leaf take byte copies: on the CPU, or
-// in the fused device copy (CUDA builds).
-bool rows_byte_copyable(const at::Tensor& t) {
-  return byte_copyable(t) || (cuda::kEnabled && t.is_cuda() && dense_bytes(t));
-}
-
 }  // namespace
 
 RowWritePlan::RowWritePlan(const TensorDict& dst, const char* dst_name)
@@ -682,17 +634,12 @@ RowWritePlan::RowWritePlan(const TensorDict& dst, const char* dst_name)
   visit(
       root, Ignore(),
       [&](const KeyPath& path, const at::Tensor& t) {
-        const int64_t rows = t.size(0);
         char* base =
             rows_byte_copyable(t) ? static_cast<char*>(t.data_ptr()) : nullptr;
-        leaves_.push_back(
-            Leaf{path.key(), t, &t, t.sizes().slice(1).vec(),
-                 rows == 0
-                     ? 0
-                     : static_cast<size_t>(t.numel() / rows) * t.element_size(),
-                 base, storage_of(t), base != nullptr && t.is_cpu(),
-                 base != nullptr && t.is_cuda(),
-                 t.is_inference() ? nullptr : t.unsafeGetTensorImpl()});
+        leaves_.push_back(Leaf{path.key(), t, &t, t.sizes().slice(1).vec(),
+                               row_bytes(t), base, storage_of(t),
+                               base != nullptr && t.is_cpu(),
+                               base != nullptr && t.is_cuda(), version_of(t)});
       },
       Ignore());
 }
@@ -744,7 +691,7 @@ void RowWritePlan::bind(const char* op, const char* what,
     if (src.scalar_type() != l.tensor.scalar_type()) {
       check_cast(op, l.key, src.scalar_type(), l.tensor.scalar_type());
     }
-    if (!(l.cpu_bytes && src.is_cpu())) {
+    if (!(l.cpu_rows && src.is_cpu())) {
       TORCH_CHECK(copyable_devices(src.device(), l.tensor.device()), op,
                   ": key ", l.key.str(), ": cannot write a value on device ",
                   device_name(src.device()), " into a buffer on device ",
@@ -767,7 +714,7 @@ bool RowWritePlan::reads_destination(const Sources& sources) const {
 void RowWritePlan::write_rows(const Sources& sources, int64_t value_bd,
                               int64_t row, int64_t src_row,
                               int64_t count) const {
-  c10::SmallVector<cuda::DeviceCopy, 16> device;
+  ByteCopies copies;
   for (size_t i = 0; i < leaves_.size(); ++i) {
     const Leaf& l = leaves_[i];
     const at::Tensor& src = *sources[i];
@@ -781,16 +728,14 @@ void RowWritePlan::write_rows(const Sources& sources, int64_t value_bd,
              static_cast<size_t>(src_row) * l.row_bytes;
     };
     const size_t nbytes = static_cast<size_t>(count) * l.row_bytes;
-    if (l.cuda_bytes && cuda::device_copyable(l.tensor, src)) {
-      device.push_back(cuda::DeviceCopy{l.bump, to(), from(), nbytes,
-                                        l.tensor.device().index(),
-                                        src.device().is_cpu()});
+    if (l.cuda_rows && device_bytes(l.tensor, src)) {
+      copies.device(l.version, to(), from(), nbytes, l.tensor.device().index(),
+                    src.is_cpu());
       continue;
     }
-    if (l.cpu_bytes && src.scalar_type() == l.tensor.scalar_type() &&
-        byte_copyable(src)) {
-      copy_bytes(to(), from(), nbytes);
-      if (l.bump != nullptr) l.bump->bump_version();
+    if (l.cpu_rows && src.scalar_type() == l.tensor.scalar_type() &&
+        cpu_bytes(src)) {
+      copies.cpu(l.version, to(), from(), nbytes);
       continue;
     }
     at::NoGradGuard no_grad;
@@ -800,7 +745,7 @@ void RowWritePlan::write_rows(const Sources& sources, int64_t value_bd,
       l.tensor.narrow(0, row, count).copy_(src.narrow(0, src_row, count));
     }
   }
-  if (!device.empty()) cuda::run_copies(device);
+  copies.finish();
 }
 
 }  // namespace detail

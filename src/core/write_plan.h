@@ -18,7 +18,6 @@
 // The pieces:
 //  - `WriteTargets`: the destination side of a write, pairing the value's
 //    keys with the destination's, creating missing keys and undoing that;
-//  - `copy_bytes`: the one byte copy;
 //  - `index_put`: `dst[index] = value`;
 //  - `check_leaf_copy` / `LeafCopies` / `update_leaves`: whole-leaf copies
 //    (set_, update_, recv);
@@ -30,7 +29,6 @@
 #include <c10/util/SmallVector.h>
 
 #include <cstddef>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -103,16 +101,6 @@ void check_cast(const char* op, const LeafName& name, at::ScalarType src,
 void check_leaf_write(const char* op, const LeafName& name,
                       const at::Tensor& dest, const at::Tensor& src,
                       WriteKind kind);
-
-/// Copies `n` bytes from `src` to `dst`, which do not overlap partially
-/// (they may be the same bytes). The byte copy of every write plan: small
-/// leaf sizes compile to plain moves; copies of 16 KiB or more use
-/// non-temporal stores where the CPU has them (x86-64's SSE2), so that the
-/// destination lines, usually out of cache in a large buffer, are written
-/// without first being read. Those stores are fenced before it returns, so
-/// they are ordered before every later store (a row counter that commits a
-/// write, say).
-inline void copy_bytes(char* dst, const char* src, size_t n);
 
 /// The destination side of a write plan: the keys of `value` (the dict
 /// written, or the first input of stack_out/cat_out) matched with `dst`'s
@@ -260,8 +248,8 @@ void index_put(TensorDictImpl& dst, const NormalizedIndex& norm,
 /// bytes are); each write pairs the value with them by key (by position
 /// when the key orders agree), checks every leaf, then writes a contiguous
 /// block of rows `dst[row:row + count] = value[src_row:src_row + count]`:
-/// one byte copy per leaf when both sides allow it, a LibTorch copy
-/// otherwise.
+/// one byte copy per leaf when both sides allow it (core/row_copy.h), a
+/// LibTorch copy otherwise.
 ///
 /// Not synchronized. The destination must outlive the plan's writes (the
 /// plan holds a handle to it).
@@ -308,11 +296,10 @@ class RowWritePlan {
     char* base;  // set when rows can be byte-copied (contiguous CPU)
     const c10::StorageImpl* storage;  // to spot sources that view it
     // Fixed properties of `tensor`, read once: rows byte-copied on the CPU
-    // (`base` set and on the CPU) or on a CUDA device, and the TensorImpl
-    // whose version a write bumps (null for an inference tensor).
-    bool cpu_bytes;
-    bool cuda_bytes;
-    c10::TensorImpl* bump;
+    // (`base` set and on the CPU) or on a CUDA device, and `version_of` it.
+    bool cpu_rows;
+    bool cuda_rows;
+    c10::TensorImpl* version;
   };
   size_t leaf_index(const at::Tensor* stored) const;
 
@@ -320,40 +307,6 @@ class RowWritePlan {
   const char* dst_name_ = "";
   std::vector<Leaf> leaves_;
 };
-
-// ---------------------------------------------------------------------------
-
-void copy_bytes_streaming(char* dst, const char* src, size_t n);
-
-inline void copy_bytes(char* dst, const char* src, size_t n) {
-  switch (n) {
-    case 0:
-      return;
-    case 1:
-      std::memcpy(dst, src, 1);
-      return;
-    case 2:
-      std::memcpy(dst, src, 2);
-      return;
-    case 4:
-      std::memcpy(dst, src, 4);
-      return;
-    case 8:
-      std::memcpy(dst, src, 8);
-      return;
-    case 16:
-      std::memcpy(dst, src, 16);
-      return;
-    default:
-      break;
-  }
-  constexpr size_t kStreamFrom = size_t{1} << 14;
-  if (n >= kStreamFrom) {
-    copy_bytes_streaming(dst, src, n);
-  } else {
-    std::memmove(dst, src, n);
-  }
-}
 
 }  // namespace detail
 }  // namespace tensordict

@@ -3,7 +3,6 @@
 #include "cuda/device_copy.h"
 
 #include <ATen/ATen.h>
-#include <c10/core/GradMode.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -24,11 +23,6 @@ constexpr size_t kAlign = 16;
 size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 void check_launch(int err) { C10_CUDA_CHECK(static_cast<cudaError_t>(err)); }
-
-bool dense(const at::Tensor& t) {
-  return t.layout() == at::kStrided && t.is_contiguous() && !t.is_conj() &&
-         !t.is_neg() && !t.is_quantized();
-}
 
 // Pinned host buffers that host data is packed into before one
 // asynchronous copy to the device: a ring of a few per thread and device,
@@ -157,12 +151,6 @@ void run_on_device(c10::DeviceIndex device,
 
 }  // namespace
 
-bool device_copyable(const at::Tensor& dst, const at::Tensor& src) {
-  return dst.is_cuda() && dense(dst) && dense(src) &&
-         dst.scalar_type() == src.scalar_type() &&
-         (src.is_cpu() || src.device() == dst.device());
-}
-
 void run_copies(c10::ArrayRef<DeviceCopy> copies) {
   // Grouped by device, in order of first appearance.
   std::vector<c10::DeviceIndex> devices;
@@ -182,16 +170,9 @@ void run_copies(c10::ArrayRef<DeviceCopy> copies) {
 }
 
 std::vector<at::Tensor> gather_leaves(
-    const std::vector<const at::Tensor*>& leaves, const at::Tensor& index) {
-  if (leaves.empty() || !leaves[0]->is_cuda()) return {};
+    const std::vector<const at::Tensor*>& leaves,
+    c10::ArrayRef<size_t> row_bytes, const at::Tensor& index) {
   const at::Device device = leaves[0]->device();
-  const bool grad_mode = c10::GradMode::is_enabled();
-  for (const at::Tensor* t : leaves) {
-    if (t->device() != device || t->dim() == 0 || !dense(*t) ||
-        (grad_mode && t->requires_grad())) {
-      return {};
-    }
-  }
   const int64_t n = index.size(0);
   const c10::DeviceIndex dev = device.index();
   c10::cuda::CUDAGuard guard(device);
@@ -207,18 +188,15 @@ std::vector<at::Tensor> gather_leaves(
   std::vector<GatherLeaf> work;
   out.reserve(leaves.size());
   work.reserve(leaves.size());
-  for (const at::Tensor* t : leaves) {
+  for (size_t k = 0; k < leaves.size(); ++k) {
+    const at::Tensor* t = leaves[k];
     std::vector<int64_t> shape = t->sizes().vec();
-    const int64_t rows = shape[0];
     shape[0] = n;
     out.push_back(at::empty(shape, t->options()));
-    const size_t row_bytes =
-        rows == 0 ? 0
-                  : static_cast<size_t>(t->numel() / rows) * t->element_size();
-    if (n > 0 && row_bytes > 0) {
+    if (n > 0 && row_bytes[k] > 0) {
       work.push_back(GatherLeaf{static_cast<const char*>(t->data_ptr()),
                                 static_cast<char*>(out.back().data_ptr()),
-                                row_bytes});
+                                row_bytes[k]});
     }
   }
   if (!work.empty()) {

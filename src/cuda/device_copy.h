@@ -3,9 +3,11 @@
 //
 // Compiled in CUDA builds only (CMake's TENSORDICT_CUDA, which defines
 // TENSORDICT_WITH_CUDA for the library). Elsewhere `kEnabled` is false and
-// the functions below are inline stand-ins that decline every request, so
-// callers are written once, without conditional compilation, and CPU builds
-// keep their paths unchanged.
+// the functions below are inline stand-ins that callers never reach (the
+// row-copy layer, core/row_copy.h, tests `kEnabled` before it hands a copy
+// over), so callers are written once, without conditional compilation, and
+// CPU builds keep their paths unchanged. Which tensors may take these paths
+// is decided there too.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -33,12 +35,6 @@ struct DeviceCopy {
 
 constexpr bool kEnabled = true;
 
-/// Whether the bytes of `src` can be copied straight into `dst`'s memory:
-/// both dense (strided, contiguous, no conjugate or negative bit) and of one
-/// dtype, `dst` on a CUDA device and `src` on the CPU or on that device. The
-/// caller checks shapes and which region of `dst` is written.
-bool device_copyable(const at::Tensor& dst, const at::Tensor& src);
-
 /// Runs `copies` on the current stream of each destination device: the host
 /// sources are packed into reusable pinned staging memory and sent with one
 /// asynchronous copy, then one kernel launch copies every region. Host
@@ -48,27 +44,27 @@ bool device_copyable(const at::Tensor& dst, const at::Tensor& src);
 void run_copies(c10::ArrayRef<DeviceCopy> copies);
 
 /// Rows `index` (CPU int64 [n], contiguous, every entry a valid row) of each
-/// of `leaves`, gathered on the device by one kernel launch into new
-/// tensors, when every leaf is a dense CUDA tensor (see device_copyable) of
-/// at least one dim on one device that does not require grad under grad
-/// mode; otherwise empty (the caller gathers another way).
+/// of `leaves`, whose rows are `row_bytes[k]` bytes, gathered on the device
+/// by one kernel launch into new tensors. The caller (core/row_copy.h)
+/// decides which leaves may: dense CUDA leaves of at least one dim, all on
+/// one device, that autograd does not track.
 std::vector<at::Tensor> gather_leaves(
-    const std::vector<const at::Tensor*>& leaves, const at::Tensor& index);
+    const std::vector<const at::Tensor*>& leaves,
+    c10::ArrayRef<size_t> row_bytes, const at::Tensor& index);
 
 #else
 
 constexpr bool kEnabled = false;
 
-inline bool device_copyable(const at::Tensor&, const at::Tensor&) {
-  return false;
-}
 inline void run_copies(c10::ArrayRef<DeviceCopy> copies) {
   TORCH_CHECK(copies.empty(),
               "tensordict was built without its CUDA paths (TENSORDICT_CUDA)");
 }
 inline std::vector<at::Tensor> gather_leaves(
-    const std::vector<const at::Tensor*>&, const at::Tensor&) {
-  return {};
+    const std::vector<const at::Tensor*>&, c10::ArrayRef<size_t>,
+    const at::Tensor&) {
+  TORCH_CHECK(false,
+              "tensordict was built without its CUDA paths (TENSORDICT_CUDA)");
 }
 
 #endif
