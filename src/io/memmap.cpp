@@ -60,7 +60,6 @@ using detail::ImplPtr;
 using detail::is_reserved_key;
 using detail::join_path;
 using detail::json_excerpt;
-using detail::key_repr;
 using detail::kTdType;
 using detail::map_storage;
 using detail::Node;
@@ -201,11 +200,11 @@ class MemmapPlanner {
   void leaf(const detail::KeyPath& path, at::Tensor& t) {
     std::string name = entry_name(path, /*is_dict=*/false);
     TORCH_CHECK_TYPE(supported_dtype(t.scalar_type()), fn_, ": key ",
-                     key_repr(path), " has dtype ",
+                     path.key().str(), " has dtype ",
                      detail::dtype_name(t.scalar_type()),
                      ", which the memmap format does not support");
     TORCH_CHECK_VALUE(t.layout() == at::kStrided && !t.is_quantized(), fn_,
-                      ": key ", key_repr(path),
+                      ": key ", path.key().str(),
                       " is not a dense (strided) tensor and cannot be "
                       "memory-mapped");
     levels_.back().meta[*path.parts.back()] = leaf_meta(t);
@@ -236,7 +235,7 @@ class MemmapPlanner {
       current().meta = meta.dump();
     } catch (const nlohmann::json::exception&) {
       // Keys were checked; a non-tensor string value was not.
-      TORCH_CHECK_VALUE(false, fn_, ": key ", key_repr(path),
+      TORCH_CHECK_VALUE(false, fn_, ": key ", path.key().str(),
                         ": its non-tensor value holds a string that is "
                         "not valid UTF-8, which meta.json cannot hold");
     }
@@ -261,14 +260,14 @@ class MemmapPlanner {
   // Checks that meta.json can hold the key of the entry at `path`.
   void check_key(const detail::KeyPath& path) const {
     const std::string& key = *path.parts.back();
-    TORCH_CHECK_VALUE(!is_reserved_key(key), fn_, ": key ", key_repr(path),
+    TORCH_CHECK_VALUE(!is_reserved_key(key), fn_, ": key ", path.key().str(),
                       " is reserved by the memmap format (meta.json uses "
                       "\"shape\", \"device\" and \"_type\" for the dict's own "
                       "metadata)");
     try {
       (void)ordered_json(key).dump();
     } catch (const nlohmann::json::exception&) {
-      TORCH_CHECK_VALUE(false, fn_, ": key ", key_repr(path),
+      TORCH_CHECK_VALUE(false, fn_, ": key ", path.key().str(),
                         " is not valid UTF-8, which meta.json cannot hold");
     }
   }
@@ -282,11 +281,11 @@ class MemmapPlanner {
     const char* suffix = is_dict ? "" : ".memmap";
     std::string name = file_name(key, key_names_) + suffix;
     TORCH_CHECK_VALUE(name.size() + 32 <= kMaxFileName, fn_, ": key ",
-                      key_repr(path), " is too long for a file name ('", name,
+                      path.key().str(), " is too long for a file name ('", name,
                       "' has ", name.size(), " bytes)");
     std::vector<std::string>& names = levels_.back().names;
     for (const auto& used : names) {
-      TORCH_CHECK_VALUE(used != name, fn_, ": key ", key_repr(path),
+      TORCH_CHECK_VALUE(used != name, fn_, ": key ", path.key().str(),
                         " would be stored as '", name,
                         "', which another entry of the same dict uses");
     }
@@ -862,9 +861,9 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
     const std::string& key = it.key();
     if (is_reserved_key(key)) continue;
     key_path.push_back(key);
-    const std::string krepr = key_repr(key_path);
     TORCH_CHECK(!key.empty(), "load_memmap: '", path,
                 "' has an empty key, which a C++ TensorDict cannot hold");
+    const std::string krepr = NestedKey(key_path).str();
     const ordered_json& e = it.value();
     TORCH_CHECK(e.is_object(), "load_memmap: '", path, "': the entry of key ",
                 krepr, " must be a JSON object, got ", json_excerpt(e));
