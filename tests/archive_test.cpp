@@ -376,7 +376,7 @@ TEST(Archive, ForeignZipFilesLoadUnalignedAndDeflatedEntriesReadOnly) {
     // ForeignMeta() puts x.memmap's payload at an odd offset.
     ExpectThrowsMsg(
         [&] { (void)TensorDict::load_memmap(path); },
-        "load_memmap: key 'x': '" + path + "/x.memmap' is " +
+        "load_memmap: key x: '" + path + "/x.memmap' is " +
             (deflate ? "compressed" : "not aligned for its dtype") +
             ", so writes into the leaf could not reach the file: load the "
             "archive with read_only = true, which reads it into memory");
@@ -517,7 +517,7 @@ TEST(ArchiveErrors, HostileFilesGetAClearError) {
     ZipBuilder z = Foreign();
     z.files[1].method_override = 12;
     expect_entry(z.build(),
-                 "load_memmap: key 'x': '" + path +
+                 "load_memmap: key x: '" + path +
                      "/x.memmap' is compressed with method 12 (bzip2), which "
                      "this library cannot read: only stored and deflate "
                      "entries can be");
@@ -527,7 +527,7 @@ TEST(ArchiveErrors, HostileFilesGetAClearError) {
     const size_t x_record = Rd32(b, b.size() - 22 + 16) + 46 + 9;
     Put32(b, x_record + 24, 1u << 30);  // declares 1 GiB from a few bytes
     expect_entry(
-        b, "load_memmap: key 'x': '" + path +
+        b, "load_memmap: key x: '" + path +
                "/x.memmap' is corrupt: it declares 1073741824 bytes, more "
                "than its " +
                std::to_string(Rd32(b, x_record + 20)) +
@@ -540,20 +540,20 @@ TEST(ArchiveErrors, HostileFilesGetAClearError) {
     std::string b = z.build();
     const size_t x_record = Rd32(b, b.size() - 22 + 16) + 46 + 9;
     Put32(b, x_record + 24, 8);  // claims 8 bytes; its data inflates to 4
-    expect_entry(b, "load_memmap: key 'x': '" + path +
+    expect_entry(b, "load_memmap: key x: '" + path +
                         "/x.memmap' is corrupt: its deflate data ends early");
   }
   {
     ZipBuilder z;
     z.add("meta.json", kMeta).add("x.memmap", FloatBytes({1.5f}));
-    expect_entry(z.build(), "load_memmap: key 'x': leaf entry '" + path +
+    expect_entry(z.build(), "load_memmap: key x: leaf entry '" + path +
                                 "/x.memmap' holds 4 bytes, but shape [2] of "
                                 "torch.float32 needs 8");
   }
   {
     ZipBuilder z;
     z.add("meta.json", kMeta);
-    expect_entry(z.build(), "load_memmap: key 'x': leaf entry '" + path +
+    expect_entry(z.build(), "load_memmap: key x: leaf entry '" + path +
                                 "/x.memmap' is missing");
   }
 }
@@ -567,7 +567,7 @@ TEST(ArchiveErrors, AFailedWriteLeavesTheOldArchiveAndNoTemporaryFile) {
       [&] {
         (void)TensorDict({{"shape", at::ones({3})}}, {3}).memmap(path);
       },
-      "memmap: key 'shape' is reserved by the memmap format (meta.json uses "
+      "memmap: key shape is reserved by the memmap format (meta.json uses "
       "\"shape\", \"device\" and \"_type\" for the dict's own metadata)");
   EXPECT_EQ(ReadFile(path), before);
   EXPECT_EQ(ListDir(dir.str()), std::vector<std::string>{"td.tdz"});

@@ -120,6 +120,15 @@ TEST(NestedKeyFormat, ComponentsAreQuotedLikePythonRepr) {
             "('new\\nline', 'tab\\t')");
 }
 
+TEST(NestedKeyFormat, BytesThatAreNotUtf8AreCopiedAsTheyAre) {
+  // A key is any byte string; bytes that start no UTF-8 sequence print as
+  // they are, and do not swallow the bytes after them.
+  EXPECT_EQ((NestedKey{"n", "\xff"}).str(), "('n', '\xff')");
+  EXPECT_EQ((NestedKey{"n", "\xe9\n"}).str(), "('n', '\xe9\\n')");
+  const std::string stray = std::string("\x80") + "caf\xc3\xa9";
+  EXPECT_EQ((NestedKey{"n", stray}).str(), "('n', '" + stray + "')");
+}
+
 TEST(NestedKeyFormat, NonEmptyFormatSpecIsRejected) {
   NestedKey k = "obs";
   EXPECT_THROW((void)fmt::format(fmt::runtime("{:>10}"), k), fmt::format_error);

@@ -450,7 +450,7 @@ TEST(NonTensor, DamagedNonTensorEntriesAreClearErrors) {
       << R"({"_type": "<class 'tensordict.tensorclass.NonTensorData'>", "_metadata": null})";
   ExpectThrowsMsg(
       [&] { (void)TensorDict::load_memmap(tmp / "td"); },
-      "load_memmap: key 's': its value was pickled by Python (it is not "
+      "load_memmap: key s: its value was pickled by Python (it is not "
       "JSON), which this library cannot read ('" +
           meta + "' has no JSON \"data\")");
   std::ofstream(meta)
@@ -458,7 +458,7 @@ TEST(NonTensor, DamagedNonTensorEntriesAreClearErrors) {
   ExpectThrowsMsg(
       [&] { (void)TensorDict::load_memmap(tmp / "td"); },
       "load_memmap: '" + meta +
-          "': key 's' should hold a <class "
+          "': key s should hold a <class "
           "'tensordict.tensorclass.NonTensorData'>"
           ", but \"_type\" is \"<class 'tensordict._td.TensorDict'>\"");
 }

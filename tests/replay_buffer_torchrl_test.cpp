@@ -399,7 +399,7 @@ TEST(ReplayBufferTorchRL, ADamagedDumpIsRejectedAndLeftAsItWas) {
        false},
       {"storage/obs.memmap", nullptr,
        "ReplayBuffer: cannot reopen the buffer in '" + dir +
-           "': load_memmap: key 'obs': leaf file '" + dir +
+           "': load_memmap: key obs: leaf file '" + dir +
            "/storage/obs.memmap' is missing",
        false},
   };

@@ -45,7 +45,6 @@ using detail::write_all;
 using ordered_json = nlohmann::ordered_json;
 using detail::checked_nbytes;
 using detail::json_excerpt;
-using detail::key_repr;
 using detail::parse_batch;
 using detail::parse_device;
 using detail::parse_dtype;
@@ -129,13 +128,13 @@ ImplPtr load_meta(const ordered_json& j, const c10::Storage& storage,
   TORCH_CHECK(
       j.is_object() && j.contains("entries") && j["entries"].is_object(), fn,
       ": '", path, "': malformed metadata ",
-      key_path.empty() ? "at the root" : "at key " + key_repr(key_path));
+      key_path.empty() ? "at the root" : "at key " + NestedKey(key_path).str());
   auto impl =
       detail::make_impl(parse_batch(j, path, "batch_size", fn), c10::nullopt);
   TORCH_CHECK(
       detail::starts_with(impl->batch_size, parent_batch), fn, ": '", path,
       "': the batch size ", detail::shape_str(impl->batch_size),
-      key_path.empty() ? std::string() : " of key " + key_repr(key_path),
+      key_path.empty() ? std::string() : " of key " + NestedKey(key_path).str(),
       " does not start with the parent's batch size ",
       detail::shape_str(parent_batch));
   auto dev = parse_device(j, path, fn);
@@ -147,8 +146,8 @@ ImplPtr load_meta(const ordered_json& j, const c10::Storage& storage,
   const ordered_json& entries = j["entries"];
   for (auto it = entries.begin(); it != entries.end(); ++it) {
     key_path.push_back(it.key());
-    const std::string krepr = key_repr(key_path);
     TORCH_CHECK(!it.key().empty(), fn, ": '", path, "' has an empty key");
+    const std::string krepr = NestedKey(key_path).str();
     const ordered_json& e = it.value();
     TORCH_CHECK(e.is_object(), fn, ": '", path, "': the entry of key ", krepr,
                 " must be a JSON object, got ", json_excerpt(e));

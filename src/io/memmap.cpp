@@ -60,7 +60,6 @@ using detail::ImplPtr;
 using detail::is_reserved_key;
 using detail::join_path;
 using detail::json_excerpt;
-using detail::key_repr;
 using detail::kTdType;
 using detail::map_storage;
 using detail::Node;
@@ -139,135 +138,192 @@ ordered_json non_tensor_meta(const TensorDictImpl& level) {
                       {"data", detail::non_tensor_tolist(level)}};
 }
 
-// Validates the tree under `root` and builds the write plan, without touching
-// the file system.
-MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
-                       MemmapKeyNames key_names, const char* fn) {
-  MemmapPlan plan;
-  // Each level being planned, the innermost last: its directory, its
-  // meta.json so far and the file-system names it uses.
+// The metadata of a dict level itself in its meta.json: its batch size,
+// its device (a memory-mapped dict lives on the CPU, whatever device it
+// had) and Python's class name.
+ordered_json level_meta(const TensorDictImpl& level) {
+  ordered_json batch = ordered_json::array();
+  for (int64_t d : level.batch_size) batch.push_back(d);
+  return ordered_json{
+      {"shape", std::move(batch)}, {"device", "cpu"}, {"_type", kTdType}};
+}
+
+// The meta.json entry of a leaf.
+ordered_json leaf_meta(const at::Tensor& t) {
+  ordered_json shape = ordered_json::array();
+  for (int64_t d : t.sizes()) shape.push_back(d);
+  return ordered_json{{"device", "cpu"},
+                      {"shape", std::move(shape)},
+                      {"dtype", detail::dtype_name(t.scalar_type())},
+                      {"is_nested", false}};
+}
+
+// What an earlier write in the other key-name mode left under the name of
+// `key` that it is not stored under now (`name`, with `suffix`), if that
+// name is no other entry's; empty when there is none. An escaped name holds
+// a '%' and a hex digit pair, so it is no raw name and no other key escapes
+// to it; a raw one (raw_name_ok) holds no such pair, so it is no other
+// key's name.
+std::string other_name(const std::string& key, const std::string& name,
+                       const char* suffix) {
+  const std::string escaped = escape_key(key) + suffix;
+  if (name != escaped) return escaped;
+  if (raw_name_ok(key) && key + suffix != name) return key + suffix;
+  return std::string();
+}
+
+// Builds the write plan of a tree during one `detail::visit` of it: `enter`
+// opens a level (its directory), `leaf` plans a leaf's file, `leave` writes
+// the level's meta.json. Each step checks what the format cannot hold, and
+// none touches the file system.
+class MemmapPlanner {
+ public:
+  MemmapPlanner(const std::string& prefix, MemmapKeyNames key_names,
+                const char* fn)
+      : prefix_(prefix), key_names_(key_names), fn_(fn) {}
+
+  void enter(const detail::KeyPath& path, TensorDictImpl& level) {
+    std::string dir = prefix_;
+    if (!path.parts.empty()) {
+      const std::string name = entry_name(path, /*is_dict=*/true);
+      const char* type = level.non_tensor == nullptr          ? "TensorDict"
+                         : detail::non_tensor_is_stack(level) ? "NonTensorStack"
+                                                              : "NonTensorData";
+      levels_.back().meta[*path.parts.back()] = ordered_json{{"type", type}};
+      dir = join_path(current().dir, name);
+    }
+    plan_.dirs.push_back(DirPlan{&level, std::move(dir), {}, {}, {}});
+    levels_.push_back(
+        Level{plan_.dirs.size() - 1, ordered_json::object(), {"meta.json"}});
+  }
+
+  void leaf(const detail::KeyPath& path, at::Tensor& t) {
+    std::string name = entry_name(path, /*is_dict=*/false);
+    TORCH_CHECK_TYPE(supported_dtype(t.scalar_type()), fn_, ": key ",
+                     path.key().str(), " has dtype ",
+                     detail::dtype_name(t.scalar_type()),
+                     ", which the memmap format does not support");
+    TORCH_CHECK_VALUE(t.layout() == at::kStrided && !t.is_quantized(), fn_,
+                      ": key ", path.key().str(),
+                      " is not a dense (strided) tensor and cannot be "
+                      "memory-mapped");
+    levels_.back().meta[*path.parts.back()] = leaf_meta(t);
+    DirPlan& d = current();
+    std::string file = join_path(d.dir, name);
+    d.leaves.push_back(LeafPlan{&t, std::move(name), std::move(file), {}, {}});
+  }
+
+  void leave(const detail::KeyPath& path, TensorDictImpl& level) {
+    ordered_json& meta = levels_.back().meta;
+    const ordered_json td_meta = level_meta(level);
+    if (level.non_tensor != nullptr) {
+      // Python's NonTensorData / NonTensorStack directory (see
+      // persistence.h): the value in meta.json, and for NonTensorData the
+      // batch size in _tensordict/meta.json, which 0.4 needs.
+      meta = non_tensor_meta(level);
+      if (!detail::non_tensor_is_stack(level)) {
+        const std::string sub = join_path(current().dir, "_tensordict");
+        plan_.dirs.push_back(DirPlan{nullptr, sub, td_meta.dump(), {}, {}});
+        plan_.meta_order.push_back(plan_.dirs.size() - 1);
+      }
+    } else {
+      for (auto it = td_meta.begin(); it != td_meta.end(); ++it) {
+        meta[it.key()] = it.value();
+      }
+    }
+    try {
+      current().meta = meta.dump();
+    } catch (const nlohmann::json::exception&) {
+      // Keys were checked; a non-tensor string value was not.
+      TORCH_CHECK_VALUE(false, fn_, ": key ", path.key().str(),
+                        ": its non-tensor value holds a string that is "
+                        "not valid UTF-8, which meta.json cannot hold");
+    }
+    plan_.meta_order.push_back(levels_.back().dir);
+    levels_.pop_back();
+  }
+
+  MemmapPlan take() { return std::move(plan_); }
+
+ private:
+  // A level being planned: its directory, its meta.json so far and the
+  // file-system names it uses.
   struct Level {
     size_t dir;
     ordered_json meta;
     std::vector<std::string> names;
   };
-  std::vector<Level> levels;
-  // Checks the entry at `path` of the innermost level; returns its file name.
-  auto entry_name = [&](const detail::KeyPath& path, bool is_dict) {
+
+  // The innermost level's directory.
+  DirPlan& current() { return plan_.dirs[levels_.back().dir]; }
+
+  // Checks that meta.json can hold the key of the entry at `path`.
+  void check_key(const detail::KeyPath& path) const {
     const std::string& key = *path.parts.back();
-    TORCH_CHECK_VALUE(!is_reserved_key(key), fn, ": key ", key_repr(path),
+    TORCH_CHECK_VALUE(!is_reserved_key(key), fn_, ": key ", path.key().str(),
                       " is reserved by the memmap format (meta.json uses "
                       "\"shape\", \"device\" and \"_type\" for the dict's own "
                       "metadata)");
     try {
       (void)ordered_json(key).dump();
     } catch (const nlohmann::json::exception&) {
-      TORCH_CHECK_VALUE(false, fn, ": key ", key_repr(path),
+      TORCH_CHECK_VALUE(false, fn_, ": key ", path.key().str(),
                         " is not valid UTF-8, which meta.json cannot hold");
     }
+  }
+
+  // Checks the entry at `path` of the innermost level; returns its file
+  // name, and plans the removal of what an earlier write left under its
+  // other name.
+  std::string entry_name(const detail::KeyPath& path, bool is_dict) {
+    check_key(path);
+    const std::string& key = *path.parts.back();
     const char* suffix = is_dict ? "" : ".memmap";
-    std::string name = file_name(key, key_names) + suffix;
-    TORCH_CHECK_VALUE(name.size() + 32 <= kMaxFileName, fn, ": key ",
-                      key_repr(path), " is too long for a file name ('", name,
+    std::string name = file_name(key, key_names_) + suffix;
+    TORCH_CHECK_VALUE(name.size() + 32 <= kMaxFileName, fn_, ": key ",
+                      path.key().str(), " is too long for a file name ('", name,
                       "' has ", name.size(), " bytes)");
-    std::vector<std::string>& names = levels.back().names;
+    std::vector<std::string>& names = levels_.back().names;
     for (const auto& used : names) {
-      TORCH_CHECK_VALUE(used != name, fn, ": key ", key_repr(path),
+      TORCH_CHECK_VALUE(used != name, fn_, ": key ", path.key().str(),
                         " would be stored as '", name,
                         "', which another entry of the same dict uses");
     }
     names.push_back(name);
-    // What an earlier write in the other mode left under the key's other
-    // name, which no other entry uses: an escaped name holds a '%' and a hex
-    // digit pair, so it is no raw name and no other key escapes to it; a raw
-    // one (raw_name_ok) holds no such pair, so it is no other key's name.
-    const std::string escaped = escape_key(key) + suffix;
-    const std::string other = name != escaped ? escaped
-                              : raw_name_ok(key) && key + suffix != name
-                                  ? key + suffix
-                                  : std::string();
+    const std::string other = other_name(key, name, suffix);
     if (!other.empty()) {
-      DirPlan& d = plan.dirs[levels.back().dir];
+      DirPlan& d = current();
       d.stale.push_back(is_dict
                             ? join_path(join_path(d.dir, other), "meta.json")
                             : join_path(d.dir, other));
     }
     return name;
-  };
+  }
+
+  std::string prefix_;
+  MemmapKeyNames key_names_;
+  const char* fn_;
+  MemmapPlan plan_;
+  std::vector<Level> levels_;  // the innermost last
+};
+
+// Validates the tree under `root` and builds the write plan, without touching
+// the file system.
+MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
+                       MemmapKeyNames key_names, const char* fn) {
+  MemmapPlanner planner(prefix, key_names, fn);
   detail::visit(
       root,
       [&](const detail::KeyPath& path, TensorDictImpl& level) {
-        std::string dir = prefix;
-        if (!path.parts.empty()) {
-          const std::string name = entry_name(path, /*is_dict=*/true);
-          const char* type = level.non_tensor == nullptr ? "TensorDict"
-                             : detail::non_tensor_is_stack(level)
-                                 ? "NonTensorStack"
-                                 : "NonTensorData";
-          levels.back().meta[*path.parts.back()] = ordered_json{{"type", type}};
-          dir = join_path(plan.dirs[levels.back().dir].dir, name);
-        }
-        plan.dirs.push_back(DirPlan{&level, std::move(dir), {}, {}, {}});
-        levels.push_back(
-            Level{plan.dirs.size() - 1, ordered_json::object(), {"meta.json"}});
+        planner.enter(path, level);
       },
       [&](const detail::KeyPath& path, at::Tensor& t) {
-        std::string name = entry_name(path, /*is_dict=*/false);
-        TORCH_CHECK_TYPE(supported_dtype(t.scalar_type()), fn, ": key ",
-                         key_repr(path), " has dtype ",
-                         detail::dtype_name(t.scalar_type()),
-                         ", which the memmap format does not support");
-        TORCH_CHECK_VALUE(t.layout() == at::kStrided && !t.is_quantized(), fn,
-                          ": key ", key_repr(path),
-                          " is not a dense (strided) tensor and cannot be "
-                          "memory-mapped");
-        ordered_json shape = ordered_json::array();
-        for (int64_t d : t.sizes()) shape.push_back(d);
-        levels.back().meta[*path.parts.back()] =
-            ordered_json{{"device", "cpu"},
-                         {"shape", std::move(shape)},
-                         {"dtype", detail::dtype_name(t.scalar_type())},
-                         {"is_nested", false}};
-        DirPlan& d = plan.dirs[levels.back().dir];
-        std::string file = join_path(d.dir, name);
-        d.leaves.push_back(
-            LeafPlan{&t, std::move(name), std::move(file), {}, {}});
+        planner.leaf(path, t);
       },
       [&](const detail::KeyPath& path, TensorDictImpl& level) {
-        ordered_json& meta = levels.back().meta;
-        ordered_json batch = ordered_json::array();
-        for (int64_t d : level.batch_size) batch.push_back(d);
-        // A memory-mapped dict lives on the CPU, whatever device it had.
-        ordered_json td_meta{
-            {"shape", std::move(batch)}, {"device", "cpu"}, {"_type", kTdType}};
-        if (level.non_tensor != nullptr) {
-          // Python's NonTensorData / NonTensorStack directory (see
-          // persistence.h): the value in meta.json, and for NonTensorData
-          // the batch size in _tensordict/meta.json, which 0.4 needs.
-          meta = non_tensor_meta(level);
-          if (!detail::non_tensor_is_stack(level)) {
-            const std::string sub =
-                join_path(plan.dirs[levels.back().dir].dir, "_tensordict");
-            plan.dirs.push_back(DirPlan{nullptr, sub, td_meta.dump(), {}, {}});
-            plan.meta_order.push_back(plan.dirs.size() - 1);
-          }
-        } else {
-          for (auto it = td_meta.begin(); it != td_meta.end(); ++it) {
-            meta[it.key()] = it.value();
-          }
-        }
-        try {
-          plan.dirs[levels.back().dir].meta = meta.dump();
-        } catch (const nlohmann::json::exception&) {
-          // Keys were checked; a non-tensor string value was not.
-          TORCH_CHECK_VALUE(false, fn, ": key ", key_repr(path),
-                            ": its non-tensor value holds a string that is "
-                            "not valid UTF-8, which meta.json cannot hold");
-        }
-        plan.meta_order.push_back(levels.back().dir);
-        levels.pop_back();
+        planner.leave(path, level);
       });
-  return plan;
+  return planner.take();
 }
 
 void make_dirs(const MemmapPlan& plan) {
@@ -625,9 +681,8 @@ ImplPtr load_dir(const std::string& dir, std::vector<std::string>& key_path,
   return impl;
 }
 
-ImplPtr load_level(const ordered_json& meta, const std::string& dir,
-                   const std::string& path, std::vector<std::string>& key_path,
-                   LoadCtx& ctx) {
+// Checks that `meta`, the parsed `path`, describes a dict level.
+void check_level_meta(const ordered_json& meta, const std::string& path) {
   TORCH_CHECK(meta.is_object(), "load_memmap: '", path,
               "' must hold a JSON object, got ", json_excerpt(meta));
   auto type_it = meta.find("_type");
@@ -636,7 +691,164 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
       "' does not describe a TensorDict (\"_type\" is ",
       type_it == meta.end() ? std::string("missing") : json_excerpt(*type_it),
       ")");
+}
 
+// The sub-directory of `dir` that holds the sub-dict `key` of the level
+// `meta` describes: the first of its candidate names that exists.
+std::string find_sub_dir(const LoadCtx& ctx, const std::string& dir,
+                         const std::string& key, const ordered_json& meta) {
+  const std::vector<std::string> names = file_name_candidates(key, meta);
+  std::string sub_dir;
+  for (const auto& name : names) {
+    const std::string candidate = join_path(dir, name);
+    if (ctx.exists(candidate)) {
+      sub_dir = candidate;
+      break;
+    }
+  }
+  TORCH_CHECK(!sub_dir.empty(), "load_memmap: '", join_path(dir, names[0]),
+              "' does not exist",
+              names.size() > 1
+                  ? " (nor does '" + join_path(dir, names[1]) + "')"
+                  : std::string());
+  return sub_dir;
+}
+
+// The sub-dict entry `e` (a TensorDict, NonTensorData or NonTensorStack
+// directory) of the last key of `key_path` (`krepr`), in the level `meta`
+// (the parsed `path` in `dir`) of batch size `parent_batch`.
+ImplPtr load_sub_entry(const ordered_json& e, const ordered_json& meta,
+                       const std::string& dir, const std::string& path,
+                       const std::vector<int64_t>& parent_batch,
+                       std::vector<std::string>& key_path,
+                       const std::string& krepr, LoadCtx& ctx) {
+  const auto t_it = e.find("type");
+  const std::string type =
+      t_it->is_string() ? t_it->get<std::string>() : json_excerpt(*t_it);
+  const bool non_tensor = type == "NonTensorData" || type == "NonTensorStack";
+  TORCH_CHECK(type == "TensorDict" || non_tensor, "load_memmap: '", path,
+              "': key ", krepr, " has unsupported type \"", type, "\"");
+  const std::string sub_dir = find_sub_dir(ctx, dir, key_path.back(), meta);
+  ImplPtr sub = non_tensor
+                    ? load_non_tensor(ctx, sub_dir, type == "NonTensorStack",
+                                      parent_batch, krepr)
+                    : load_dir(sub_dir, key_path, ctx);
+  TORCH_CHECK(detail::starts_with(sub->batch_size, parent_batch),
+              "load_memmap: '", join_path(sub_dir, "meta.json"),
+              "': the batch size ", detail::shape_str(sub->batch_size),
+              " of key ", krepr,
+              " does not start with the parent's batch size ",
+              detail::shape_str(parent_batch));
+  return sub;
+}
+
+// A leaf's entry of meta.json, checked.
+struct LeafMeta {
+  at::ScalarType dtype;
+  std::vector<int64_t> shape;
+  int64_t nbytes;
+};
+
+// Checks the leaf entry `e` of key `krepr` in `path`, a level of batch size
+// `batch`.
+LeafMeta parse_leaf_meta(const ordered_json& e, const std::string& path,
+                         const std::string& krepr, c10::IntArrayRef batch) {
+  auto d_it = e.find("dtype");
+  TORCH_CHECK(d_it != e.end(), "load_memmap: '", path, "': key ", krepr,
+              " has no \"dtype\"");
+  c10::optional<at::ScalarType> dtype;
+  if (d_it->is_string()) dtype = parse_dtype(d_it->get<std::string>());
+  TORCH_CHECK_TYPE(dtype.has_value(), "load_memmap: '", path, "': key ", krepr,
+                   " has unknown dtype ", json_excerpt(*d_it));
+  auto s_it = e.find("shape");
+  TORCH_CHECK(s_it != e.end(), "load_memmap: '", path, "': key ", krepr,
+              " has no \"shape\"");
+  auto shape = parse_shape(*s_it);
+  TORCH_CHECK(shape.has_value(), "load_memmap: '", path, "': key ", krepr,
+              " has an invalid shape ", json_excerpt(*s_it),
+              " (expected a list of non-negative integers)");
+  auto n_it = e.find("is_nested");
+  TORCH_CHECK(n_it == e.end() || !n_it->is_boolean() || !n_it->get<bool>(),
+              "load_memmap: '", path, "': key ", krepr,
+              " is a nested (jagged) tensor, which is not supported");
+  TORCH_CHECK(detail::starts_with(*shape, batch), "load_memmap: '", path,
+              "': key ", krepr, " has shape ", detail::shape_str(*shape),
+              ", which does not start with the batch size ",
+              detail::shape_str(batch));
+  const auto nbytes = checked_nbytes(*shape, *dtype);
+  TORCH_CHECK(nbytes.has_value(), "load_memmap: '", path, "': key ", krepr,
+              " has shape ", detail::shape_str(*shape), ", which is too large");
+  return LeafMeta{*dtype, std::move(*shape), *nbytes};
+}
+
+// The leaf of `krepr` in an archive: a view (or copy) of the entry of the
+// first of its candidate file `names` in `dir`.
+at::Tensor archive_leaf(const LoadCtx& ctx, const std::string& dir,
+                        const std::vector<std::string>& names,
+                        const LeafMeta& m, const std::string& krepr) {
+  at::Tensor leaf;
+  for (const auto& name : names) {
+    leaf = ctx.archive->leaf(ctx.entry(join_path(dir, name + ".memmap")),
+                             m.dtype, m.shape, m.nbytes,
+                             "load_memmap: key " + krepr + ": ");
+    if (leaf.defined()) break;
+  }
+  TORCH_CHECK(leaf.defined(), "load_memmap: key ", krepr, ": leaf entry '",
+              join_path(dir, names[0] + ".memmap"), "' is missing",
+              names.size() > 1 ? " (and so is '" +
+                                     join_path(dir, names[1] + ".memmap") + "')"
+                               : std::string());
+  return leaf;
+}
+
+// The leaf of `krepr` in a directory: the first of its candidate files
+// `names` in `dir` that exists, mapped.
+at::Tensor mapped_leaf(const LoadCtx& ctx, const std::string& dir,
+                       const std::vector<std::string>& names, const LeafMeta& m,
+                       const std::string& krepr) {
+  std::string file;
+  struct stat fst {};
+  Fd fd;
+  for (const auto& name : names) {
+    file = join_path(dir, name + ".memmap");
+    fd = open_regular_file(file, !ctx.read_only,
+                           "load_memmap: key " + krepr + ": ", fst);
+    if (fd.valid()) break;
+  }
+  TORCH_CHECK(fd.valid(), "load_memmap: key ", krepr, ": leaf file '",
+              join_path(dir, names[0] + ".memmap"), "' is missing",
+              names.size() > 1 ? " (and so is '" +
+                                     join_path(dir, names[1] + ".memmap") + "')"
+                               : std::string());
+  TORCH_CHECK(fst.st_size >= m.nbytes, "load_memmap: key ", krepr,
+              ": leaf file '", file, "' holds ", fst.st_size,
+              " bytes, but shape ", detail::shape_str(m.shape), " of ",
+              detail::dtype_name(m.dtype), " needs ", m.nbytes);
+  // read_only: a private copy-on-write mapping of a file opened O_RDONLY.
+  // Writes into the leaves stay in this process's memory and never reach
+  // the file (and never fault).
+  c10::Storage storage = map_storage(
+      fd.get(), static_cast<size_t>(m.nbytes), static_cast<size_t>(m.nbytes),
+      /*writable=*/true, /*shared=*/!ctx.read_only, file);
+  return tensor_on(storage, 0, m.dtype, m.shape);
+}
+
+// The leaf `key` (`krepr`) of the level `meta` describes in `dir`.
+at::Tensor load_leaf(const LoadCtx& ctx, const std::string& dir,
+                     const std::string& key, const ordered_json& meta,
+                     const LeafMeta& m, const std::string& krepr) {
+  if (m.nbytes == 0) {
+    return at::empty(m.shape, at::TensorOptions().dtype(m.dtype));
+  }
+  const std::vector<std::string> names = file_name_candidates(key, meta);
+  return ctx.archive != nullptr ? archive_leaf(ctx, dir, names, m, krepr)
+                                : mapped_leaf(ctx, dir, names, m, krepr);
+}
+
+ImplPtr load_level(const ordered_json& meta, const std::string& dir,
+                   const std::string& path, std::vector<std::string>& key_path,
+                   LoadCtx& ctx) {
+  check_level_meta(meta, path);
   auto impl = detail::make_impl(parse_batch(meta, path, "shape", "load_memmap"),
                                 c10::nullopt);
   const c10::optional<at::Device> device =
@@ -649,123 +861,21 @@ ImplPtr load_level(const ordered_json& meta, const std::string& dir,
     const std::string& key = it.key();
     if (is_reserved_key(key)) continue;
     key_path.push_back(key);
-    const std::string krepr = key_repr(key_path);
     TORCH_CHECK(!key.empty(), "load_memmap: '", path,
                 "' has an empty key, which a C++ TensorDict cannot hold");
+    const std::string krepr = NestedKey(key_path).str();
     const ordered_json& e = it.value();
     TORCH_CHECK(e.is_object(), "load_memmap: '", path, "': the entry of key ",
                 krepr, " must be a JSON object, got ", json_excerpt(e));
-    auto t_it = e.find("type");
-    if (t_it != e.end()) {
-      const std::string type =
-          t_it->is_string() ? t_it->get<std::string>() : json_excerpt(*t_it);
-      const bool non_tensor =
-          type == "NonTensorData" || type == "NonTensorStack";
-      TORCH_CHECK(type == "TensorDict" || non_tensor, "load_memmap: '", path,
-                  "': key ", krepr, " has unsupported type \"", type, "\"");
-      const std::vector<std::string> names = file_name_candidates(key, meta);
-      std::string sub_dir;
-      for (const auto& name : names) {
-        const std::string candidate = join_path(dir, name);
-        if (ctx.exists(candidate)) {
-          sub_dir = candidate;
-          break;
-        }
-      }
-      TORCH_CHECK(!sub_dir.empty(), "load_memmap: '", join_path(dir, names[0]),
-                  "' does not exist",
-                  names.size() > 1
-                      ? " (nor does '" + join_path(dir, names[1]) + "')"
-                      : std::string());
-      ImplPtr sub =
-          non_tensor ? load_non_tensor(ctx, sub_dir, type == "NonTensorStack",
-                                       impl->batch_size, krepr)
-                     : load_dir(sub_dir, key_path, ctx);
-      TORCH_CHECK(detail::starts_with(sub->batch_size, impl->batch_size),
-                  "load_memmap: '", join_path(sub_dir, "meta.json"),
-                  "': the batch size ", detail::shape_str(sub->batch_size),
-                  " of key ", krepr,
-                  " does not start with the parent's batch size ",
-                  detail::shape_str(impl->batch_size));
+    if (e.contains("type")) {
+      ImplPtr sub = load_sub_entry(e, meta, dir, path, impl->batch_size,
+                                   key_path, krepr, ctx);
       impl->nodes.push_back(Node{key, at::Tensor(), std::move(sub)});
-      key_path.pop_back();
-      continue;
-    }
-    auto d_it = e.find("dtype");
-    TORCH_CHECK(d_it != e.end(), "load_memmap: '", path, "': key ", krepr,
-                " has no \"dtype\"");
-    c10::optional<at::ScalarType> dtype;
-    if (d_it->is_string()) dtype = parse_dtype(d_it->get<std::string>());
-    TORCH_CHECK_TYPE(dtype.has_value(), "load_memmap: '", path, "': key ",
-                     krepr, " has unknown dtype ", json_excerpt(*d_it));
-    auto s_it = e.find("shape");
-    TORCH_CHECK(s_it != e.end(), "load_memmap: '", path, "': key ", krepr,
-                " has no \"shape\"");
-    auto shape = parse_shape(*s_it);
-    TORCH_CHECK(shape.has_value(), "load_memmap: '", path, "': key ", krepr,
-                " has an invalid shape ", json_excerpt(*s_it),
-                " (expected a list of non-negative integers)");
-    auto n_it = e.find("is_nested");
-    TORCH_CHECK(n_it == e.end() || !n_it->is_boolean() || !n_it->get<bool>(),
-                "load_memmap: '", path, "': key ", krepr,
-                " is a nested (jagged) tensor, which is not supported");
-    TORCH_CHECK(detail::starts_with(*shape, impl->batch_size), "load_memmap: '",
-                path, "': key ", krepr, " has shape ",
-                detail::shape_str(*shape),
-                ", which does not start with the batch size ",
-                detail::shape_str(impl->batch_size));
-    const auto nbytes = checked_nbytes(*shape, *dtype);
-    TORCH_CHECK(nbytes.has_value(), "load_memmap: '", path, "': key ", krepr,
-                " has shape ", detail::shape_str(*shape),
-                ", which is too large");
-    at::Tensor leaf;
-    if (*nbytes == 0) {
-      leaf = at::empty(*shape, at::TensorOptions().dtype(*dtype));
-    } else if (ctx.archive != nullptr) {
-      const std::vector<std::string> names = file_name_candidates(key, meta);
-      for (const auto& name : names) {
-        leaf = ctx.archive->leaf(ctx.entry(join_path(dir, name + ".memmap")),
-                                 *dtype, *shape, *nbytes,
-                                 "load_memmap: key " + krepr + ": ");
-        if (leaf.defined()) break;
-      }
-      TORCH_CHECK(
-          leaf.defined(), "load_memmap: key ", krepr, ": leaf entry '",
-          join_path(dir, names[0] + ".memmap"), "' is missing",
-          names.size() > 1
-              ? " (and so is '" + join_path(dir, names[1] + ".memmap") + "')"
-              : std::string());
     } else {
-      const std::vector<std::string> names = file_name_candidates(key, meta);
-      std::string file;
-      struct stat fst {};
-      Fd fd;
-      for (const auto& name : names) {
-        file = join_path(dir, name + ".memmap");
-        fd = open_regular_file(file, !ctx.read_only,
-                               "load_memmap: key " + krepr + ": ", fst);
-        if (fd.valid()) break;
-      }
-      TORCH_CHECK(
-          fd.valid(), "load_memmap: key ", krepr, ": leaf file '",
-          join_path(dir, names[0] + ".memmap"), "' is missing",
-          names.size() > 1
-              ? " (and so is '" + join_path(dir, names[1] + ".memmap") + "')"
-              : std::string());
-      TORCH_CHECK(fst.st_size >= *nbytes, "load_memmap: key ", krepr,
-                  ": leaf file '", file, "' holds ", fst.st_size,
-                  " bytes, but shape ", detail::shape_str(*shape), " of ",
-                  detail::dtype_name(*dtype), " needs ", *nbytes);
-      // read_only: a private copy-on-write mapping of a file opened
-      // O_RDONLY. Writes into the leaves stay in this process's memory and
-      // never reach the file (and never fault).
-      c10::Storage storage =
-          map_storage(fd.get(), static_cast<size_t>(*nbytes),
-                      static_cast<size_t>(*nbytes), /*writable=*/true,
-                      /*shared=*/!ctx.read_only, file);
-      leaf = tensor_on(storage, 0, *dtype, *shape);
+      const LeafMeta m = parse_leaf_meta(e, path, krepr, impl->batch_size);
+      impl->nodes.push_back(
+          Node{key, load_leaf(ctx, dir, key, meta, m, krepr), nullptr});
     }
-    impl->nodes.push_back(Node{key, std::move(leaf), nullptr});
     key_path.pop_back();
   }
   if (device.has_value()) {

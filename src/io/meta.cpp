@@ -1,7 +1,7 @@
 // The vocabulary of Python tensordict's metadata files (meta.json, and the
-// single-file format's header): dtype names, shapes, keys in errors. Shared
-// by the memmap directories (io/memmap.cpp) and consolidation and the single
-// file (io/consolidate.cpp).
+// single-file format's header): dtype names, shapes, devices, bounded JSON
+// excerpts. Shared by the memmap directories (io/memmap.cpp) and
+// consolidation and the single file (io/consolidate.cpp).
 #include "io/meta.h"
 
 #include <limits>
@@ -29,24 +29,6 @@ bool shallow(const ordered_json& j, int limit) {
 }
 
 }  // namespace
-
-// "key obs" / "key ('next', 'obs')", like the rest of the library.
-std::string key_repr(const std::vector<std::string>& parts) {
-  if (parts.size() == 1) return "'" + parts.front() + "'";
-  std::string out = "(";
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i) out += ", ";
-    out += "'" + parts[i] + "'";
-  }
-  return out + ")";
-}
-
-std::string key_repr(const detail::KeyPath& path) {
-  std::vector<std::string> parts;
-  parts.reserve(path.parts.size());
-  for (const std::string* p : path.parts) parts.push_back(*p);
-  return key_repr(parts);
-}
 
 // ---- dtypes ---------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 // The vocabulary of Python tensordict's metadata files (meta.json, and the
-// single-file format's header): dtype names, shapes, keys in errors
-// (io/meta.cpp).
+// single-file format's header): dtype names, shapes, devices, bounded JSON
+// excerpts (io/meta.cpp). Keys in errors are NestedKey::str()'s, as
+// everywhere in the library.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -10,14 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "core/tree.h"
-
 namespace tensordict {
 namespace detail {
-
-/// "'obs'" / "('next', 'obs')": a key as memmap's errors print it.
-std::string key_repr(const std::vector<std::string>& parts);
-std::string key_repr(const KeyPath& path);
 
 /// Whether the formats store `t` (the dtypes Python's memmap writes).
 bool supported_dtype(at::ScalarType t);

@@ -40,17 +40,26 @@ std::string code_point_slice(const std::string& s, size_t n, bool from_end) {
   return s.substr(i);
 }
 
-// The code point starting at s[i] (advancing i); invalid bytes give
-// U+FFFD.
+// The code point starting at s[i] (advancing i past it). A byte that
+// starts no UTF-8 sequence (a continuation byte, 0xF8-0xFF, or a lead byte
+// without its continuation bytes) gives U+FFFD and advances i by one, so
+// that the caller copies it as it is.
 uint32_t next_code_point(const std::string& s, size_t& i) {
   const auto c = static_cast<unsigned char>(s[i++]);
   if (c < 0x80) return c;
-  int extra = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : -1;
-  if (extra < 0) return 0xFFFD;
+  const int extra = c >= 0xF8   ? -1
+                    : c >= 0xF0 ? 3
+                    : c >= 0xE0 ? 2
+                    : c >= 0xC0 ? 1
+                                : -1;
+  if (extra < 0 || s.size() - i < static_cast<size_t>(extra)) return 0xFFFD;
   uint32_t cp = c & (0x3F >> extra);
-  for (; extra > 0 && i < s.size(); --extra) {
-    cp = (cp << 6) | (static_cast<unsigned char>(s[i++]) & 0x3F);
+  for (size_t k = 0; k < static_cast<size_t>(extra); ++k) {
+    const auto b = static_cast<unsigned char>(s[i + k]);
+    if ((b & 0xC0) != 0x80) return 0xFFFD;
+    cp = (cp << 6) | (b & 0x3F);
   }
+  i += static_cast<size_t>(extra);
   return cp;
 }
 

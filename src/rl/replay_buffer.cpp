@@ -1,21 +1,23 @@
 // ReplayBuffer: a ReplayStorage (rl/storage.h: the rows, in RAM or on disk,
-// and the cursor) plus one of the samplers of rl/samplers.h, as TorchRL
-// splits its replay buffers into Storage, Sampler and Writer (here the
-// round-robin writer is the storage's write_row/write_rows). This file
-// checks the options and the arguments, and wires the two.
+// and the cursor), one of the samplers of rl/samplers.h, one of the writers
+// of rl/writer.h and the rate limiter (rl/rate_limiter.h), as TorchRL splits
+// its replay buffers into Storage, Sampler and Writer. This file checks the
+// options and the arguments, and wires the parts.
 //
 // A write validates the incoming dict against the storage (allocating it on
-// the first write), copies the rows, updates the sampler (the prioritized
-// sampler gives the new rows their priorities), then commits the storage's
-// row count. Sampling draws storage indices with the sampler, then gathers
-// them into freshly allocated leaves (one allocation per leaf, one memcpy
-// per row and leaf; index_select when the leaf cannot be byte-copied).
+// the first write), waits for the rate limiter, then lets the writer copy
+// the rows, update the sampler (the prioritized sampler gives the new rows
+// their priorities) and commit the storage's row count. Sampling draws
+// storage indices with the sampler, then gathers them into freshly
+// allocated leaves (one allocation per leaf, one memcpy per row and leaf;
+// index_select when the leaf cannot be byte-copied).
 //
 // Synchronization. One mutex guards the storage, the cursor, the size, the
-// generator and the sampler state; writes and gathers both run under it, so
-// a sampled row is never half-written. A shared buffer's mutex is a robust
-// process-shared one (rl/process_mutex.h), and each call first syncs the
-// storage with the other processes' writes (ReplayStorage::sync).
+// generator and the sampler's, the writer's and the rate limiter's state;
+// writes and gathers both run under it, so a sampled row is never
+// half-written. A shared buffer's mutex is a robust process-shared one
+// (rl/process_mutex.h), and each call first syncs the storage with the
+// other processes' writes (ReplayStorage::sync).
 #include "tensordict/replay_buffer.h"
 
 #include <ATen/ATen.h>
@@ -24,13 +26,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <iterator>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <sstream>
-#include <unordered_set>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -38,8 +38,10 @@
 #include "core/internal.h"
 #include "io/files.h"
 #include "rl/process_mutex.h"
+#include "rl/rate_limiter.h"
 #include "rl/samplers.h"
 #include "rl/storage.h"
+#include "rl/writer.h"
 
 namespace tensordict {
 
@@ -108,15 +110,16 @@ std::unique_ptr<detail::Sampler> make_sampler(
   return std::make_unique<detail::RandomSamplerImpl>();
 }
 
-c10::optional<MaxValueWriter> checked_writer(
+// The writer `options` asks for.
+std::unique_ptr<detail::Writer> make_writer(
     const ReplayBufferOptions& options) {
   const auto* w = std::get_if<MaxValueWriter>(&options.writer());
-  if (w == nullptr) return c10::nullopt;
+  if (w == nullptr) return std::make_unique<detail::RoundRobinWriterImpl>();
   TORCH_CHECK_VALUE(!options.shared(),
                     "ReplayBufferOptions: a shared buffer cannot use "
                     "MaxValueWriter (its ranking lives in one process's "
                     "memory)");
-  return *w;
+  return std::make_unique<detail::MaxValueWriterImpl>(options.capacity(), *w);
 }
 
 int64_t checked_capacity(const ReplayBufferOptions& options) {
@@ -163,7 +166,7 @@ struct ReplayBuffer::Impl {
       : options(std::move(opts)),
         capacity(checked_capacity(options)),
         limiter(checked_limiter(options)),
-        max_writer(checked_writer(options)),
+        writer(make_writer(options)),
         shared(options.shared() ? std::make_unique<detail::ProcessMutex>()
                                 : nullptr),
         sampler(make_sampler(options)),
@@ -171,20 +174,13 @@ struct ReplayBuffer::Impl {
             dynamic_cast<detail::PrioritizedSamplerImpl*>(sampler.get())),
         storage(options) {
     sampler->restore(storage);
-    rank_stored_rows();
+    writer->restore(storage);
     if (options.seed()) {
       rng.seed(*options.seed());
     } else {
       std::random_device rd;
       rng.seed((static_cast<uint64_t>(rd()) << 32) ^ rd());
     }
-  }
-
-  // After the storage wrote `count` rows from row `first`: the sampler's
-  // state, then the persisted row count (the write's commit point).
-  void on_write(int64_t first, int64_t count) {
-    sampler->on_write(storage, first, count);
-    storage.commit();
   }
 
   // The buffer's lock (BasicLockable): `mu`, or for a shared buffer the
@@ -213,176 +209,16 @@ struct ReplayBuffer::Impl {
     }
   }
 
-  // ---- Rate limiting (RateLimiter in replay_buffer.h) ----------------------
-  [[nodiscard]] double diff() const {
-    return static_cast<double>(inserted) * limiter->samples_per_insert() -
-           static_cast<double>(sampled);
-  }
-  // The range `diff()` is kept in once min_size_to_sample rows are stored.
-  [[nodiscard]] double min_diff() const {
-    return offset() - limiter->error_buffer();
-  }
-  [[nodiscard]] double max_diff() const {
-    return offset() + limiter->error_buffer();
-  }
-  [[nodiscard]] double offset() const {
-    return limiter->samples_per_insert() *
-           static_cast<double>(limiter->min_size_to_sample());
-  }
-  // Waits under `lock` until `n` rows may be sampled (`sample`) or
-  // inserted; throws naming the counts when the limiter's timeout passes.
-  void wait_to_sample(std::unique_lock<Impl>& lock, int64_t n) {
-    if (!limiter) return;
-    wait(lock, "ReplayBuffer::sample", n, [&] {
-      return storage.size() >= limiter->min_size_to_sample() &&
-             diff() - static_cast<double>(n) >= min_diff();
-    });
-  }
-  void wait_to_insert(std::unique_lock<Impl>& lock, const char* op, int64_t n) {
-    if (!limiter || !limiter->block_inserts()) return;
-    wait(lock, op, n, [&] {
-      return storage.size() < limiter->min_size_to_sample() ||
-             diff() + static_cast<double>(n) * limiter->samples_per_insert() <=
-                 max_diff();
-    });
-  }
-  template <typename Ready>
-  void wait(std::unique_lock<Impl>& lock, const char* op, int64_t n,
-            const Ready& ready) {
-    if (ready() || cv.wait_for(lock, limiter->timeout(), ready)) return;
-    TORCH_CHECK(false, op, ": the rate limiter did not allow ", n,
-                " rows within ", limiter->timeout().count(), " ms (", inserted,
-                " rows inserted, ", sampled, " sampled, size ", storage.size(),
-                "; samples_per_insert ", limiter->samples_per_insert(),
-                ", min_size_to_sample ", limiter->min_size_to_sample(),
-                ", error_buffer ", limiter->error_buffer(), ")");
-  }
-  // After `n` rows were inserted or sampled: wakes the other side.
-  void counted(int64_t& counter, int64_t n) {
-    if (!limiter) return;
-    counter += n;
-    cv.notify_all();
-  }
-
-  // ---- MaxValueWriter -------------------------------------------------------
-  // The rank of each row of `value` (batch dims `value_bd`: 0 for a row, 1
-  // for rows); throws naming the key before anything changes.
-  [[nodiscard]] std::vector<double> ranks(const char* op, const char* what,
-                                          const TensorDict& value,
-                                          int64_t value_bd) const {
-    const MaxValueWriter& w = *max_writer;
-    const detail::TensorDictImpl& v = TensorDictImpl::of(value);
-    const std::string key = w.rank_key().str();
-    const detail::Node* node = detail::lookup(v, w.rank_key());
-    TORCH_CHECK(node != nullptr && !node->is_dict(), op,
-                ": the MaxValueWriter's rank_key ", key,
-                " is not a tensor of the ", what,
-                " (keys: ", detail::key_list_str(v), ")");
-    at::Tensor t = node->tensor.detach();
-    TORCH_CHECK_TYPE(!at::isComplexType(t.scalar_type()), op,
-                     ": the MaxValueWriter's rank_key ", key,
-                     " has the complex dtype ",
-                     detail::dtype_name(t.scalar_type()));
-    const int64_t n = value_bd == 0 ? 1 : value.batch_size()[0];
-    TORCH_CHECK_VALUE(t.numel() > 0, op, ": the MaxValueWriter's rank_key ",
-                      key, " has no elements (shape ",
-                      detail::shape_str(t.sizes()), ")");
-    t = t.reshape({n, -1});
-    if (t.size(1) > 1) {
-      using R = MaxValueWriter::Reduction;
-      switch (w.reduction()) {
-        case R::kSum:
-          t = t.sum(1);
-          break;
-        case R::kMean:
-          t = t.to(at::kDouble).mean(1);
-          break;
-        case R::kMax:
-          t = std::get<0>(t.max(1));
-          break;
-        case R::kMin:
-          t = std::get<0>(t.min(1));
-          break;
-        case R::kMedian:
-          t = std::get<0>(t.median(1));
-          break;
-      }
-    }
-    t = t.reshape({n}).to(at::kCPU, at::kDouble).contiguous();
-    const double* r = t.data_ptr<double>();
-    for (int64_t k = 0; k < n; ++k) {
-      TORCH_CHECK_VALUE(!std::isnan(r[k]), op, ": the MaxValueWriter's rank (",
-                        key, ") of row ", k, " of the ", what, " is NaN");
-    }
-    return std::vector<double>(r, r + n);
-  }
-  // Writes the rows of `sources` (batch dims `value_bd`) whose `rank` earns
-  // them a place, in order (TorchRL's TensorDictMaxValueWriter): while the
-  // buffer fills, at the cursor; then over the row of lowest rank (ties:
-  // the lowest row), when the new rank is higher. Returns each row's
-  // destination, -1 where it was dropped or a later row of the same call
-  // took its place.
-  std::vector<int64_t> write_ranked(const Sources& sources, int64_t value_bd,
-                                    const std::vector<double>& rank) {
-    const auto n = static_cast<int64_t>(rank.size());
-    std::vector<int64_t> dest(rank.size(), -1);
-    for (int64_t k = 0; k < n; ++k) {
-      const double r = rank[static_cast<size_t>(k)];
-      int64_t row = -1;
-      const bool append = static_cast<int64_t>(top.size()) < capacity;
-      if (append) {
-        row = static_cast<int64_t>(top.size());
-      } else if (r > top.front().first) {
-        std::pop_heap(top.begin(), top.end(), LowestFirst());
-        row = top.back().second;
-        top.pop_back();
-      } else {
-        continue;
-      }
-      top.emplace_back(r, row);
-      std::push_heap(top.begin(), top.end(), LowestFirst());
-      storage.write_row_at(sources, value_bd, k, row, append);
-      on_write(row, 1);
-      dest[static_cast<size_t>(k)] = row;
-    }
-    // A row that a later row of this call replaced is not stored.
-    std::unordered_set<int64_t> stored;
-    for (auto it = dest.rbegin(); it != dest.rend(); ++it) {
-      if (*it >= 0 && !stored.insert(*it).second) *it = -1;
-    }
-    counted(inserted, static_cast<int64_t>(stored.size()));
-    return dest;
-  }
-  // The heap of the rows a reopened storage holds.
-  void rank_stored_rows() {
-    top.clear();
-    if (!max_writer || storage.size() == 0) return;
-    const TensorDict rows =
-        storage.dict()[at::indexing::Slice(0, storage.size())];
-    const std::vector<double> rank = ranks("ReplayBuffer", "storage", rows, 1);
-    for (size_t i = 0; i < rank.size(); ++i) {
-      top.emplace_back(rank[i], static_cast<int64_t>(i));
-    }
-    std::make_heap(top.begin(), top.end(), LowestFirst());
-  }
-
   ReplayBufferOptions options;
   int64_t capacity;
-  c10::optional<RateLimiter> limiter;
-  c10::optional<MaxValueWriter> max_writer;  // options.writer()'s, if one
-  std::condition_variable_any cv;
-  int64_t inserted = 0;  // rows, since construction or clear()
-  int64_t sampled = 0;
+  detail::RateLimiterImpl limiter;
+  std::unique_ptr<detail::Writer> writer;
   std::unique_ptr<detail::ProcessMutex> shared;  // options.shared() only
   std::unique_ptr<detail::Sampler> sampler;
   detail::PrioritizedSamplerImpl* prioritized;  // `sampler`, when prioritized
   detail::ReplayStorage storage;
   std::mt19937_64 rng;
   mutable std::mutex mu;
-  // MaxValueWriter: a min-heap of (rank, row), one entry per stored row
-  // (ties: the lowest row on top, as TorchRL's heapq of tuples).
-  using LowestFirst = std::greater<std::pair<double, int64_t>>;
-  std::vector<std::pair<double, int64_t>> top;
 };
 
 // ===========================================================================
@@ -402,22 +238,20 @@ int64_t ReplayBuffer::add(const TensorDict& row) {
               detail::shape_str(row.batch_size()),
               " (use extend() for batches)");
   Impl& m = *impl_;
-  // MaxValueWriter's rank of the row, checked before anything changes.
-  const std::vector<double> rank =
-      m.max_writer ? m.ranks("ReplayBuffer::add", "row", row, 0)
-                   : std::vector<double>();
+  // What the writer reads from the row (MaxValueWriter's rank), checked
+  // before anything changes.
+  const detail::Writer::Ranks ranks =
+      m.writer->ranks("ReplayBuffer::add", "row", row, 0);
   std::unique_lock<Impl> lock(m);
   Sources sources;
   // `staged`: a copy of `row` that `sources` point into when `row` views
   // the storage (see ReplayStorage::prepare); kept alive through the write.
   const c10::optional<TensorDict> staged =
       m.storage.prepare("ReplayBuffer::add", "row", row, 0, sources);
-  m.wait_to_insert(lock, "ReplayBuffer::add", 1);
-  if (m.max_writer) return m.write_ranked(sources, 0, rank)[0];
-  const int64_t i = m.storage.write_row(sources);
-  m.on_write(i, 1);
-  m.counted(m.inserted, 1);
-  return i;
+  m.limiter.wait_to_insert(lock, "ReplayBuffer::add", m.storage, 1);
+  const auto written = m.writer->add(m.storage, *m.sampler, sources, ranks);
+  m.limiter.count_inserted(written.inserted);
+  return written.row;
 }
 
 at::Tensor ReplayBuffer::extend(const TensorDict& batch) {
@@ -427,9 +261,9 @@ at::Tensor ReplayBuffer::extend(const TensorDict& batch) {
               detail::shape_str(batch.batch_size()));
   const int64_t n = batch.batch_size()[0];
   Impl& m = *impl_;
-  const std::vector<double> rank =  // as in add()
-      m.max_writer && n > 0 ? m.ranks("ReplayBuffer::extend", "batch", batch, 1)
-                            : std::vector<double>();
+  const detail::Writer::Ranks ranks =  // as in add()
+      n > 0 ? m.writer->ranks("ReplayBuffer::extend", "batch", batch, 1)
+            : detail::Writer::Ranks();
   std::unique_lock<Impl> lock(m);
   Sources sources;
   if (n == 0) {
@@ -440,20 +274,10 @@ at::Tensor ReplayBuffer::extend(const TensorDict& batch) {
   }
   const c10::optional<TensorDict> staged =  // as in add()
       m.storage.prepare("ReplayBuffer::extend", "batch", batch, 1, sources);
-  m.wait_to_insert(lock, "ReplayBuffer::extend", n);
-  if (m.max_writer) {
-    const std::vector<int64_t> rows = m.write_ranked(sources, 1, rank);
-    at::Tensor index = at::detail::empty_cpu({n}, at::kLong);
-    std::copy(rows.begin(), rows.end(), index.data_ptr<int64_t>());
-    return index;
-  }
-  const int64_t kept = std::min(n, m.capacity);
-  at::Tensor index = at::detail::empty_cpu({kept}, at::kLong);
-  const int64_t start =
-      m.storage.write_rows(sources, n, index.data_ptr<int64_t>());
-  m.on_write(start, kept);
-  m.counted(m.inserted, n);
-  return index;
+  m.limiter.wait_to_insert(lock, "ReplayBuffer::extend", m.storage, n);
+  auto written = m.writer->extend(m.storage, *m.sampler, sources, n, ranks);
+  m.limiter.count_inserted(written.inserted);
+  return std::move(written.index);
 }
 
 std::pair<TensorDict, SampleInfo> ReplayBuffer::sample(int64_t batch_size) {
@@ -462,7 +286,7 @@ std::pair<TensorDict, SampleInfo> ReplayBuffer::sample(int64_t batch_size) {
                     batch_size);
   Impl& m = *impl_;
   std::unique_lock<Impl> lock(m);
-  m.wait_to_sample(lock, batch_size);
+  m.limiter.wait_to_sample(lock, m.storage, batch_size);
   TORCH_CHECK(m.storage.size() > 0,
               "ReplayBuffer::sample: the buffer is empty");
   m.storage.enter_stream();  // after writes from other streams
@@ -472,7 +296,7 @@ std::pair<TensorDict, SampleInfo> ReplayBuffer::sample(int64_t batch_size) {
                                   info.index.data_ptr<int64_t>());
   TensorDict data = TensorDictImpl::wrap(
       detail::gather_rows(TensorDictImpl::of(m.storage.dict()), info.index));
-  m.counted(m.sampled, batch_size);
+  m.limiter.count_sampled(batch_size);
   return {std::move(data), std::move(info)};
 }
 
@@ -571,8 +395,8 @@ void ReplayBuffer::dumps(const std::string& dir) const {
   scalar("capacity", m.capacity);
   scalar("sampler", static_cast<int64_t>(m.options.sampler().index()));
   state.emplace_back("rng", rng_bytes);
-  scalar("inserted", m.inserted);
-  scalar("sampled", m.sampled);
+  scalar("inserted", m.limiter.inserted());
+  scalar("sampled", m.limiter.sampled());
   m.sampler->save_state(m.storage, out, state);
   (void)TensorDict(std::move(state), {}).memmap(dir + "/checkpoint");
 }
@@ -643,10 +467,8 @@ void ReplayBuffer::loads(const std::string& dir) {
   m.sampler->clear(m.storage);
   restore(m.storage);
   m.rng = rng;
-  m.inserted = inserted;
-  m.sampled = sampled;
-  m.rank_stored_rows();
-  m.cv.notify_all();
+  m.limiter.reset(inserted, sampled);
+  m.writer->restore(m.storage);
 }
 
 int64_t ReplayBuffer::size() const {
@@ -666,10 +488,8 @@ void ReplayBuffer::clear() {
   std::lock_guard<Impl> lock(m);
   m.storage.clear();
   m.sampler->clear(m.storage);
-  m.top.clear();
-  m.inserted = 0;
-  m.sampled = 0;
-  m.cv.notify_all();
+  m.writer->clear();
+  m.limiter.reset(0, 0);
 }
 
 void ReplayBuffer::manual_seed(uint64_t seed) {
@@ -684,16 +504,8 @@ TensorDict ReplayBuffer::storage() const {
 }
 
 RateLimiterInfo ReplayBuffer::rate_limiter_info() const {
-  Impl& m = *impl_;
-  std::lock_guard<Impl> lock(m);
-  RateLimiterInfo info;
-  if (!m.limiter) return info;
-  info.inserted = m.inserted;
-  info.sampled = m.sampled;
-  info.diff = m.diff();
-  info.min_diff = m.min_diff();
-  info.max_diff = m.max_diff();
-  return info;
+  std::lock_guard<Impl> lock(*impl_);
+  return impl_->limiter.info();
 }
 
 const ReplayBufferOptions& ReplayBuffer::options() const {
