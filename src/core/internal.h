@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/names.h"
 #include "tensordict/tensor_dict.h"
 
 namespace tensordict {
@@ -134,15 +135,6 @@ bool reaches(const TensorDictImpl& from, const TensorDictImpl* target);
 /// same tensors.
 ImplPtr shallow_copy(const TensorDictImpl& src);
 
-/// Python's repr() of a str (print/python_value.cpp): quotes as Python
-/// chooses them, escapes, `\xNN` for unprintable characters.
-std::string py_string_repr(const std::string& s);
-/// "[4, 8]".
-std::string shape_str(c10::IntArrayRef shape);
-/// "torch.float32".
-std::string dtype_name(at::ScalarType dtype);
-/// Python's rendering of a device: "cpu", "cuda:0".
-std::string device_name(const at::Device& device);
 /// True for a CUDA tensor or one whose storage is in shared memory.
 bool tensor_is_shared(const at::Tensor& t);
 /// `TensorDict::is_shared` of the dict `impl`.
@@ -150,26 +142,35 @@ bool is_shared(const TensorDictImpl& impl);
 
 /// The rows `index` (int64, 1-D, contiguous CPU; in range) of batch dim 0 of
 /// every leaf of `src`, as a new tree of batch size `[index.size(0), ...]`:
-/// one `memcpy` per row for contiguous CPU leaves (no autograd), LibTorch's
-/// `index_select` for every other leaf. Shared by the replay buffer's
-/// `sample` and the rollout buffer's `minibatches`.
+/// byte copies of the rows where the row-copy layer allows them
+/// (core/row_copy.h), LibTorch's `index_select` for every other leaf. Shared
+/// by the replay buffer's `sample` and the rollout buffer's `minibatches`.
 ImplPtr gather_rows(const TensorDictImpl& src, const at::Tensor& index);
 
-// ---- Persistence (io/files.cpp, io/consolidate.cpp) ------------------------
-
-/// True when `t`'s storage is a file mapping made by this library (a memmap
-/// leaf's file, or a file of `TensorDict::save`), not a `.tdz` archive's.
-bool is_mapped_tensor(const at::Tensor& t);
-/// True when `t`'s storage is the mapping of a `.tdz` archive: a plain
-/// tensor, shared, as Python's leaves over an archive are.
-bool is_archive_tensor(const at::Tensor& t);
-/// True when `impl` has a consolidated buffer and every leaf (sub-dicts
-/// included) lives in its storage.
+/// True when `impl` has a consolidated buffer (io/consolidate.cpp) and every
+/// leaf (sub-dicts included) lives in its storage.
 bool is_consolidated_impl(const TensorDictImpl& impl);
-/// `to(device)` of a consolidated dict: one copy of the buffer, then the
-/// leaves rebuilt as views into the copy.
-ImplPtr consolidated_to(const TensorDictImpl& impl, at::Device device,
-                        bool non_blocking);
+
+// ---- What core asks of io/ -------------------------------------------------
+
+/// The persistence layer sits below core (docs/architecture.md, "Layers"),
+/// yet two things core does depend on it: whether a tensor is one of its
+/// file mappings, and moving a consolidated dict as one buffer. io/
+/// registers these functions from static initializers of the files that
+/// define them (io/files.cpp, io/consolidate.cpp). A program that does not
+/// link those files has no mapped tensor and no consolidated dict, since
+/// only they make them; so an unset hook's answer ("not mapped", "not
+/// consolidated") is then the true one.
+struct IoHooks {
+  /// Whether `t`'s storage is a file mapping made by io/ (a memmap leaf's
+  /// file, or a file of `TensorDict::save`), not a `.tdz` archive's.
+  bool (*is_mapped_tensor)(const at::Tensor& t) = nullptr;
+  /// `to(device)` of a consolidated dict: one copy of the buffer, then the
+  /// leaves rebuilt as views into the copy.
+  ImplPtr (*consolidated_to)(const TensorDictImpl& impl, at::Device device,
+                             bool non_blocking) = nullptr;
+};
+IoHooks& io_hooks();
 
 }  // namespace detail
 }  // namespace tensordict

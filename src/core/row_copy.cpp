@@ -53,8 +53,8 @@ void copy_bytes_streaming(char* dst, const char* src, size_t n) {
   std::memmove(dst, src, n);
 }
 
-void collect_rows(char* dst, size_t step, const char* const* src,
-                  size_t stride, int64_t rows, size_t row_bytes) {
+void collect_rows(char* dst, size_t step, const char* const* src, size_t stride,
+                  int64_t rows, size_t row_bytes) {
   constexpr int64_t kAhead = 8;
   const size_t ahead_bytes = std::min<size_t>(row_bytes, 512);
   const Lookahead ahead(rows);

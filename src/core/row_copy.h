@@ -40,7 +40,8 @@ namespace detail {
 /// with storage, no conjugate or negative bit, not quantized.
 [[nodiscard]] inline bool plain_bytes(const c10::TensorImpl* t) {
   return t->layout() == at::kStrided && t->has_storage() && !t->is_conj() &&
-         !t->is_neg() && !c10::isQIntType(c10::typeMetaToScalarType(t->dtype()));
+         !t->is_neg() &&
+         !c10::isQIntType(c10::typeMetaToScalarType(t->dtype()));
 }
 /// `plain_bytes` and contiguous: its elements are `nbytes()` bytes in order.
 [[nodiscard]] inline bool dense_bytes(const c10::TensorImpl* t) {
@@ -168,8 +169,8 @@ inline void copy_bytes(char* dst, const char* src, size_t n);
 /// Copies `rows` rows of `row_bytes` bytes, row `i` from `src[i * stride]`
 /// to `dst + i * step`, the sources prefetched a few rows ahead: the byte
 /// copy of one key of a stack, whose rows come from many inputs.
-void collect_rows(char* dst, size_t step, const char* const* src,
-                  size_t stride, int64_t rows, size_t row_bytes);
+void collect_rows(char* dst, size_t step, const char* const* src, size_t stride,
+                  int64_t rows, size_t row_bytes);
 
 /// Rows `index` (CPU int64 [n], contiguous, every entry a valid row) of
 /// each of `leaves`, gathered by bytes into new tensors where the leaf

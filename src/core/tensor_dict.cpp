@@ -607,8 +607,8 @@ TensorDict TensorDict::to(at::Device device, bool non_blocking) const {
   device = usable_device("to", device);
   if (impl_->consolidated.defined() &&
       normalize_device(impl_->consolidated.device()) != device &&
-      is_consolidated_impl(*impl_)) {
-    return TensorDict(consolidated_to(*impl_, device, non_blocking));
+      io_hooks().consolidated_to != nullptr && is_consolidated_impl(*impl_)) {
+    return TensorDict(io_hooks().consolidated_to(*impl_, device, non_blocking));
   }
   // CPU leaves bound for a CUDA device without blocking are pinned by
   // several threads, and each thread sends a leaf by one asynchronous copy
@@ -714,6 +714,34 @@ bool TensorDict::any() const {
 
 namespace detail {
 
+bool tensor_is_shared(const at::Tensor& t) {
+  if (t.is_cuda()) return true;
+  if (!t.defined() || !t.has_storage()) return false;
+  const auto& data_ptr = t.storage().data_ptr();
+  if (auto* m = at::MapAllocator::fromDataPtr(data_ptr)) {
+    // Shared-memory segments (not mapped files) are named "/torch_<...>".
+    return std::strncmp(m->filename(), "/torch_", 7) == 0;
+  }
+  return at::RefcountedMapAllocator::fromDataPtr(data_ptr) != nullptr;
+}
+
+bool is_consolidated_impl(const TensorDictImpl& impl) {
+  if (!impl.consolidated.defined()) return false;
+  const void* base = impl.consolidated.storage().data_ptr().get();
+  std::vector<const at::Tensor*> leaves;
+  leaf_ptrs(impl, leaves);
+  for (const at::Tensor* t : leaves) {
+    if (!t->has_storage() || t->storage().data_ptr().get() != base)
+      return false;
+  }
+  return true;
+}
+
+IoHooks& io_hooks() {
+  static IoHooks hooks;
+  return hooks;
+}
+
 bool is_shared(const TensorDictImpl& impl) {
   if (impl.device && impl.device->is_cuda()) return true;
   bool any_leaf = false;
@@ -736,8 +764,9 @@ const TensorDict& TensorDict::share_memory_() const {
   detail::visit(
       *impl_, detail::Ignore(),
       [&](const detail::KeyPath& path, const at::Tensor& t) {
+        const auto is_mapped = detail::io_hooks().is_mapped_tensor;
         if (t.is_cuda() || detail::tensor_is_shared(t) ||
-            detail::is_mapped_tensor(t) || !t.has_storage()) {
+            (is_mapped != nullptr && is_mapped(t)) || !t.has_storage()) {
           return;
         }
         TORCH_CHECK_VALUE(t.device().is_cpu(), "share_memory_: key ",

@@ -200,18 +200,6 @@ ImplPtr load_meta(const ordered_json& j, const c10::Storage& storage,
 
 namespace detail {
 
-bool is_consolidated_impl(const TensorDictImpl& impl) {
-  if (!impl.consolidated.defined()) return false;
-  const void* base = impl.consolidated.storage().data_ptr().get();
-  std::vector<const at::Tensor*> leaves;
-  detail::leaf_ptrs(impl, leaves);
-  for (const at::Tensor* t : leaves) {
-    if (!t->has_storage() || t->storage().data_ptr().get() != base)
-      return false;
-  }
-  return true;
-}
-
 ImplPtr consolidated_to(const TensorDictImpl& impl, at::Device device,
                         bool non_blocking) {
   const at::Tensor& buf = impl.consolidated;
@@ -227,6 +215,13 @@ ImplPtr consolidated_to(const TensorDictImpl& impl, at::Device device,
     return v;
   });
 }
+
+namespace {
+// Core moves consolidated dicts through this (core/internal.h).
+struct RegisterConsolidatedHook {
+  RegisterConsolidatedHook() { io_hooks().consolidated_to = &consolidated_to; }
+} register_consolidated_hook;
+}  // namespace
 
 }  // namespace detail
 

@@ -132,6 +132,13 @@ bool is_archive_tensor(const at::Tensor& t) {
   return m != nullptr && m->archive;
 }
 
+namespace {
+// Core asks whether a tensor is one of these mappings (core/internal.h).
+struct RegisterMappedHook {
+  RegisterMappedHook() { io_hooks().is_mapped_tensor = &is_mapped_tensor; }
+} register_mapped_hook;
+}  // namespace
+
 // Temporary files. A name is "<final>%tmp.<pid>.<nonce>.<n>": the nonce is
 // random per process, so that names never repeat across processes or
 // restarts (a restarted container's PID 1 included). Every temporary name

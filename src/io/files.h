@@ -68,7 +68,7 @@ class Fd {
 /// a regular file, whose status goes to `st`. The open does not block
 /// (O_NONBLOCK), so a FIFO or a device cannot hang a loader. Returns an
 /// invalid Fd when `path` does not exist; other failures throw, with
-/// messages that start with `context` (such as "load_memmap: key 'x': ").
+/// messages that start with `context` (such as "load_memmap: key x: ").
 Fd open_regular_file(const std::string& path, bool writable,
                      const std::string& context, struct stat& st);
 
@@ -80,6 +80,14 @@ Fd open_regular_file(const std::string& path, bool writable,
 c10::Storage map_storage(int fd, size_t length, size_t nbytes, bool writable,
                          bool shared, const std::string& what,
                          bool archive = false);
+
+/// True when `t`'s storage is a file mapping made by `map_storage` (a memmap
+/// leaf's file, or a file of `TensorDict::save`), not a `.tdz` archive's.
+/// Core asks it through `IoHooks::is_mapped_tensor` (core/internal.h).
+bool is_mapped_tensor(const at::Tensor& t);
+/// True when `t`'s storage is the mapping of a `.tdz` archive: a plain
+/// tensor, shared, as Python's leaves over an archive are.
+bool is_archive_tensor(const at::Tensor& t);
 
 /// A tensor of `dtype` and `shape` (C-contiguous) at byte `byte_offset` (a
 /// multiple of the item size) of `storage`.
@@ -229,6 +237,11 @@ nlohmann::ordered_json consolidated_meta(const TensorDictImpl& root,
 ImplPtr dict_from_consolidated_meta(const nlohmann::ordered_json& meta,
                                     const at::Tensor& buffer, const char* fn,
                                     const std::string& source);
+/// `to(device)` of a consolidated dict (`is_consolidated_impl`): one copy
+/// of the buffer, then the leaves rebuilt as views into the copy. Core asks
+/// it through `IoHooks::consolidated_to` (core/internal.h).
+ImplPtr consolidated_to(const TensorDictImpl& impl, at::Device device,
+                        bool non_blocking);
 
 }  // namespace detail
 }  // namespace tensordict

@@ -208,7 +208,7 @@ void fast_pass(const std::vector<TensorDict>& tds, const TensorDictImpl& ref,
 }  // namespace
 
 Inputs gather_inputs(const JoinSpec& spec, const std::vector<TensorDict>& tds,
-                   bool fresh, bool grad_mode) {
+                     bool fresh, bool grad_mode) {
   const TensorDictImpl& ref = TensorDictImpl::of(tds[0]);
   const char* op = spec.op;
   const bool is_cat = spec.is_cat;
@@ -229,8 +229,7 @@ Inputs gather_inputs(const JoinSpec& spec, const std::vector<TensorDict>& tds,
   inputs.src_fusable.resize(num_leaves);
   for (size_t k = 0; k < num_leaves; ++k) {
     inputs.src_fusable[k] =
-        spec.dim == 0 &&
-        cpu_bytes(inputs.ref_leaves[k]->unsafeGetTensorImpl());
+        spec.dim == 0 && cpu_bytes(inputs.ref_leaves[k]->unsafeGetTensorImpl());
   }
   inputs.needs_grad.assign(num_leaves, 0);
   inputs.same_dtype.assign(num_leaves, 1);
@@ -281,8 +280,7 @@ Inputs gather_inputs(const JoinSpec& spec, const std::vector<TensorDict>& tds,
                   " has batch_size ", shape_str(b), ", expected ",
                   shape_str(ref.batch_size), " (the batch_size of input 0)");
     }
-    if (in.device != inputs.common_device)
-      inputs.common_device = c10::nullopt;
+    if (in.device != inputs.common_device) inputs.common_device = c10::nullopt;
     // The walk chases pointers through many small allocations: each level
     // of an input's structure is prefetched 3 inputs before the next one,
     // the last 7 inputs ahead; once an input is gathered (4 ahead), its
@@ -348,7 +346,6 @@ Inputs gather_inputs(const JoinSpec& spec, const std::vector<TensorDict>& tds,
   }
   return inputs;
 }
-
 
 }  // namespace detail
 }  // namespace tensordict

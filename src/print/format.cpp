@@ -5,86 +5,13 @@
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <ATen/MapAllocator.h>
 
 #include "core/internal.h"
 #include "core/non_tensor.h"
 #include "core/tree.h"
+#include "io/files.h"
 
 namespace tensordict {
-
-// ===========================================================================
-// Python's names for shapes, dtypes and devices (used in errors too)
-// ===========================================================================
-
-namespace detail {
-
-std::string shape_str(c10::IntArrayRef shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) out += ", ";
-    out += std::to_string(shape[i]);
-  }
-  out += "]";
-  return out;
-}
-
-std::string dtype_name(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kByte:
-      return "torch.uint8";
-    case at::kChar:
-      return "torch.int8";
-    case at::kShort:
-      return "torch.int16";
-    case at::kInt:
-      return "torch.int32";
-    case at::kLong:
-      return "torch.int64";
-    case at::kHalf:
-      return "torch.float16";
-    case at::kFloat:
-      return "torch.float32";
-    case at::kDouble:
-      return "torch.float64";
-    case at::kComplexHalf:
-      return "torch.complex32";
-    case at::kComplexFloat:
-      return "torch.complex64";
-    case at::kComplexDouble:
-      return "torch.complex128";
-    case at::kBool:
-      return "torch.bool";
-    case at::kBFloat16:
-      return "torch.bfloat16";
-    case at::kQInt8:
-      return "torch.qint8";
-    case at::kQUInt8:
-      return "torch.quint8";
-    case at::kQInt32:
-      return "torch.qint32";
-    default:
-      return std::string("torch.") + c10::toString(dtype);
-  }
-}
-
-std::string device_name(const at::Device& device) {
-  if (device.is_cuda() && !device.has_index()) return "cuda:0";
-  return device.str();
-}
-
-bool tensor_is_shared(const at::Tensor& t) {
-  if (t.is_cuda()) return true;
-  if (!t.defined() || !t.has_storage()) return false;
-  const auto& data_ptr = t.storage().data_ptr();
-  if (auto* m = at::MapAllocator::fromDataPtr(data_ptr)) {
-    // Shared-memory segments (not mapped files) are named "/torch_<...>".
-    return std::strncmp(m->filename(), "/torch_", 7) == 0;
-  }
-  return at::RefcountedMapAllocator::fromDataPtr(data_ptr) != nullptr;
-}
-
-}  // namespace detail
 
 namespace {
 
