@@ -1,9 +1,8 @@
 // Focused tests for the pre-write checks (src/core/write_plan) and the defect
 // families fixed with them: partial writes (a write that LibTorch rejects at a
 // late leaf must not have written the earlier ones), writes whose source
-// aliases the destination, cycles, chained indexed writes, key-set differences
-// that used to reach internal asserts, rename_key_ order, and prioritized
-// weights with eps(0).
+// aliases the destination, cycles, key-set differences that used to reach
+// internal asserts, rename_key_ order, and prioritized weights with eps(0).
 //
 // Every error test checks the exact message and then that nothing changed
 // (keys, order, identity, values, versions). The offending leaf comes last in
@@ -412,116 +411,6 @@ TEST(WriteSafetyTest, SetAndUpdateRejectEveryCycleAndChangeNothing) {
   ExpectUnchanged(td, s);
   ExpectPrintable(td);
   EXPECT_EQ(td.get_tensordict("a").keys(true), Keys({"c"}));
-}
-
-// ===========================================================================
-// d. Chained indexed writes
-// ===========================================================================
-
-TEST(WriteSafetyTest,
-     ChainedIntegerWriteReachesTheDictAndAllocatesNewKeysThere) {
-  TensorDict td({{"a", torch::zeros({5, 4, 3})},
-                 {"i", torch::zeros({5, 4}, torch::kLong)}},
-                {5, 4});
-  at::Tensor a = td.get("a");
-  TensorDict row({{"a", torch::full({3}, 7.0)},
-                  {"i", torch::full({}, 9, torch::kLong)},
-                  {"new", torch::full({2}, 5.0)}},
-                 {});
-  td[2][3] = row;
-  EXPECT_TRUE(td.get("a").is_same(a));
-  at::Tensor want_a = torch::zeros({5, 4, 3});
-  want_a[2][3] = 7;
-  EXPECT_TRUE(at::equal(td.get("a"), want_a));
-  at::Tensor want_i = torch::zeros({5, 4}, torch::kLong);
-  want_i[2][3] = 9;
-  EXPECT_TRUE(at::equal(td.get("i"), want_i));
-  ASSERT_TRUE(td.contains("new"));
-  EXPECT_EQ(td.get("new").sizes().vec(), (std::vector<int64_t>{5, 4, 2}));
-  at::Tensor want_new = torch::zeros({5, 4, 2});
-  want_new[2][3] = 5;
-  EXPECT_TRUE(at::equal(td.get("new"), want_new));
-}
-
-TEST(WriteSafetyTest, IntegerAfterASliceWritesTheComposedRow) {
-  TensorDict td = MakeRows();
-  TensorDict row({{"a", torch::full({3}, -1.0)},
-                  {"i", torch::full({}, -1, torch::kLong)},
-                  {"new", torch::full({2}, 4.0)}},
-                 {});
-  td[Slice(1, 5)][2] = row;  // row 3
-  TensorDict want = MakeRows();
-  want.get("a")[3] = -1;
-  want.get("i")[3] = -1;
-  EXPECT_TRUE(at::equal(td.get("a"), want.get("a")));
-  EXPECT_TRUE(at::equal(td.get("i"), want.get("i")));
-  ASSERT_TRUE(td.contains("new"));
-  at::Tensor want_new = torch::zeros({6, 2});
-  want_new[3] = 4;
-  EXPECT_TRUE(at::equal(td.get("new"), want_new));
-  // Negative integers count from the end of the slice.
-  td[Slice(1, 5)][-1] = row;  // row 4
-  EXPECT_TRUE(at::equal(td.get("i"),
-                        torch::tensor({0, 10, 20, -1, -1, 50}, torch::kLong)));
-}
-
-TEST(WriteSafetyTest, SliceAfterAStridedSliceComposes) {
-  TensorDict td = MakeRows();
-  TensorDict rows({{"a", torch::full({2, 3}, -1.0)},
-                   {"i", torch::tensor({-1, -2}, torch::kLong)},
-                   {"new", torch::full({2}, 4.0)}},
-                  {2});
-  td[Slice(1, 5, 2)][Slice(0, 2)] = rows;  // rows 1 and 3
-  EXPECT_TRUE(at::equal(td.get("i"),
-                        torch::tensor({0, -1, 20, -2, 40, 50}, torch::kLong)));
-  TensorDict want = MakeRows();
-  want.get("a")[1] = -1;
-  want.get("a")[3] = -1;
-  EXPECT_TRUE(at::equal(td.get("a"), want.get("a")));
-  ASSERT_TRUE(td.contains("new"));
-  EXPECT_TRUE(
-      at::equal(td.get("new"), torch::tensor({0., 4., 0., 4., 0., 0.})));
-  // Reading the chain gives views of td's rows 1 and 3.
-  TensorDict read = td[Slice(1, 5, 2)][Slice(0, 2)];
-  EXPECT_TRUE(SharesStorage(read.get("a"), td.get("a")));
-  EXPECT_TRUE(at::equal(read.get("i"), torch::tensor({-1, -2}, torch::kLong)));
-}
-
-const std::string kChainedWriteMsg =
-    "cannot write through td[a][b] when td[a] is a copy (an advanced index "
-    "such as a mask or an index tensor, or an index that does not compose "
-    "with the next one): the write would be lost; write with one index list "
-    "instead, e.g. td.index_put_({a, b}, value)";
-
-TEST(WriteSafetyTest, WriteThroughAMaskThenAnIntegerThrowsAndChangesNothing) {
-  TensorDict td = MakeRows();
-  at::Tensor mask = torch::tensor({true, false, true, true, false, true});
-  TensorDict row(
-      {{"a", torch::full({3}, -1.0)}, {"i", torch::full({}, -1, torch::kLong)}},
-      {});
-  Snapshot s = TakeSnapshot(td);
-  ExpectThrowsMsg([&] { td[mask][0] = row; }, kChainedWriteMsg);
-  ExpectUnchanged(td, s);
-  // Reading through the same chain still works (a copy of row 0).
-  TensorDict read = td[mask][1];
-  EXPECT_TRUE(at::equal(read.get("i"), torch::full({}, 20, torch::kLong)));
-}
-
-TEST(WriteSafetyTest, StackOutThroughAMaskThenASliceThrowsAndChangesNothing) {
-  TensorDict td = MakeRows();
-  at::Tensor mask = torch::tensor({true, false, true, true, false, true});
-  TensorDict row(
-      {{"a", torch::full({3}, -1.0)}, {"i", torch::full({}, -1, torch::kLong)}},
-      {});
-  Snapshot s = TakeSnapshot(td);
-  ExpectThrowsMsg(
-      [&] {
-        (void)tensordict::stack_out(td[mask][Slice(0, 2)], {row, row});
-      },
-      "stack_out: out is td[a][b] where td[a] is a copy (an advanced index, or "
-      "indices that do not compose): the result would be lost; index td once "
-      "instead");
-  ExpectUnchanged(td, s);
 }
 
 // ===========================================================================
