@@ -1,7 +1,7 @@
 // Focused tests for the pre-write checks (src/core/write_plan) and the defect
 // families fixed with them: partial writes (a write that LibTorch rejects at a
-// late leaf must not have written the earlier ones), writes whose source
-// aliases the destination, and prioritized weights with eps(0).
+// late leaf must not have written the earlier ones), and writes whose source
+// aliases the destination.
 //
 // Every error test checks the exact message and then that nothing changed
 // (keys, order, identity, values, versions). The offending leaf comes last in
@@ -331,38 +331,6 @@ TEST(WriteSafetyTest,
       torch::tensor({3., 6., 7., 6., 7.}).unsqueeze(1).repeat({1, 3})));
   EXPECT_EQ(rb.cursor(), 1);
   EXPECT_EQ(rb.size(), 5);
-}
-
-// ===========================================================================
-// h. Prioritized weights with eps(0)
-// ===========================================================================
-
-TEST(WriteSafetyTest,
-     PrioritizedWeightsWithZeroEpsStayInZeroOneAndSkipZeroRows) {
-  ReplayBuffer rb(ReplayBufferOptions(8)
-                      .sampler(PrioritizedSampler().alpha(1).beta(0.5).eps(0))
-                      .seed(7));
-  rb.extend(TensorDict({{"id", torch::arange(8, torch::kLong)}}, {8}));
-  const std::vector<double> prio = {0, 1, 0, 2, 0, 3, 0, 4};
-  rb.update_priority(torch::arange(8), torch::tensor(prio));
-  std::set<int64_t> seen;
-  for (int round = 0; round < 4; ++round) {
-    auto [data, info] = rb.sample(256);
-    ASSERT_EQ(info.weight.numel(), 256);
-    const int64_t* idx = info.index.data_ptr<int64_t>();
-    const float* w = info.weight.data_ptr<float>();
-    for (int64_t k = 0; k < 256; ++k) {
-      seen.insert(idx[k]);
-      ASSERT_EQ(idx[k] % 2, 1) << "sampled a row of priority 0: " << idx[k];
-      ASSERT_TRUE(std::isfinite(w[k])) << k;
-      ASSERT_GT(w[k], 0.f) << k;
-      ASSERT_LE(w[k], 1.f) << k;
-      // (p_i / p_min)^-beta with p_min the smallest positive priority (1).
-      ASSERT_NEAR(w[k], std::pow(prio[static_cast<size_t>(idx[k])], -0.5),
-                  1e-6);
-    }
-  }
-  EXPECT_EQ(seen, std::set<int64_t>({1, 3, 5, 7}));
 }
 
 }  // namespace
