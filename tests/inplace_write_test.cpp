@@ -1,7 +1,10 @@
-// Focused tests for the pre-write checks (src/core/write_plan) and the defect
-// families fixed with them: partial writes (a write that LibTorch rejects at a
-// late leaf must not have written the earlier ones), and writes whose source
-// aliases the destination.
+// In-place writes into a dict's existing leaves (td[idx] = row, set_,
+// update_, add_ and the other in-place arithmetic, apply_, zero_,
+// masked_fill_, stack_out, cat_out, ReplayBuffer::extend) check every leaf
+// and the source before writing any: a leaf that cannot be written in place
+// (overlapping memory, a view of a leaf that requires grad, another device)
+// makes the call throw with nothing written, and a source that shares memory
+// with the destination is refused or staged through a copy.
 //
 // Every error test checks the exact message and then that nothing changed
 // (keys, order, identity, values, versions). The offending leaf comes last in
@@ -16,20 +19,13 @@
 #include <ATen/TensorIndexing.h>
 #include <c10/core/GradMode.h>
 
-#include <cmath>
-#include <filesystem>
-#include <set>
-#include <sstream>
 #include <string>
-#include <vector>
 
 namespace {
 
 using namespace tensordict_test;  // NOLINT(google-build-using-namespace)
 
 using at::indexing::Slice;
-using tensordict::NestedKey;
-using tensordict::PrioritizedSampler;
 using tensordict::ReplayBuffer;
 using tensordict::ReplayBufferOptions;
 using tensordict::TensorDict;
@@ -128,24 +124,25 @@ const std::string kAliasMsg =
     "clone() the value first";
 
 // ===========================================================================
-// a. Partial writes: a late leaf that cannot be written
+// A leaf that cannot be written in place (overlapping memory, a view of a
+// leaf that requires grad, the meta device), last in key order
 // ===========================================================================
 
-TEST(WriteSafetyTest, SliceWriteIntoAnExpandedLeafThrowsAndChangesNothing) {
+TEST(InPlaceWrite, SliceWriteIntoAnExpandedLeafThrowsAndChangesNothing) {
   TensorDict td = MakeExpanded();
   Snapshot s = TakeSnapshot(td);
   ExpectThrowsMsg([&] { td[Slice(0, 2)] = Filled(1, 2); }, kExpandedMsg);
   ExpectUnchanged(td, s);
 }
 
-TEST(WriteSafetyTest, AddScalarIntoAnExpandedLeafThrowsAndChangesNothing) {
+TEST(InPlaceWrite, AddScalarIntoAnExpandedLeafThrowsAndChangesNothing) {
   TensorDict td = MakeExpanded();
   Snapshot s = TakeSnapshot(td);
   ExpectThrowsMsg([&] { td.add_(1); }, "add_: " + kExpandedMsg);
   ExpectUnchanged(td, s);
 }
 
-TEST(WriteSafetyTest, ApplyInPlaceIntoAnExpandedLeafThrowsAndChangesNothing) {
+TEST(InPlaceWrite, ApplyInPlaceIntoAnExpandedLeafThrowsAndChangesNothing) {
   TensorDict td = MakeExpanded();
   Snapshot s = TakeSnapshot(td);
   ExpectThrowsMsg([&] { td.apply_([](const at::Tensor& t) { return t + 1; }); },
@@ -153,14 +150,14 @@ TEST(WriteSafetyTest, ApplyInPlaceIntoAnExpandedLeafThrowsAndChangesNothing) {
   ExpectUnchanged(td, s);
 }
 
-TEST(WriteSafetyTest, UpdateInPlaceIntoAnExpandedLeafThrowsAndChangesNothing) {
+TEST(InPlaceWrite, UpdateInPlaceIntoAnExpandedLeafThrowsAndChangesNothing) {
   TensorDict td = MakeExpanded();
   Snapshot s = TakeSnapshot(td);
   ExpectThrowsMsg([&] { td.update_(Filled(1)); }, "update_: " + kExpandedMsg);
   ExpectUnchanged(td, s);
 }
 
-TEST(WriteSafetyTest, OtherInPlaceWritePathsRejectAnExpandedLeafUpFront) {
+TEST(InPlaceWrite, OtherInPlaceWritePathsRejectAnExpandedLeafUpFront) {
   TensorDict td = MakeExpanded();
   Snapshot s = TakeSnapshot(td);
   ExpectThrowsMsg([&] { td.zero_(); }, "zero_: " + kExpandedMsg);
@@ -192,7 +189,7 @@ TEST(WriteSafetyTest, OtherInPlaceWritePathsRejectAnExpandedLeafUpFront) {
   ExpectUnchanged(td, s);
 }
 
-TEST(WriteSafetyTest, AddIntoAViewOfAGradLeafThrowsAndChangesNothing) {
+TEST(InPlaceWrite, AddIntoAViewOfAGradLeafThrowsAndChangesNothing) {
   ASSERT_TRUE(c10::GradMode::is_enabled());
   TensorDict td = MakeGrad();
   TensorDict v = td[Slice(0, 3)];
@@ -203,7 +200,7 @@ TEST(WriteSafetyTest, AddIntoAViewOfAGradLeafThrowsAndChangesNothing) {
   ExpectUnchanged(td, st);
 }
 
-TEST(WriteSafetyTest, RowWriteIntoAViewOfAGradLeafThrowsAndChangesNothing) {
+TEST(InPlaceWrite, RowWriteIntoAViewOfAGradLeafThrowsAndChangesNothing) {
   ASSERT_TRUE(c10::GradMode::is_enabled());
   TensorDict td = MakeGrad();
   TensorDict v = td[Slice(0, 3)];
@@ -214,7 +211,7 @@ TEST(WriteSafetyTest, RowWriteIntoAViewOfAGradLeafThrowsAndChangesNothing) {
   ExpectUnchanged(td, st);
 }
 
-TEST(WriteSafetyTest, StackOutIntoAViewOfAGradLeafThrowsAndChangesNothing) {
+TEST(InPlaceWrite, StackOutIntoAViewOfAGradLeafThrowsAndChangesNothing) {
   ASSERT_TRUE(c10::GradMode::is_enabled());
   TensorDict td = MakeGrad();
   TensorDict v = td[Slice(0, 3)];
@@ -229,7 +226,7 @@ TEST(WriteSafetyTest, StackOutIntoAViewOfAGradLeafThrowsAndChangesNothing) {
   ExpectUnchanged(td, st);
 }
 
-TEST(WriteSafetyTest, AddingACpuTensorToAMetaLeafThrowsAndChangesNothing) {
+TEST(InPlaceWrite, AddingACpuTensorToAMetaLeafThrowsAndChangesNothing) {
   TensorDict td({{"a", torch::zeros({6, 3})},
                  {"i", torch::zeros({6}, torch::kLong)},
                  {"m", Meta({6, 3})}},
@@ -241,7 +238,7 @@ TEST(WriteSafetyTest, AddingACpuTensorToAMetaLeafThrowsAndChangesNothing) {
   ExpectUnchangedMeta(td, s);
 }
 
-TEST(WriteSafetyTest, AddingADictWithAMetaLeafThrowsAndChangesNothing) {
+TEST(InPlaceWrite, AddingADictWithAMetaLeafThrowsAndChangesNothing) {
   TensorDict td({{"a", torch::zeros({6, 3})},
                  {"i", torch::zeros({6}, torch::kLong)},
                  {"m", torch::zeros({6, 3})}},
@@ -257,7 +254,7 @@ TEST(WriteSafetyTest, AddingADictWithAMetaLeafThrowsAndChangesNothing) {
   ExpectUnchanged(td, s);
 }
 
-TEST(WriteSafetyTest, UpdateInPlaceFromAMetaSourceThrowsAndChangesNothing) {
+TEST(InPlaceWrite, UpdateInPlaceFromAMetaSourceThrowsAndChangesNothing) {
   TensorDict td({{"a", torch::zeros({6, 3})},
                  {"i", torch::zeros({6}, torch::kLong)},
                  {"m", torch::zeros({6, 3})}},
@@ -274,10 +271,10 @@ TEST(WriteSafetyTest, UpdateInPlaceFromAMetaSourceThrowsAndChangesNothing) {
 }
 
 // ===========================================================================
-// b. Sources that alias the destination
+// Sources that share memory with the destination
 // ===========================================================================
 
-TEST(WriteSafetyTest,
+TEST(InPlaceWrite,
      StackOutOfRowsThatViewTheDestinationThrowsAndChangesNothing) {
   TensorDict buf = MakeRows();
   Snapshot s = TakeSnapshot(buf);
@@ -297,7 +294,7 @@ TEST(WriteSafetyTest,
       at::equal(buf.get("i").narrow(0, 1, 3), before.get("i").narrow(0, 0, 3)));
 }
 
-TEST(WriteSafetyTest,
+TEST(InPlaceWrite,
      SliceWriteFromAnOverlappingSliceOfItselfThrowsAndChangesNothing) {
   TensorDict td = MakeRows();
   Snapshot s = TakeSnapshot(td);
@@ -306,7 +303,7 @@ TEST(WriteSafetyTest,
   ExpectUnchanged(td, s);
 }
 
-TEST(WriteSafetyTest,
+TEST(InPlaceWrite,
      ReplayBufferExtendFromAViewOfItsOwnStorageIsStagedThroughACopy) {
   ReplayBuffer rb(ReplayBufferOptions(5).seed(0));
   auto rows = [](int64_t first, int64_t n) {
