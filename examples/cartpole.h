@@ -1,4 +1,6 @@
-// examples/cartpole.h — a vectorized CartPole-v1, shared by the RL examples.
+// examples/cartpole.h — a vectorized CartPole-v1, shared by the RL examples
+// and the Python reference tests (tests/python_*_test.cpp, which include it
+// through an include directory).
 //
 // The classic cart-pole of Barto, Sutton and Anderson with Gymnasium's
 // CartPole-v1 constants: Euler integration with tau = 0.02 s, a force of

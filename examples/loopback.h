@@ -1,5 +1,6 @@
 // examples/loopback.h — for the examples that start their own process group
-// on loopback (ppo_distributed, distributed).
+// on loopback (ppo_distributed, distributed), and the multi-process tests
+// (tests/dist_util.h, which include it through an include directory).
 #pragma once
 
 #include <netinet/in.h>

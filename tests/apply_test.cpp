@@ -1,5 +1,6 @@
-// Tests for apply, key manipulation, arithmetic, masking, reductions and the
-// dtype/autograd helpers of TensorDict, with their error messages.
+// Tests for apply, key manipulation, arithmetic, the key differences of
+// operations on two dicts, masking, reductions and the dtype/autograd helpers
+// of TensorDict, with their error messages.
 #include <gtest/gtest.h>
 #include <tensordict/tensordict.h>
 
@@ -551,6 +552,23 @@ TEST(ArithmeticTest, InPlaceOpOnALeafThatRequiresGradIsRejected) {
   EXPECT_TRUE(at::equal(td.get("w"), torch::full({2}, 2.0)));
 }
 
+TEST(ArithmeticTest, AddWithAFloatAlphaOnAnIntegerLeafThrowsAndChangesNothing) {
+  TensorDict td(
+      {{"a", torch::zeros({6, 3})}, {"i", torch::zeros({6}, torch::kLong)}},
+      {6});
+  TensorDict other(
+      {{"a", torch::ones({6, 3})}, {"i", torch::ones({6}, torch::kLong)}}, {6});
+  Snapshot s = TakeSnapshot(td);
+  ExpectThrowsMsg([&] { td.add_(other, 0.5); },
+                  "add_: key i: alpha must not be a floating-point number for "
+                  "a leaf of dtype torch.int64");
+  ExpectUnchanged(td, s);
+  // An integral alpha is fine.
+  td.add_(other, 2);
+  EXPECT_TRUE(at::equal(td.get("a"), torch::full({6, 3}, 2.0)));
+  EXPECT_TRUE(at::equal(td.get("i"), torch::full({6}, 2, torch::kLong)));
+}
+
 TEST(ArithmeticTest, OutOfPlaceOpsKeepAutograd) {
   at::Tensor w = torch::ones({2}, torch::requires_grad());
   TensorDict td({{"w", w}}, {2});
@@ -567,6 +585,90 @@ TEST(ArithmeticTest, EmptyDictArithmeticIsANoOp) {
   td *= 2;
   td += td;
   EXPECT_TRUE(td.empty());
+}
+
+// ===========================================================================
+// Operations on two dicts (==, !=, +, add_, apply with another dict, where)
+// with an empty sub-dict on one side only: a key difference, named
+// ===========================================================================
+
+// {"x": [6] f32, "s": empty sub-dict}, and the same without "s".
+TensorDict WithEmpty() {
+  return TensorDict({{"x", torch::ones({6})}, {"s", TensorDict({}, {6})}}, {6});
+}
+TensorDict WithoutEmpty() { return TensorDict({{"x", torch::ones({6})}}, {6}); }
+
+// "<op>: ...: missing from the <side> side: [s]": the side that lacks the key,
+// alone.
+std::string KeysDiffer(const std::string& op, const std::string& side) {
+  return op + ": TensorDicts have different keys: missing from the " + side +
+         " side: [s]";
+}
+
+TEST(BinaryOpKeysTest, ComparingWithAnEmptySubDictOnOneSideNamesTheKey) {
+  TensorDict a = WithEmpty();
+  TensorDict b = WithoutEmpty();
+  ExpectThrowsMsg([&] { (void)(a == b); },
+                  KeysDiffer("operator==", "right-hand"));
+  ExpectThrowsMsg([&] { (void)(a != b); },
+                  KeysDiffer("operator!=", "right-hand"));
+  ExpectThrowsMsg([&] { (void)(b == a); },
+                  KeysDiffer("operator==", "left-hand"));
+  ExpectThrowsMsg([&] { (void)(b != a); },
+                  KeysDiffer("operator!=", "left-hand"));
+}
+
+TEST(BinaryOpKeysTest, ArithmeticWithAnEmptySubDictOnOneSideNamesTheKey) {
+  TensorDict a = WithEmpty();
+  TensorDict b = WithoutEmpty();
+  ExpectThrowsMsg([&] { (void)(a + b); }, KeysDiffer("add", "right-hand"));
+  ExpectThrowsMsg([&] { (void)(b + a); }, KeysDiffer("add", "left-hand"));
+  Snapshot sa = TakeSnapshot(a);
+  Snapshot sb = TakeSnapshot(b);
+  ExpectThrowsMsg([&] { a.add_(b); }, KeysDiffer("add_", "right-hand"));
+  ExpectThrowsMsg([&] { b.add_(a); }, KeysDiffer("add_", "left-hand"));
+  ExpectUnchanged(a, sa);
+  ExpectUnchanged(b, sb);
+}
+
+TEST(BinaryOpKeysTest, ApplyAndWhereWithAnEmptySubDictOnOneSideNameTheKey) {
+  TensorDict a = WithEmpty();
+  TensorDict b = WithoutEmpty();
+  auto fn = [](const at::Tensor& x, const at::Tensor& y) { return x + y; };
+  ExpectThrowsMsg([&] { (void)a.apply(fn, b); },
+                  KeysDiffer("apply", "right-hand"));
+  ExpectThrowsMsg([&] { (void)b.apply(fn, a); },
+                  KeysDiffer("apply", "left-hand"));
+  at::Tensor cond = torch::tensor({true, false, true, false, true, false});
+  ExpectThrowsMsg([&] { (void)a.where(cond, b); },
+                  KeysDiffer("where", "right-hand"));
+  ExpectThrowsMsg([&] { (void)b.where(cond, a); },
+                  KeysDiffer("where", "left-hand"));
+}
+
+TEST(BinaryOpKeysTest, ATensorAgainstAnEmptySubDictIsATypeErrorNamingTheKey) {
+  TensorDict a = WithEmpty();
+  TensorDict t({{"x", torch::ones({6})}, {"s", torch::ones({6})}}, {6});
+  // The left-hand side's kind comes first.
+  const std::string tail =
+      ": key s is a tensor in the left-hand side but a TensorDict in the "
+      "right-hand side";
+  const std::string dict_first =
+      ": key s is a TensorDict in the left-hand side but a tensor in the "
+      "right-hand side";
+  ExpectThrowsMsg<c10::TypeError>([&] { (void)(a == t); },
+                                  "operator==" + dict_first);
+  ExpectThrowsMsg<c10::TypeError>([&] { (void)(t != a); }, "operator!=" + tail);
+  ExpectThrowsMsg<c10::TypeError>([&] { (void)(t + a); }, "add" + tail);
+  Snapshot st = TakeSnapshot(t);
+  ExpectThrowsMsg<c10::TypeError>([&] { t.add_(a); }, "add_" + tail);
+  ExpectUnchanged(t, st);
+  auto fn = [](const at::Tensor& x, const at::Tensor& y) { return x + y; };
+  ExpectThrowsMsg<c10::TypeError>([&] { (void)t.apply(fn, a); },
+                                  "apply" + tail);
+  at::Tensor cond = torch::ones({6}, torch::kBool);
+  ExpectThrowsMsg<c10::TypeError>([&] { (void)a.where(cond, t); },
+                                  "where" + dict_first);
 }
 
 // ===========================================================================

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "../examples/loopback.h"
+#include "loopback.h"  // examples/ (tests/CMakeLists.txt)
 
 extern char** environ;
 

@@ -9,7 +9,7 @@
 #include <functional>
 #include <string>
 
-#include "../examples/cartpole.h"
+#include "cartpole.h"  // examples/ (tests/CMakeLists.txt)
 #include "dist_util.h"
 #include "python_reference.h"
 #include "test_util.h"

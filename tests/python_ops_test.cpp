@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "../examples/cartpole.h"
+#include "cartpole.h"  // examples/ (tests/CMakeLists.txt)
 #include "python_reference.h"
 #include "test_paths.h"
 #include "test_util.h"

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -362,6 +363,37 @@ TEST(ReplayBufferTest, PrioritizedNeverSamplesAZeroPriorityRow) {
   auto idx = Vec(rb.sample(1000).second.index);
   std::set<int64_t> seen(idx.begin(), idx.end());
   EXPECT_EQ(seen, std::set<int64_t>({2, 7}));
+}
+
+// With eps(0), rows of priority 0 are never sampled, and the weights
+// (p_i / p_min)^-beta take p_min over the positive priorities: finite, in
+// (0, 1].
+TEST(ReplayBufferTest,
+     PrioritizedWeightsWithZeroEpsStayInZeroOneAndSkipZeroRows) {
+  ReplayBuffer rb(ReplayBufferOptions(8)
+                      .sampler(PrioritizedSampler().alpha(1).beta(0.5).eps(0))
+                      .seed(7));
+  rb.extend(TensorDict({{"id", torch::arange(8, torch::kLong)}}, {8}));
+  const std::vector<double> prio = {0, 1, 0, 2, 0, 3, 0, 4};
+  rb.update_priority(torch::arange(8), torch::tensor(prio));
+  std::set<int64_t> seen;
+  for (int round = 0; round < 4; ++round) {
+    auto [data, info] = rb.sample(256);
+    ASSERT_EQ(info.weight.numel(), 256);
+    const int64_t* idx = info.index.data_ptr<int64_t>();
+    const float* w = info.weight.data_ptr<float>();
+    for (int64_t k = 0; k < 256; ++k) {
+      seen.insert(idx[k]);
+      ASSERT_EQ(idx[k] % 2, 1) << "sampled a row of priority 0: " << idx[k];
+      ASSERT_TRUE(std::isfinite(w[k])) << k;
+      ASSERT_GT(w[k], 0.f) << k;
+      ASSERT_LE(w[k], 1.f) << k;
+      // (p_i / p_min)^-beta with p_min the smallest positive priority (1).
+      ASSERT_NEAR(w[k], std::pow(prio[static_cast<size_t>(idx[k])], -0.5),
+                  1e-6);
+    }
+  }
+  EXPECT_EQ(seen, std::set<int64_t>({1, 3, 5, 7}));
 }
 
 // ---- Slices

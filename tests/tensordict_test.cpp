@@ -6,6 +6,7 @@
 
 #include "test_util.h"
 
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -484,6 +485,64 @@ TEST(TensorDictGetSet, SetDictInsideItselfThrows) {
   ExpectUnchanged(td, s);
 }
 
+// {"x": [6], "a": {"c": [6, 2]}}, batch [6].
+TensorDict MakeXAndSubDict() {
+  return TensorDict(
+      {{"x", torch::zeros({6})}, {{"a", "c"}, torch::ones({6, 2})}}, {6});
+}
+
+void ExpectPrintable(const TensorDict& td) {
+  std::ostringstream os;
+  os << td;
+  EXPECT_FALSE(os.str().empty());
+  EXPECT_EQ(td.keys(true), Keys({"x", "a", {"a", "c"}}));
+}
+
+// Every form of cycle in one test: set() of a sub-dict under itself (a
+// cycle below the root), of a dict holding it, of the root under a nested
+// key, and update() reaching the same set().
+TEST(TensorDictGetSet, SetAndUpdateRejectEveryCycleAndChangeNothing) {
+  TensorDict td = MakeXAndSubDict();
+  Snapshot s = TakeSnapshot(td);
+  ExpectThrowsMsg(
+      [&] {
+        td.set({"a", "b"}, td.get_tensordict("a"));
+      },
+      "key ('a', 'b'): cannot set a TensorDict inside itself");
+  ExpectUnchanged(td, s);
+  // A dict that holds the sub-dict is a cycle too.
+  TensorDict holder({{"inner", td.get_tensordict("a")}}, {6});
+  ExpectThrowsMsg(
+      [&] {
+        td.set({"a", "b"}, holder);
+      },
+      "key ('a', 'b'): cannot set a TensorDict inside itself");
+  ExpectUnchanged(td, s);
+  // The root under a new nested key, below an existing sub-dict or not.
+  ExpectThrowsMsg(
+      [&] {
+        td.set({"a", "x", "y"}, td);
+      },
+      "key ('a', 'x', 'y'): cannot set a TensorDict inside itself");
+  ExpectUnchanged(td, s);
+  ExpectThrowsMsg(
+      [&] {
+        td.set({"n", "x", "y"}, td);
+      },
+      "key ('n', 'x', 'y'): cannot set a TensorDict inside itself");
+  ExpectUnchanged(td, s);
+  // update(): ("a", "b") would hold "a" itself; checked before "z" is set.
+  TensorDict other({{"z", torch::ones({6})},
+                    {"a", TensorDict({{"b", td.get_tensordict("a")}}, {6})}},
+                   {6});
+  ExpectThrowsMsg([&] { td.update(other); },
+                  "update: key ('a', 'b'): cannot set a TensorDict inside "
+                  "itself");
+  ExpectUnchanged(td, s);
+  ExpectPrintable(td);
+  EXPECT_EQ(td.get_tensordict("a").keys(true), Keys({"c"}));
+}
+
 TEST(TensorDictGetSet, SetMovesTheValueToTheDictsDevice) {
   TensorDict td(std::vector<int64_t>{2}, at::Device(at::kMeta));
   td.set("a", torch::rand({2, 3}));
@@ -633,6 +692,60 @@ TEST(TensorDictRename, RenameKeyToItselfIsANoOp) {
   TensorDict td = MakeDict();
   Snapshot s = TakeSnapshot(td);
   td.rename_key_("a", "a");
+  ExpectUnchanged(td, s);
+}
+
+// rename_key_ keeps Python's order: onto an existing key, the entry takes
+// that key's place; onto a new one, it is appended to the new key's parent.
+
+// {"c", "a", "b"}, batch [4]: keys out of sorted order.
+TensorDict MakeCAB() {
+  return TensorDict({{"c", torch::zeros({4})},
+                     {"a", torch::ones({4})},
+                     {"b", torch::full({4}, 2.0)}},
+                    {4});
+}
+
+TEST(TensorDictRename, RenameOntoAnExistingKeyReplacesItWhereItStands) {
+  TensorDict td = MakeCAB();
+  at::Tensor a = td.get("a");
+  td.rename_key_("a", "c");
+  EXPECT_EQ(td.keys(), Keys({"c", "b"}));
+  EXPECT_TRUE(td.get("c").is_same(a));
+  // Onto a missing key: appended.
+  at::Tensor c = td.get("c");
+  td.rename_key_("c", "z");
+  EXPECT_EQ(td.keys(), Keys({"b", "z"}));
+  EXPECT_TRUE(td.get("z").is_same(c));
+}
+
+TEST(TensorDictRename, NestedRenameOntoAnExistingKeyReplacesItWhereItStands) {
+  TensorDict td({{"c", torch::zeros({4})},
+                 {{"s", "y"}, torch::zeros({4})},
+                 {{"s", "x"}, torch::ones({4})},
+                 {{"s", "w"}, torch::ones({4})}},
+                {4});
+  at::Tensor x = td.get({"s", "x"});
+  td.rename_key_({"s", "x"}, {"s", "y"});
+  EXPECT_EQ(td.keys(true), Keys({"c", "s", {"s", "y"}, {"s", "w"}}));
+  EXPECT_TRUE(td.get({"s", "y"}).is_same(x));
+  // Onto a missing nested key: appended to its new parent.
+  at::Tensor c = td.get("c");
+  td.rename_key_("c", {"s", "v"});
+  EXPECT_EQ(td.keys(true), Keys({"s", {"s", "y"}, {"s", "w"}, {"s", "v"}}));
+  EXPECT_TRUE(td.get({"s", "v"}).is_same(c));
+}
+
+TEST(TensorDictRename, RenamingAKeyOntoItsOwnParentThrowsAndChangesNothing) {
+  TensorDict td({{"x", torch::zeros({4})}, {{"a", "b"}, torch::ones({4})}},
+                {4});
+  Snapshot s = TakeSnapshot(td);
+  ExpectThrowsMsg(
+      [&] {
+        td.rename_key_({"a", "b"}, "a");
+      },
+      "cannot rename key ('a', 'b') to a: the old key lies inside "
+      "the new one");
   ExpectUnchanged(td, s);
 }
 
