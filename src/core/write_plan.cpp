@@ -172,6 +172,25 @@ NonTensorPtr WriteTargets::NonTensorWrite::indexed(
   return non_tensor_stack(std::move(values), std::move(ids));
 }
 
+// One entry of `value` met by the constructor's walk, and where it goes:
+// `dn`, dst's entry with the same key (null when dst lacks it); `level`, the
+// dict of dst that holds (or will hold) it, null inside a dict the write
+// creates, whose index into dicts_ is then `new_parent`.
+struct WriteTargets::Entry {
+  const KeyPath& path;
+  const Node& vn;
+  Node* dn;
+  TensorDictImpl* level;
+  size_t new_parent;
+  [[nodiscard]] size_t index() const {
+    return static_cast<size_t>(dn - level->nodes.data());
+  }
+  [[nodiscard]] const c10::optional<at::Device>& device(
+      const std::vector<Dict>& dicts) const {
+    return level != nullptr ? level->device : dicts[new_parent].device;
+  }
+};
+
 WriteTargets::WriteTargets(const char* op, TensorDictImpl& dst,
                            const TensorDictImpl& value, SubBatch sub_batch,
                            OnDict on_dict, OnLeaf on_leaf, bool may_create,
@@ -183,70 +202,77 @@ WriteTargets::WriteTargets(const char* op, TensorDictImpl& dst,
       value, &dst, [&](const KeyPath& path, const Match<TensorDictImpl>& m) {
         const size_t depth = path.parts.size();
         while (!open.empty() && open.back().first >= depth) open.pop_back();
-        TensorDictImpl* level = m.b_level;  // null: inside a new dict
-        const size_t new_parent = level != nullptr ? kNone : open.back().second;
-        const Node& vn = m.a;
-        Node* dn = m.b;
-        if (dn == nullptr && level != nullptr) {
+        const Entry e{path, m.a, m.b, m.b_level,
+                      m.b_level != nullptr ? kNone : open.back().second};
+        if (e.dn == nullptr && e.level != nullptr) {
           if (!may_create) (void)lookup_or_throw(dst, path.key());
-          if (level->locked) check_unlocked(*level, op, path.key());
+          if (e.level->locked) check_unlocked(*e.level, op, path.key());
         }
-        if (vn.is_non_tensor() && dn != nullptr) {
-          if (!joins && non_tensor_write_changes(op, path, *dn, vn)) {
-            non_tensor_writes_.push_back(NonTensorWrite{
-                level, static_cast<size_t>(dn - level->nodes.data()),
-                vn.dict.get(), path.key().str()});
-          }
+        if (e.vn.is_non_tensor() && e.dn != nullptr) {
+          if (!joins) note_non_tensor_write(op, e);
           return Next::kSkip;
         }
-        if (vn.is_dict()) {
-          if (dn != nullptr) {
-            TORCH_CHECK_TYPE(
-                dn->is_dict() && !dn->is_non_tensor(), op, ": key ",
-                path.key().str(), ": cannot write a TensorDict where ",
-                dn->is_dict() ? "non-tensor data" : "a tensor", " lives");
-            on_dict(path, *dn->dict, *vn.dict);
-            return Next::kDescend;
-          }
-          // A new level; for non-tensor data it carries the value's data
-          // (see create()).
-          TORCH_CHECK(
-              joins || !vn.is_non_tensor() || !non_tensor_is_stack(*vn.dict),
-              op, ": key ", path.key().str(),
-              ": a NonTensorStack cannot be written into rows (only "
-              "NonTensorData, one value for every row)");
-          const Dict* np = level != nullptr ? nullptr : &dicts_[new_parent];
-          std::vector<int64_t> batch =
-              sub_batch(np != nullptr ? c10::IntArrayRef(np->batch)
-                                      : c10::IntArrayRef(level->batch_size),
-                        *vn.dict);
-          c10::optional<at::Device> device =
-              np != nullptr ? np->device : level->device;
-          dicts_.push_back(
-              Dict{level, new_parent, &vn, std::move(batch), device, nullptr});
-          creations_.emplace_back(true, dicts_.size() - 1);
-          if (vn.is_non_tensor()) return Next::kSkip;
-          open.emplace_back(depth, dicts_.size() - 1);
+        if (!e.vn.is_dict()) {
+          const size_t i = plan_leaf(op, e);
+          on_leaf(path, i, e.vn.tensor,
+                  e.dn != nullptr ? &e.dn->tensor : nullptr, e.level,
+                  e.device(dicts_));
+          return Next::kSkip;
+        }
+        if (e.dn != nullptr) {
+          TORCH_CHECK_TYPE(
+              e.dn->is_dict() && !e.dn->is_non_tensor(), op, ": key ",
+              path.key().str(), ": cannot write a TensorDict where ",
+              e.dn->is_dict() ? "non-tensor data" : "a tensor", " lives");
+          on_dict(path, *e.dn->dict, *e.vn.dict);
           return Next::kDescend;
         }
-        if (dn != nullptr) {
-          TORCH_CHECK_TYPE(
-              !dn->is_dict(), op, ": key ", path.key().str(),
-              ": cannot write a tensor where ",
-              dn->is_non_tensor() ? "non-tensor data" : "a TensorDict",
-              " lives");
-        }
-        const size_t i = leaves_.size();
-        leaves_.push_back(Leaf{
-            level,
-            dn != nullptr ? static_cast<size_t>(dn - level->nodes.data()) : 0,
-            new_parent, &vn, dn != nullptr});
-        if (dn == nullptr) creations_.emplace_back(false, i);
-        on_leaf(path, i, vn.tensor, dn != nullptr ? &dn->tensor : nullptr,
-                level,
-                level != nullptr ? level->device : dicts_[new_parent].device);
-        return Next::kSkip;
+        plan_new_dict(op, e, sub_batch, joins);
+        if (e.vn.is_non_tensor()) return Next::kSkip;
+        open.emplace_back(depth, dicts_.size() - 1);
+        return Next::kDescend;
       });
+}
+
+void WriteTargets::note_non_tensor_write(const char* op, const Entry& e) {
+  if (non_tensor_write_changes(op, e.path, *e.dn, e.vn)) {
+    non_tensor_writes_.push_back(NonTensorWrite{
+        e.level, e.index(), e.vn.dict.get(), e.path.key().str()});
+  }
+}
+
+void WriteTargets::plan_new_dict(const char* op, const Entry& e,
+                                 SubBatch sub_batch, bool joins) {
+  // For non-tensor data the new level carries the value's data (see
+  // create()).
+  TORCH_CHECK(
+      joins || !e.vn.is_non_tensor() || !non_tensor_is_stack(*e.vn.dict), op,
+      ": key ", e.path.key().str(),
+      ": a NonTensorStack cannot be written into rows (only NonTensorData, "
+      "one value for every row)");
+  const Dict* np = e.level != nullptr ? nullptr : &dicts_[e.new_parent];
+  std::vector<int64_t> batch =
+      sub_batch(np != nullptr ? c10::IntArrayRef(np->batch)
+                              : c10::IntArrayRef(e.level->batch_size),
+                *e.vn.dict);
+  c10::optional<at::Device> device = e.device(dicts_);
+  dicts_.push_back(Dict{e.level, e.new_parent, &e.vn, std::move(batch),
+                        std::move(device), nullptr});
+  creations_.emplace_back(true, dicts_.size() - 1);
+}
+
+size_t WriteTargets::plan_leaf(const char* op, const Entry& e) {
+  if (e.dn != nullptr) {
+    TORCH_CHECK_TYPE(!e.dn->is_dict(), op, ": key ", e.path.key().str(),
+                     ": cannot write a tensor where ",
+                     e.dn->is_non_tensor() ? "non-tensor data" : "a TensorDict",
+                     " lives");
+  }
+  const size_t i = leaves_.size();
+  leaves_.push_back(Leaf{e.level, e.dn != nullptr ? e.index() : 0, e.new_parent,
+                         &e.vn, e.dn != nullptr});
+  if (e.dn == nullptr) creations_.emplace_back(false, i);
+  return i;
 }
 
 void WriteTargets::create(

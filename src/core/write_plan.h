@@ -197,6 +197,14 @@ class WriteTargets {
   void undo();
 
  private:
+  // The steps of the constructor's walk (write_plan.cpp): an existing
+  // non-tensor entry the write may change, a sub-dict dst lacks, a leaf.
+  struct Entry;
+  void note_non_tensor_write(const char* op, const Entry& e);
+  void plan_new_dict(const char* op, const Entry& e, SubBatch sub_batch,
+                     bool joins);
+  size_t plan_leaf(const char* op, const Entry& e);
+
   Leaves leaves_;
   std::vector<Dict> dicts_;
   std::vector<NonTensorWrite> non_tensor_writes_;
