@@ -4,10 +4,10 @@
 // every level, the leaves STORED (uncompressed) with their payloads aligned
 // to 64 bytes, so that one mapping of the file holds every leaf.
 //
-// io/memmap.cpp plans what to write and walks the metadata when loading;
-// this layer knows the zip container only: writing a list of files, and
-// reading one entry's bytes or mapping a leaf over its payload, with every
-// offset and size of a hostile file checked.
+// io/memmap.cpp plans what to write and io/memmap_load.cpp walks the
+// metadata when loading; this layer knows the zip container only: writing
+// a list of files, and reading one entry's bytes or mapping a leaf over its
+// payload, with every offset and size of a hostile file checked.
 #pragma once
 
 #include <ATen/core/Tensor.h>

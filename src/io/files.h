@@ -1,5 +1,5 @@
 // Internal: the io layer's file primitives, under the memmap directories,
-// the single-file format and the `.tdz` archives (io/memmap.cpp,
+// the single-file format and the `.tdz` archives (io/memmap*.cpp,
 // io/consolidate.cpp, io/archive.cpp), and for small files that sit next
 // to memmap directories (the replay buffer's TorchRL metadata,
 // rl/torchrl_files.h); plus the single-file format's metadata for other

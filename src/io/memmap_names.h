@@ -21,6 +21,12 @@ namespace detail {
 
 /// The `_type` of a dict level's meta.json, as Python >= 0.5 writes it.
 constexpr const char* kTdType = "<class 'tensordict._td.TensorDict'>";
+/// The `_type` of a non-tensor level's meta.json: NonTensorData, and a
+/// NonTensorStack.
+constexpr const char* kNonTensorDataType =
+    "<class 'tensordict.tensorclass.NonTensorData'>";
+constexpr const char* kNonTensorStackType =
+    "<class 'tensordict.tensorclass.NonTensorStack'>";
 /// Whether a level's meta.json describes a TensorDict: its `_type` is
 /// `kTdType` or 0.4's "<class 'tensordict.tensordict.TensorDict'>".
 bool is_tensordict_meta(const nlohmann::ordered_json& meta);
