@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -279,6 +280,14 @@ void PrioritizedSamplerImpl::set_priority(int64_t i, double p) {
   min_tree_.set(i, p > 0 ? p : std::numeric_limits<double>::infinity());
 }
 
+// set_priority's leaves, without their ancestors (the caller rebuilds).
+void PrioritizedSamplerImpl::set_leaves(int64_t i, double p) {
+  const bool drawable =
+      drawable_.empty() || drawable_[static_cast<size_t>(i)] != 0;
+  sum_tree_.set_leaf(i, drawable ? p : 0.0);
+  min_tree_.set_leaf(i, p > 0 ? p : std::numeric_limits<double>::infinity());
+}
+
 // The sum-tree leaf is always `drawable_[i] ? mass : 0` (set_priority keeps
 // it so), so an unchanged flag needs no tree update.
 void PrioritizedSamplerImpl::set_drawable(int64_t i, bool drawable) {
@@ -392,9 +401,11 @@ Sampler::Restore PrioritizedSamplerImpl::load_state(const TensorDict& state,
     const double* masses = mass.data_ptr<double>();
     const PersistedPriorities& persisted = storage.priorities();
     for (int64_t i = 0; i < mass.numel(); ++i) {
-      set_priority(i, masses[i]);
+      set_leaves(i, masses[i]);
       persisted.set(i, raw_priority(masses[i], alpha_, eps_), masses[i]);
     }
+    sum_tree_.rebuild();
+    min_tree_.rebuild();
     max_priority_ = max_p;
     persisted.set_max(max_p);
   };
@@ -406,11 +417,24 @@ void PrioritizedSamplerImpl::restore(ReplayStorage& storage) {
   const PersistedPriorities& persisted = storage.priorities();
   if (persisted.raw == nullptr) return;  // nothing was reopened
   max_priority_ = *persisted.max;
-  for (int64_t i = 0; i < storage.size(); ++i) {
-    double raw = persisted.raw[i];
-    if (!(std::isfinite(raw) && raw >= 0)) raw = max_priority_;
-    set_priority(i, std::pow(raw + eps_, alpha_));
-  }
+  // Every leaf set, then the trees rebuilt once: O(N) instead of an
+  // O(log N) walk per row (20 s at 10^8 rows). Runs of one priority (rows
+  // never updated) reuse the power.
+  const int64_t size = storage.size();
+  at::parallel_for(0, size, int64_t{1} << 16, [&](int64_t begin, int64_t end) {
+    double last_raw = std::numeric_limits<double>::quiet_NaN(), last_p = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      double raw = persisted.raw[i];
+      if (!(std::isfinite(raw) && raw >= 0)) raw = max_priority_;
+      if (raw != last_raw) {
+        last_raw = raw;
+        last_p = std::pow(raw + eps_, alpha_);
+      }
+      set_leaves(i, last_p);
+    }
+  });
+  sum_tree_.rebuild();
+  min_tree_.rebuild();
 }
 
 // ---- SliceSampler, SliceSamplerWithoutReplacement ---------------------------

@@ -178,6 +178,8 @@ class PrioritizedSamplerImpl : public Sampler {
 
  private:
   void set_priority(int64_t i, double p);
+  // set_priority without the trees' ancestors (the caller rebuilds them).
+  void set_leaves(int64_t i, double p);
 
   double alpha_, beta_, eps_;
   // The largest raw priority seen (before eps and alpha).

@@ -44,6 +44,17 @@ class SegmentTree {
   [[nodiscard]] double get(int64_t i) const {
     return tree_[static_cast<size_t>(leaves_ + i)];
   }
+  /// Leaf `i` := `v` alone; `rebuild()` then recomputes the ancestors.
+  void set_leaf(int64_t i, double v) {
+    tree_[static_cast<size_t>(leaves_ + i)] = v;
+  }
+  /// Every inner node recomputed from its children, bottom up: O(N), for
+  /// many leaves set at once (reopening a buffer).
+  void rebuild() {
+    for (auto k = static_cast<size_t>(leaves_) - 1; k >= 1; --k) {
+      tree_[k] = Op::combine(tree_[2 * k], tree_[2 * k + 1]);
+    }
+  }
   /// The reduction over every leaf.
   [[nodiscard]] double root() const { return tree_[1]; }
   /// Every leaf back to the identity.
@@ -140,6 +151,24 @@ class SumSegmentTree {
   }
   [[nodiscard]] double get(int64_t i) const {
     return level(last_.size() - 1)[static_cast<size_t>(i)];
+  }
+  /// Leaf `i` := `v` alone; `rebuild()` then recomputes the ancestors.
+  void set_leaf(int64_t i, double v) {
+    level(last_.size() - 1)[static_cast<size_t>(i)] = v;
+  }
+  /// Every inner node recomputed from its children, level by level from the
+  /// leaves up: O(N), in sequential passes, for many leaves set at once.
+  void rebuild() {
+    for (size_t d = last_.size() - 1; d > 0; --d) {
+      const double* c = level(d);
+      double* parent = level(d - 1);
+      const auto groups = static_cast<size_t>(last_[d - 1] + 1);
+      for (size_t j = 0; j < groups; ++j) {
+        double sum = 0;
+        for (int64_t k = 0; k < kFanout; ++k) sum += c[j * kFanout + k];
+        parent[j] = sum;
+      }
+    }
   }
   [[nodiscard]] double root() const { return nodes_.data()[0]; }
   void reset() { nodes_.zero(); }
