@@ -246,7 +246,8 @@ TensorDict::TensorDict(c10::IntArrayRef batch_size)
 TensorDict::TensorDict(c10::IntArrayRef batch_size, at::Device device)
     : TensorDict(std::vector<Item>{}, batch_size, device) {}
 
-TensorDict::TensorDict(std::vector<Item> items, c10::IntArrayRef batch_size,
+TensorDict::TensorDict(const std::vector<Item>& items,
+                       c10::IntArrayRef batch_size,
                        c10::optional<at::Device> device) {
   for (int64_t d : batch_size) {
     TORCH_CHECK_VALUE(d >= 0, "TensorDict: batch_size ", shape_str(batch_size),
