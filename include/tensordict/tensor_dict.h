@@ -769,10 +769,7 @@ class IndexedTensorDict {
   IndexedTensorDict& operator=(const TensorDict& value) &&;
   /// `td[i] = td[j]`: writes the other indexed dict's contents (not a
   /// rebinding).
-  ///@{
   IndexedTensorDict& operator=(const IndexedTensorDict& value) &&;
-  IndexedTensorDict& operator=(IndexedTensorDict&& value) &&;
-  ///@}
 
   /// The indexed dict (views where LibTorch gives views).
   ///@{

@@ -325,12 +325,11 @@ IndexedTensorDict& IndexedTensorDict::operator=(const TensorDict& value) && {
   return *this;
 }
 
+// A write through the proxy: `td[i] = td[i]` writes the rows onto
+// themselves.
+// NOLINTNEXTLINE(bugprone-unhandled-self-assignment)
 IndexedTensorDict& IndexedTensorDict::operator=(
     const IndexedTensorDict& value) && {
-  return std::move(*this) = value.value();
-}
-
-IndexedTensorDict& IndexedTensorDict::operator=(IndexedTensorDict&& value) && {
   return std::move(*this) = value.value();
 }
 
