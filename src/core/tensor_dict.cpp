@@ -69,6 +69,8 @@ at::Device usable_device(const char* op, at::Device d) {
               "without ",
               type, " support");
   if (d.has_index()) {
+    // A count (c10::DeviceIndex is int8_t), printed as a number below.
+    // NOLINTNEXTLINE(bugprone-signed-char-misuse)
     const int64_t n = c10::impl::getDeviceGuardImpl(d.type())->deviceCount();
     TORCH_CHECK(d.index() < n, op, ": device ", device_name(d),
                 " is not available: this machine has ", n, " ", type,
