@@ -138,7 +138,7 @@ TensorDict many_leaves(int64_t count, int64_t elements) {
   for (int64_t k = 0; k < count; ++k) {
     items.emplace_back("leaf" + std::to_string(k), at::rand({elements}));
   }
-  return TensorDict(std::move(items), {});
+  return TensorDict(items, {});
 }
 
 void per_leaf_to(benchmark::State& state, const TensorDict& td) {

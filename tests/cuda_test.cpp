@@ -155,7 +155,7 @@ TEST(Cuda, ManyLeavesOfOddSizesWrittenAndGatheredExactly) {
     }
     items.emplace_back("empty", at::zeros({0}));
     items.emplace_back("flag", at::full({1}, v % 2 == 1, at::kBool));
-    return TensorDict(std::move(items), {});
+    return TensorDict(items, {});
   };
   TensorDict buf({}, {9}, kCuda);
   for (int64_t t = 0; t < 9; ++t) {

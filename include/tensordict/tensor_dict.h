@@ -159,7 +159,7 @@ class TensorDict {
   ///
   /// `TensorDict({}, {N, 3})` is an empty dict with batch size `[N, 3]`;
   /// `TensorDict(items, {})` has no batch dimensions.
-  TensorDict(std::vector<Item> items, c10::IntArrayRef batch_size,
+  TensorDict(const std::vector<Item>& items, c10::IntArrayRef batch_size,
              c10::optional<at::Device> device = c10::nullopt);
   /// An empty dict with the given batch size.
   explicit TensorDict(c10::IntArrayRef batch_size);
@@ -769,10 +769,7 @@ class IndexedTensorDict {
   IndexedTensorDict& operator=(const TensorDict& value) &&;
   /// `td[i] = td[j]`: writes the other indexed dict's contents (not a
   /// rebinding).
-  ///@{
   IndexedTensorDict& operator=(const IndexedTensorDict& value) &&;
-  IndexedTensorDict& operator=(IndexedTensorDict&& value) &&;
-  ///@}
 
   /// The indexed dict (views where LibTorch gives views).
   ///@{

@@ -121,8 +121,7 @@ inline void foreach_copy_(at::TensorList dst, at::TensorList src,
 #else
   for (size_t j = 0; j < dst.size(); ++j) {
     // A TensorList holds const tensors; copy_ writes through the handle.
-    at::Tensor d = dst[j];
-    d.copy_(src[j], non_blocking);
+    dst[j].copy_(src[j], non_blocking);
   }
 #endif
 }

@@ -202,15 +202,13 @@ c10::optional<DimMap> index_dim_map(const TensorDictImpl& impl,
   m.in_dims = impl.batch_dims();
   int64_t d = 0;
   for (const TensorIndex& idx : norm.indices) {
-    if (idx.is_integer()) {
+    if (idx.is_integer() || (idx.is_tensor() && idx.tensor().dim() == 0 &&
+                             !is_mask(idx.tensor()))) {
       ++d;
     } else if (idx.is_slice()) {
       m.from.push_back(d++);
     } else if (idx.is_none() || idx.is_boolean()) {
       m.from.push_back(DimMap::kNew);
-    } else if (idx.is_tensor() && idx.tensor().dim() == 0 &&
-               !is_mask(idx.tensor())) {
-      ++d;
     } else {
       return c10::nullopt;
     }
@@ -325,12 +323,11 @@ IndexedTensorDict& IndexedTensorDict::operator=(const TensorDict& value) && {
   return *this;
 }
 
+// A write through the proxy: `td[i] = td[i]` writes the rows onto
+// themselves.
+// NOLINTNEXTLINE(bugprone-unhandled-self-assignment)
 IndexedTensorDict& IndexedTensorDict::operator=(
     const IndexedTensorDict& value) && {
-  return std::move(*this) = value.value();
-}
-
-IndexedTensorDict& IndexedTensorDict::operator=(IndexedTensorDict&& value) && {
   return std::move(*this) = value.value();
 }
 

@@ -34,6 +34,9 @@ namespace detail {
 
 using ordered_json = nlohmann::ordered_json;
 
+// The implicit default constructor is noexcept, as ordered_json's is, which
+// reaches a throw that a null value never takes (nlohmann NOLINTs it too).
+// NOLINTNEXTLINE(bugprone-exception-escape)
 struct NonTensor {
   bool is_stack = false;
   /// NonTensorData: the value of every element.

@@ -69,6 +69,8 @@ at::Device usable_device(const char* op, at::Device d) {
               "without ",
               type, " support");
   if (d.has_index()) {
+    // A count (c10::DeviceIndex is int8_t), printed as a number below.
+    // NOLINTNEXTLINE(bugprone-signed-char-misuse)
     const int64_t n = c10::impl::getDeviceGuardImpl(d.type())->deviceCount();
     TORCH_CHECK(d.index() < n, op, ": device ", device_name(d),
                 " is not available: this machine has ", n, " ", type,
@@ -246,7 +248,8 @@ TensorDict::TensorDict(c10::IntArrayRef batch_size)
 TensorDict::TensorDict(c10::IntArrayRef batch_size, at::Device device)
     : TensorDict(std::vector<Item>{}, batch_size, device) {}
 
-TensorDict::TensorDict(std::vector<Item> items, c10::IntArrayRef batch_size,
+TensorDict::TensorDict(const std::vector<Item>& items,
+                       c10::IntArrayRef batch_size,
                        c10::optional<at::Device> device) {
   for (int64_t d : batch_size) {
     TORCH_CHECK_VALUE(d >= 0, "TensorDict: batch_size ", shape_str(batch_size),

@@ -252,6 +252,7 @@ Work isend(const TensorDict& td, int dst, const Group& pg, int init_tag,
   auto state = std::make_shared<Work::State>();
   state->op = "send";
   std::vector<at::Tensor> contiguous;
+  contiguous.reserve(leaves.size());
   for (const auto& leaf : leaves)
     contiguous.push_back(leaf.tensor.contiguous());
   post(*state, pg, leaves, std::move(contiguous), init_tag,

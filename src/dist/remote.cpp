@@ -25,6 +25,16 @@ bool reserved(const std::string& key) {
          key.rfind("njt_", 0) == 0;
 }
 
+// The dotted name of `key` in the level at `path` ("" at the root), as
+// Python's metadata names nested keys: "next.obs".
+std::string dotted(const std::string& path, const std::string& key) {
+  if (path.empty()) return key;
+  std::string out = path;
+  out += '.';
+  out += key;
+  return out;
+}
+
 // The single-file format's metadata (io/files.h) as Python's consolidate()
 // metadata: per level {"cls", "non_tensors", "leaves": {key: [dtype, shape,
 // start, stop, pad]}, "cls_metadata": {"device", "names", "batch_size",
@@ -33,7 +43,7 @@ ordered_json to_python_meta(const ordered_json& ours, const std::string& path) {
   ordered_json leaves = ordered_json::object();
   ordered_json subs = ordered_json::object();
   for (const auto& [key, e] : ours["entries"].items()) {
-    const std::string where = path.empty() ? key : path + "." + key;
+    const std::string where = dotted(path, key);
     if (e.contains("entries")) {
       TORCH_CHECK_VALUE(!reserved(key), "init_remote: the key ", where,
                         " names a field of Python's metadata layout and "
@@ -91,15 +101,14 @@ ordered_json from_python_meta(const ordered_json& py, const std::string& path,
   ordered_json& entries = out["entries"];
   for (const auto& [key, v] : py["leaves"].items()) {
     TORCH_CHECK(v.is_array() && v.size() >= 4 && v[2].is_number_integer(), fn,
-                ": malformed leaf ", path.empty() ? key : path + "." + key);
+                ": malformed leaf ", dotted(path, key));
     entries[key] = {{"dtype", v[0]}, {"shape", v[1]}, {"offset", v[2]}};
   }
   for (const auto& [key, v] : py.items()) {
     if (reserved(key)) continue;
     TORCH_CHECK(!entries.contains(key), fn, ": the key ", key, " ", where,
                 " is both a leaf and a sub-dict");
-    entries[key] =
-        from_python_meta(v, path.empty() ? key : path + "." + key, depth + 1);
+    entries[key] = from_python_meta(v, dotted(path, key), depth + 1);
   }
   return out;
 }

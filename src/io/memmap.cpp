@@ -150,7 +150,7 @@ ordered_json leaf_meta(const at::Tensor& t) {
 // key's name.
 std::string other_name(const std::string& key, const std::string& name,
                        const char* suffix) {
-  const std::string escaped = escape_key(key) + suffix;
+  std::string escaped = escape_key(key) + suffix;
   if (name != escaped) return escaped;
   if (raw_name_ok(key) && key + suffix != name) return key + suffix;
   return std::string();

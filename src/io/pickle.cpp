@@ -32,10 +32,11 @@ c10::IValue to_generic_dict(const detail::TensorDictImpl& root) {
         levels.back().insert(*path.parts.back(), t.detach());
       },
       [&](const detail::KeyPath& path, const detail::TensorDictImpl&) {
-        c10::impl::GenericDict d = std::move(levels.back());
+        // A handle (c10::Dict has no move): the copy shares the dict.
+        c10::impl::GenericDict d = levels.back();
         levels.pop_back();
         if (levels.empty()) {
-          out = c10::IValue(std::move(d));
+          out = c10::IValue(d);
         } else {
           levels.back().insert(*path.parts.back(), std::move(d));
         }

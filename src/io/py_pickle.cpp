@@ -211,7 +211,7 @@ class Reader {
         case '\x85':
         case '\x86':
         case '\x87': {  // TUPLE1-3
-          const size_t n = static_cast<size_t>(op - '\x85' + 1);
+          const size_t n = static_cast<size_t>(op - '\x85') + 1;
           check(stack_.size() >= n, "a tuple lacks its items");
           auto o = make(Obj::kList);
           o->items.assign(stack_.end() - n, stack_.end());

@@ -40,9 +40,9 @@ namespace {
 // (see `rebuild`), and the root gets `batch_size` (default: src's).
 template <typename LeafFnT>
 TensorDict run_apply(const TensorDictImpl& src,
-                     const c10::optional<std::vector<int64_t>>& batch_size,
+                     c10::optional<std::vector<int64_t>> batch_size,
                      const LeafFnT& leaf) {
-  std::vector<int64_t> batch = batch_size ? *batch_size : src.batch_size;
+  std::vector<int64_t> batch = std::move(batch_size).value_or(src.batch_size);
   for (int64_t d : batch) {
     TORCH_CHECK_VALUE(d >= 0, "apply: batch_size ", shape_str(batch),
                       " has a negative dimension");
@@ -267,7 +267,7 @@ ImplPtr flatten_impl(const TensorDictImpl& src, const std::string& sep) {
 
 TensorDict TensorDict::apply(
     const LeafFn& fn, c10::optional<std::vector<int64_t>> batch_size) const {
-  return run_apply(*impl_, batch_size,
+  return run_apply(*impl_, std::move(batch_size),
                    [&](const KeyPath&, const at::Tensor& t) { return fn(t); });
 }
 
@@ -279,7 +279,7 @@ TensorDict TensorDict::apply(
   pair_leaves(*impl_, *other.impl_, "apply", mine, theirs);
   size_t i = 0;
   return run_apply(
-      *impl_, batch_size,
+      *impl_, std::move(batch_size),
       [&](const KeyPath&, const at::Tensor& t) { return fn(t, theirs[i++]); });
 }
 
@@ -293,7 +293,7 @@ TensorDict TensorDict::apply(
   }
   std::vector<at::Tensor> args;
   size_t i = 0;
-  return run_apply(*impl_, batch_size,
+  return run_apply(*impl_, std::move(batch_size),
                    [&](const KeyPath&, const at::Tensor& t) {
                      args.clear();
                      args.push_back(t);
@@ -306,7 +306,7 @@ TensorDict TensorDict::apply(
 TensorDict TensorDict::named_apply(
     const NamedLeafFn& fn,
     c10::optional<std::vector<int64_t>> batch_size) const {
-  return run_apply(*impl_, batch_size,
+  return run_apply(*impl_, std::move(batch_size),
                    [&](const KeyPath& path, const at::Tensor& t) {
                      return fn(path.key(), t);
                    });

@@ -167,12 +167,12 @@ TensorDict pad_sequence(const std::vector<TensorDict>& tds, int64_t pad_dim,
   int64_t longest = -1;
   std::vector<TensorDict> in;
   in.reserve(tds.size());
-  for (size_t i = 0; i < tds.size(); ++i) {
+  for (const TensorDict& given : tds) {
     std::vector<at::Tensor> va, vb;
-    detail::pair_leaves(first, TensorDictImpl::of(tds[i]), "pad_sequence", va,
+    detail::pair_leaves(first, TensorDictImpl::of(given), "pad_sequence", va,
                         vb);
-    const TensorDict td = return_mask ? tds[i].copy() : tds[i];
-    const auto& b = TensorDictImpl::of(tds[i]).batch_size;
+    const TensorDict td = return_mask ? given.copy() : given;
+    const auto& b = TensorDictImpl::of(given).batch_size;
     for (size_t j = 0; j < vb.size(); ++j) {
       const at::Tensor& t = vb[j];
       const NestedKey key = leaf_key(first, j);

@@ -287,6 +287,7 @@ TensorDict TensorDict::permute(c10::IntArrayRef dims) const {
                     "with batch_size ",
                     shape_str(b));
   std::vector<int64_t> nb;
+  nb.reserve(perm.size());
   for (int64_t p : perm) nb.push_back(b[static_cast<size_t>(p)]);
   detail::DimMap moved;
   moved.in_dims = bd;

@@ -25,7 +25,7 @@ class RateLimiterImpl {
  public:
   // `config` was checked by ReplayBuffer.
   explicit RateLimiterImpl(c10::optional<RateLimiter> config)
-      : config_(std::move(config)) {}
+      : config_(config) {}
 
   // Waits under `lock` (the buffer's) until `n` rows may be sampled from
   // `storage` (`sample`) or inserted into it; throws naming the counts when

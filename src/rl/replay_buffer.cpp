@@ -398,7 +398,7 @@ void ReplayBuffer::dumps(const std::string& dir) const {
   scalar("inserted", m.limiter.inserted());
   scalar("sampled", m.limiter.sampled());
   m.sampler->save_state(m.storage, out, state);
-  (void)TensorDict(std::move(state), {}).memmap(dir + "/checkpoint");
+  (void)TensorDict(state, {}).memmap(dir + "/checkpoint");
 }
 
 void ReplayBuffer::loads(const std::string& dir) {

@@ -210,7 +210,7 @@ c10::optional<TensorDict> ReplayStorage::with_index(const TensorDict& value,
           : at::arange(cursor_, cursor_ + value.batch_size()[0], options)
                 .remainder_(capacity_);
   TensorDict out = value.copy();
-  out.set("index", std::move(index));
+  out.set("index", index);
   return out;
 }
 
