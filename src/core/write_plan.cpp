@@ -255,9 +255,8 @@ void WriteTargets::plan_new_dict(const char* op, const Entry& e,
       sub_batch(np != nullptr ? c10::IntArrayRef(np->batch)
                               : c10::IntArrayRef(e.level->batch_size),
                 *e.vn.dict);
-  c10::optional<at::Device> device = e.device(dicts_);
   dicts_.push_back(Dict{e.level, e.new_parent, &e.vn, std::move(batch),
-                        std::move(device), nullptr});
+                        e.device(dicts_), nullptr});
   creations_.emplace_back(true, dicts_.size() - 1);
 }
 
