@@ -347,8 +347,16 @@ void GenStackCat(World& w) {
         if (dim > static_cast<int64_t>(row_batch.size())) {
           op.expect_throw = true;
         } else {
-          Shape stacked = row_batch;
-          stacked.insert(stacked.begin() + dim, k);
+          // Built by push_back: g++ 16 misreads vector::insert here as
+          // writing out of bounds (-Warray-bounds).
+          Shape stacked;
+          for (int64_t j = 0; j <= static_cast<int64_t>(row_batch.size());
+               ++j) {
+            if (j == dim) stacked.push_back(k);
+            if (j < static_cast<int64_t>(row_batch.size())) {
+              stacked.push_back(row_batch[static_cast<size_t>(j)]);
+            }
+          }
           op.expect_throw = stacked != Cat({k}, row_batch);
         }
       }
