@@ -97,17 +97,17 @@ Timing time_us(int iters, const std::function<void()>& f) {
   return {t[static_cast<size_t>(iters / 2)], sum / iters};
 }
 
-struct Report {
-  void line(const std::string& what, double value, const char* unit,
+// One line of the report: a case against its target (`at_most`: the value
+// may not exceed it, else it may not fall below it), or information.
+void report(const std::string& what, double value, const char* unit,
             double target, bool at_most = true) {
-    const bool met = at_most ? value <= target : value >= target;
-    std::printf("  %-52s %10.2f %-5s (target %s %g: %s)\n", what.c_str(), value,
-                unit, at_most ? "<=" : ">=", target, met ? "met" : "NOT met");
-  }
-  void info(const std::string& what, double value, const char* unit) {
-    std::printf("  %-52s %10.2f %s\n", what.c_str(), value, unit);
-  }
-};
+  const bool met = at_most ? value <= target : value >= target;
+  std::printf("  %-52s %10.2f %-5s (target %s %g: %s)\n", what.c_str(), value,
+              unit, at_most ? "<=" : ">=", target, met ? "met" : "NOT met");
+}
+void info(const std::string& what, double value, const char* unit) {
+  std::printf("  %-52s %10.2f %s\n", what.c_str(), value, unit);
+}
 
 // The 64k-row batch every fill writes; `done` ends a trajectory every
 // kTrajectory rows (kBatch is not a multiple of it, so the ends move from
@@ -161,12 +161,11 @@ int main(int argc, char** argv) {
   std::filesystem::remove_all(root);
   std::filesystem::create_directories(root);
   at::set_num_threads(1);
-  Report r;
   std::printf("bench_scale: %lld rows of %lld bytes (%.2f GB a buffer)\n",
               static_cast<long long>(rows), static_cast<long long>(kRowBytes),
               static_cast<double>(rows * kRowBytes) / 1e9);
-  r.info("memcpy of 1 GB (this machine's bandwidth)",
-         memcpy_gbps(size_t{1} << 30), "GB/s");
+  info("memcpy of 1 GB (this machine's bandwidth)",
+       memcpy_gbps(size_t{1} << 30), "GB/s");
   const TensorDict batch = fill_batch();
   const int iters = 2000;
   std::mt19937_64 rng(1);
@@ -184,11 +183,10 @@ int main(int argc, char** argv) {
       ReplayBuffer rb(
           options(rows, tensordict::RandomSampler(), dir("uniform")));
       double first_s = 0;
-      r.line("fill, extend of 64k-row batches", fill(rb, batch, &first_s),
+      report("fill, extend of 64k-row batches", fill(rb, batch, &first_s),
              "GB/s", 1.0, /*at_most=*/false);
-      r.info("  of which the first extend (allocates the storage)", first_s,
-             "s");
-      r.line("uniform sample(256), median",
+      info("  of which the first extend (allocates the storage)", first_s, "s");
+      report("uniform sample(256), median",
              time_us(iters, [&] { (void)rb.sample(256); }).median_us, "us", 50);
     }
     {
@@ -197,19 +195,19 @@ int main(int argc, char** argv) {
       ReplayBuffer rb(options(rows, PrioritizedSampler(), dir("prioritized")));
       const double gbps = fill(rb, batch);
       const int64_t anon1 = rss_anon();
-      r.info("fill of a PrioritizedSampler buffer", gbps, "GB/s");
-      r.line("PrioritizedSampler sample(256), median",
+      info("fill of a PrioritizedSampler buffer", gbps, "GB/s");
+      report("PrioritizedSampler sample(256), median",
              time_us(iters, [&] { (void)rb.sample(256); }).median_us, "us",
              200);
       const at::Tensor prio = at::rand({256}, at::kDouble);
-      r.line(
+      report(
           "update_priority of 256 rows, median",
           time_us(iters, [&] { rb.update_priority(draw(), prio); }).median_us,
           "us", 100);
       if (disk) {
         // The rows are file pages: the anonymous memory that grew is the
         // sampler's (its trees; the priorities are a file too, 8 B/row).
-        r.line("prioritized trees beyond the rows, bytes/row",
+        report("prioritized trees beyond the rows, bytes/row",
                static_cast<double>(anon1 - anon0) / static_cast<double>(rows),
                "B/row", 32);
       }
@@ -219,18 +217,18 @@ int main(int argc, char** argv) {
       ReplayBuffer rb(options(rows, PrioritizedSampler(), dir("prioritized")));
       const double s = seconds_since(t0);
       if (rb.size() != rows) std::abort();
-      r.line("reopen a full storage_dir (PrioritizedSampler)", s, "s", 1.0);
+      report("reopen a full storage_dir (PrioritizedSampler)", s, "s", 1.0);
       const auto t1 = Clock::now();
       ReplayBuffer rb2(
           options(rows, tensordict::RandomSampler(), dir("uniform")));
-      r.line("reopen a full storage_dir (RandomSampler)", seconds_since(t1),
+      report("reopen a full storage_dir (RandomSampler)", seconds_since(t1),
              "s", 1.0);
     }
     {
       ReplayBuffer rb(
           options(rows, SliceSampler(8).end_key("done"), dir("slice")));
       fill(rb, batch);
-      r.line("SliceSampler 32 x 8, median",
+      report("SliceSampler 32 x 8, median",
              time_us(iters, [&] { (void)rb.sample(256); }).median_us, "us",
              100);
     }
@@ -238,7 +236,7 @@ int main(int argc, char** argv) {
       ReplayBuffer rb(options(rows, PrioritizedSliceSampler(8).end_key("done"),
                               dir("pslice")));
       fill(rb, batch);
-      r.line("PrioritizedSliceSampler 32 x 8, median",
+      report("PrioritizedSliceSampler 32 x 8, median",
              time_us(iters, [&] { (void)rb.sample(256); }).median_us, "us",
              250);
     }

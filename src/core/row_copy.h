@@ -10,7 +10,7 @@
 //  - the version bump a write owes (`version_of`, `bump`);
 //  - the byte copy (`copy_bytes`), the row copies (`collect_rows`,
 //    `gather_leaf_rows`) and the hand-off of CUDA destinations to
-//    cuda/device_copy.h (`ByteCopies`);
+//    cuda/device_copy.h (`ByteCopy`, `ByteCopies`);
 //  - prefetching, behind `prefetch`, `prefetch_lines` and one look-ahead
 //    helper (`Lookahead`).
 // Callers check shapes, dtypes and which region is written; this layer
@@ -181,22 +181,32 @@ void collect_rows(char* dst, size_t step, const char* const* src, size_t stride,
 std::vector<at::Tensor> gather_leaf_rows(
     const std::vector<const at::Tensor*>& leaves, const at::Tensor& index);
 
-/// The byte copies of one write, in order: a CPU copy runs at once
-/// (`cpu`), a copy into CUDA memory is queued (`device`) and every queued
-/// one runs in one fused launch (`finish`). Each bumps its destination's
-/// version (`version_of`) once written.
+/// One byte copy of `nbytes` from `src` to `dst`: into the CUDA memory of
+/// `device` when it is a device index (from host memory when `src_on_host`,
+/// else from that device), else on the CPU. `version`: the destination's
+/// `version_of`, bumped once the copy is written.
+struct ByteCopy {
+  c10::TensorImpl* version = nullptr;
+  char* dst = nullptr;
+  const char* src = nullptr;
+  size_t nbytes = 0;
+  c10::DeviceIndex device = -1;
+  bool src_on_host = false;
+};
+
+/// The byte copies of one write, in order: a CPU copy runs at once, a copy
+/// into CUDA memory is queued, and `finish` runs every queued one in one
+/// fused launch (cuda/device_copy.h).
 class ByteCopies {
  public:
-  void cpu(c10::TensorImpl* version, char* dst, const char* src, size_t n) {
-    copy_bytes(dst, src, n);
-    bump(version);
-  }
-  /// `device`: the destination's CUDA device; `src_on_host`: whether `src`
-  /// is host memory (else memory of that device).
-  void device(c10::TensorImpl* version, char* dst, const char* src, size_t n,
-              c10::DeviceIndex device, bool src_on_host) {
-    device_.push_back(
-        cuda::DeviceCopy{version, dst, src, n, device, src_on_host});
+  void add(const ByteCopy& c) {
+    if (c.device < 0) {
+      copy_bytes(c.dst, c.src, c.nbytes);
+      bump(c.version);
+      return;
+    }
+    device_.push_back(cuda::DeviceCopy{c.version, c.dst, c.src, c.nbytes,
+                                       c.device, c.src_on_host});
   }
   void finish() {
     if (!device_.empty()) cuda::run_copies(device_);

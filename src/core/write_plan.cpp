@@ -397,17 +397,6 @@ Block block_of(const TensorDictImpl& dst, const NormalizedIndex& norm) {
   return b;
 }
 
-// The byte copy of one leaf, when eligible (dst null otherwise): a CPU copy,
-// or a region of the fused device copy into a CUDA leaf (core/row_copy.h).
-struct ByteCopy {
-  c10::TensorImpl* version = nullptr;  // version_of(dest)
-  char* dst = nullptr;
-  const char* src = nullptr;
-  size_t nbytes = 0;
-  c10::DeviceIndex device = -1;  // a CUDA destination's device; else -1
-  bool src_on_host = false;
-};
-
 // `dst[norm] = value`: pairs the two trees once (WriteTargets), decides per
 // leaf between a byte copy (contiguous CPU leaves of one dtype, a
 // contiguous region), a LibTorch copy and an allocation, validates every
@@ -460,13 +449,7 @@ class WritePlan {
   void copy_planned_bytes() const {
     ByteCopies copies;
     for (const auto& b : bytes_) {
-      if (b.dst == nullptr) continue;
-      if (b.device >= 0) {
-        copies.device(b.version, b.dst, b.src, b.nbytes, b.device,
-                      b.src_on_host);
-      } else {
-        copies.cpu(b.version, b.dst, b.src, b.nbytes);
-      }
+      if (b.dst != nullptr) copies.add(b);
     }
     copies.finish();
   }
@@ -610,7 +593,8 @@ class WritePlan {
   const int64_t dst_bd_, value_bd_;
   const Block block_;
   bool all_bytes_ = true;
-  c10::SmallVector<ByteCopy, 16> bytes_;  // per leaf of `value`
+  // Per leaf of `value`: its byte copy (`dst` null: the leaf takes none).
+  c10::SmallVector<ByteCopy, 16> bytes_;
   WriteTargets targets_;
   std::vector<NonTensorPtr> non_tensors_;  // per targets_.non_tensor_writes()
 };
@@ -754,13 +738,13 @@ void RowWritePlan::write_rows(const Sources& sources, int64_t value_bd,
     };
     const size_t nbytes = static_cast<size_t>(count) * l.row_bytes;
     if (l.cuda_rows && device_bytes(l.tensor, src)) {
-      copies.device(l.version, to(), from(), nbytes, l.tensor.device().index(),
-                    src.is_cpu());
+      copies.add(ByteCopy{l.version, to(), from(), nbytes,
+                          l.tensor.device().index(), src.is_cpu()});
       continue;
     }
     if (l.cpu_rows && src.scalar_type() == l.tensor.scalar_type() &&
         cpu_bytes(src)) {
-      copies.cpu(l.version, to(), from(), nbytes);
+      copies.add(ByteCopy{l.version, to(), from(), nbytes});
       continue;
     }
     at::NoGradGuard no_grad;
