@@ -79,6 +79,10 @@ int main(int argc, char** argv) {
   auto target =
       std::dynamic_pointer_cast<torch::nn::SequentialImpl>(qnet->clone());
   for (auto& p : target->parameters()) p.requires_grad_(false);
+  // The two networks' parameters as dicts (their leaves are the networks'
+  // own tensors): the Polyak update below is one lerp_ over all of them.
+  const TensorDict online_params = tensordict::from_module(*qnet);
+  const TensorDict target_params = tensordict::from_module(*target);
   torch::optim::Adam opt(qnet->parameters(), torch::optim::AdamOptions(kLr));
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -142,12 +146,9 @@ int main(int argc, char** argv) {
       opt.step();
       rb.update_priority(info.index, td_error.detach().abs());
       {
+        // target += tau * (online - target), every parameter in one call.
         torch::NoGradGuard no_grad;
-        auto src = qnet->parameters();
-        auto dst = target->parameters();
-        for (size_t i = 0; i < src.size(); ++i) {
-          dst[i].mul_(1.0 - kTau).add_(src[i], kTau);
-        }
+        target_params.lerp_(online_params, kTau);
       }
       last_loss = loss.item<double>();
       ++updates;

@@ -67,14 +67,13 @@ struct Config {
   int port = 0;
 };
 
-// The weights every iteration broadcasts: the parameters themselves (writes
-// into this dict are writes into the networks), and the stop flag.
+// The weights every iteration broadcasts: the networks' parameters as
+// dicts (`from_module`: their leaves are the networks' own tensors, so
+// writes into this dict are writes into the networks), and the stop flag.
 TensorDict weights_of(ppo::Agent& agent, const at::Tensor& stop) {
-  TensorDict w({}, {});
-  for (const auto& p : agent.actor->named_parameters())
-    w.set({"actor", p.key()}, p.value());
-  for (const auto& p : agent.critic->named_parameters())
-    w.set({"critic", p.key()}, p.value());
+  TensorDict w;
+  w.set("actor", tensordict::from_module(*agent.actor));
+  w.set("critic", tensordict::from_module(*agent.critic));
   w.set("stop", stop);
   return w;
 }

@@ -38,6 +38,18 @@
 // Cost: one `get` per in-key and one `set` per out-key (one `update` when
 // there are several), on top of the computation.
 //
+// Module parameters as dicts (Python's `TensorDict.from_module(module)` and
+// `td.to_module(module)`): `from_module` gives a dict of a `torch::nn`
+// module's parameters and buffers, nested by submodule name, whose leaves
+// are the module's own tensors; `to_module` copies a dict's leaves back into
+// a module's tensors, checking every key and shape first. With `lerp_`
+// (tensor_dict.h) a soft target update is one call:
+// ```
+//   TensorDict online = from_module(*qnet), target = from_module(*target_net);
+//   torch::NoGradGuard no_grad;
+//   target.lerp_(online, tau);   // every parameter: target += tau * (online - target)
+// ```
+//
 // Example:
 // ```
 //   TensorDictModule actor(torch::nn::Linear(4, 2), {"observation"}, {"logits"});
@@ -69,6 +81,9 @@ namespace torch {
 namespace jit {
 struct Module;
 }  // namespace jit
+namespace nn {
+class Module;
+}  // namespace nn
 }  // namespace torch
 
 namespace tensordict {
@@ -260,5 +275,33 @@ class TensorDictSequential : public TensorDictModule {
   /// removed after a call.
   TensorDictSequential& select_out_keys(std::vector<NestedKey> keys);
 };
+
+// ---- Module parameters as dicts --------------------------------------------
+
+/// Python's `TensorDict.from_module(module)` (tensordict 0.14): a dict with
+/// batch size [] holding `module`'s parameters, then its buffers, then one
+/// sub-dict per submodule (by its name: "0", "1", ... in a
+/// `torch::nn::Sequential`), recursively, in registration order. The leaves
+/// are the module's tensors themselves (not copies): an in-place write into
+/// the dict is a write into the module. Undefined parameters (a `Linear`
+/// without bias) are left out. A submodule with no tensors, directly or
+/// below (a `ReLU`), is left out too, as Python 0.14's default
+/// (`filter_empty=True`); with `filter_empty = false` it is an empty
+/// sub-dict, as in Python 0.4.
+[[nodiscard]] TensorDict from_module(const torch::nn::Module& module,
+                                     bool filter_empty = true);
+
+/// Python's `params.to_module(module, inplace=True)`: copies every leaf of
+/// `params` into the parameter or buffer of `module` at the same key (a
+/// sub-dict's keys into the submodule of its name), in place, without
+/// recording autograd history. `params` may hold a subset of the module's
+/// tensors. All-or-nothing: every key must name a defined parameter or
+/// buffer (a sub-dict a submodule) and every value must have its shape, a
+/// dtype that casts to its dtype, and a device it can be copied from, or the
+/// call throws, naming the key, before anything is written. (Python's
+/// default `inplace=False` swaps the module's tensors for the dict's; a C++
+/// module holds its tensors in members such as `LinearImpl::weight` as well,
+/// so here they are always written in place.)
+void to_module(const TensorDict& params, torch::nn::Module& module);
 
 }  // namespace tensordict

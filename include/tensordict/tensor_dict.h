@@ -504,6 +504,23 @@ class TensorDict {
   const TensorDict& div_(const at::Scalar& other) const;
   const TensorDict& div_(const at::Tensor& other) const;
   ///@}
+  /// In place, leaf by leaf: `this += weight * (end - this)` (LibTorch's
+  /// `lerp_`), for a dict `end` of the same keys and a scalar `weight` or a
+  /// dict of weights. Leaves are floating-point or complex, and `end`'s (and
+  /// the weights') have the leaf's dtype and broadcast to its shape. Checked
+  /// for every leaf before any is written. Contiguous CPU float and double
+  /// leaves go through one loop over all of them, without LibTorch's
+  /// per-call dispatch: `target.lerp_(online, tau)` is a soft target update
+  /// (nn.h's `from_module`). Returns `*this`.
+  ///@{
+  const TensorDict& lerp_(const TensorDict& end,
+                          const at::Scalar& weight) const;
+  const TensorDict& lerp_(const TensorDict& end,
+                          const TensorDict& weight) const;
+  ///@}
+  /// `lerp_` into a new dict.
+  [[nodiscard]] TensorDict lerp(const TensorDict& end,
+                                const at::Scalar& weight) const;
 
   // ---- Masking and reductions --------------------------------------------
 

@@ -1,4 +1,4 @@
-// Arithmetic (operators, add_/sub_/mul_/div_) and masking (where,
+// Arithmetic (operators, add_/sub_/mul_/div_, lerp_) and masking (where,
 // masked_fill, fill_) of TensorDict.
 //
 // Arithmetic runs LibTorch's `_foreach_` kernels over the flat leaf list
@@ -6,11 +6,14 @@
 // before they write any, so a failed call leaves the dict unchanged.
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
+#include <ATen/Dispatch.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -19,6 +22,7 @@
 #include "core/compat.h"
 #include "core/internal.h"
 #include "core/non_tensor.h"
+#include "core/row_copy.h"
 #include "core/tree.h"
 #include "core/write_plan.h"
 #include "ops/common.h"
@@ -402,6 +406,150 @@ const TensorDict& TensorDict::div_(const at::Scalar& other) const {
 }
 const TensorDict& TensorDict::div_(const at::Tensor& other) const {
   return binary_(Op::kDiv, *this, other);
+}
+
+// ===========================================================================
+// lerp
+// ===========================================================================
+
+namespace {
+
+// Checks `other` (the end or the weight of leaf `i`) against the leaf.
+void check_lerp_operand(const char* op, const TensorDictImpl& root, size_t i,
+                        const at::Tensor& leaf, const at::Tensor& other,
+                        const char* what) {
+  TORCH_CHECK_TYPE(other.scalar_type() == leaf.scalar_type(), op, ": key ",
+                   leaf_key(root, i).str(), ": the ", what, "'s dtype ",
+                   dtype_name(other.scalar_type()), " is not the leaf's dtype ",
+                   dtype_name(leaf.scalar_type()), " (lerp does not promote)");
+  TORCH_CHECK(at::is_expandable_to(other.sizes(), leaf.sizes()), op, ": key ",
+              leaf_key(root, i).str(), ": the ", what, "'s shape ",
+              shape_str(other.sizes()),
+              " does not broadcast to the leaf's shape ",
+              shape_str(leaf.sizes()));
+}
+
+void check_lerp_leaf(const char* op, const TensorDictImpl& root, size_t i,
+                     const at::Tensor& leaf) {
+  const at::ScalarType t = leaf.scalar_type();
+  TORCH_CHECK_TYPE(at::isFloatingType(t) || at::isComplexType(t), op, ": key ",
+                   leaf_key(root, i).str(),
+                   ": lerp needs floating-point or complex leaves, got dtype ",
+                   dtype_name(t));
+}
+
+void check_lerp_weight(const char* op, const TensorDictImpl& root, size_t i,
+                       const at::Tensor& leaf, const at::Scalar& weight) {
+  TORCH_CHECK_TYPE(!weight.isBoolean(), op,
+                   ": the weight must be a number, got a bool");
+  TORCH_CHECK_TYPE(!weight.isComplex() || leaf.is_complex(), op, ": key ",
+                   leaf_key(root, i).str(),
+                   ": a complex weight needs a complex leaf, got dtype ",
+                   dtype_name(leaf.scalar_type()));
+}
+
+// `a[k] += w * (b[k] - a[k])` over `n` elements, as LibTorch's lerp kernel
+// computes it: from `a` for weights under 0.5 in magnitude, from `b`
+// otherwise.
+template <typename T>
+void lerp_span(T* a, const T* b, int64_t n, T w) {
+  if (std::abs(w) < T(0.5)) {
+    for (int64_t k = 0; k < n; ++k) a[k] = a[k] + w * (b[k] - a[k]);
+  } else {
+    const T v = T(1) - w;
+    for (int64_t k = 0; k < n; ++k) a[k] = b[k] - (b[k] - a[k]) * v;
+  }
+}
+
+// Whether leaf `a` lerps towards `b` by `lerp_span`: both dense CPU float or
+// double of one shape, with no autograd history to record.
+bool lerp_in_loop(const at::Tensor& a, const at::Tensor& b, bool grad_mode) {
+  const at::ScalarType t = a.scalar_type();
+  return (t == at::kFloat || t == at::kDouble) && b.scalar_type() == t &&
+         cpu_bytes(a) && cpu_bytes(b) && a.sizes() == b.sizes() &&
+         untracked(a.unsafeGetTensorImpl(), grad_mode) &&
+         untracked(b.unsafeGetTensorImpl(), grad_mode);
+}
+
+// LibTorch's grain for element-wise kernels: leaves this large are split
+// between threads.
+constexpr int64_t kLerpGrain = 32768;
+
+void lerp_loop(const at::Tensor& a, const at::Tensor& b, double w) {
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "lerp_", [&] {
+    auto* pa = static_cast<scalar_t*>(a.data_ptr());
+    const auto* pb = static_cast<const scalar_t*>(b.data_ptr());
+    const auto ws = static_cast<scalar_t>(w);
+    const int64_t n = a.numel();
+    if (n < kLerpGrain) {
+      lerp_span(pa, pb, n, ws);
+    } else {
+      at::parallel_for(0, n, kLerpGrain, [&](int64_t begin, int64_t end) {
+        lerp_span(pa + begin, pb + begin, end - begin, ws);
+      });
+    }
+  });
+  bump(version_of(a));
+}
+
+}  // namespace
+
+const TensorDict& TensorDict::lerp_(const TensorDict& end,
+                                    const at::Scalar& weight) const {
+  TensorVec va, vb;
+  pair_leaves(*impl_, *end.impl_, "lerp_", va, vb);
+  for (size_t i = 0; i < va.size(); ++i) {
+    check_lerp_leaf("lerp_", *impl_, i, va[i]);
+    check_leaf_write("lerp_", LeafName(*impl_, i), va[i], vb[i],
+                     WriteKind::kOp);
+    check_lerp_operand("lerp_", *impl_, i, va[i], vb[i], "end");
+    check_lerp_weight("lerp_", *impl_, i, va[i], weight);
+  }
+  const bool grad_mode = at::GradMode::is_enabled();
+  const bool real = !weight.isComplex();
+  for (size_t i = 0; i < va.size(); ++i) {
+    if (real && lerp_in_loop(va[i], vb[i], grad_mode)) {
+      lerp_loop(va[i], vb[i], weight.toDouble());
+    } else {
+      va[i].lerp_(vb[i], weight);
+    }
+  }
+  return *this;
+}
+
+const TensorDict& TensorDict::lerp_(const TensorDict& end,
+                                    const TensorDict& weight) const {
+  TensorVec va, vb, va2, vw;
+  pair_leaves(*impl_, *end.impl_, "lerp_", va, vb);
+  pair_leaves(*impl_, *weight.impl_, "lerp_", va2, vw);
+  for (size_t i = 0; i < va.size(); ++i) {
+    check_lerp_leaf("lerp_", *impl_, i, va[i]);
+    check_leaf_write("lerp_", LeafName(*impl_, i), va[i], vb[i],
+                     WriteKind::kOp);
+    check_leaf_write("lerp_", LeafName(*impl_, i), va[i], vw[i],
+                     WriteKind::kOp);
+    check_lerp_operand("lerp_", *impl_, i, va[i], vb[i], "end");
+    check_lerp_operand("lerp_", *impl_, i, va[i], vw[i], "weight");
+  }
+  for (size_t i = 0; i < va.size(); ++i) va[i].lerp_(vb[i], vw[i]);
+  return *this;
+}
+
+TensorDict TensorDict::lerp(const TensorDict& end,
+                            const at::Scalar& weight) const {
+  TensorVec va, vb;
+  pair_leaves(*impl_, *end.impl_, "lerp", va, vb);
+  for (size_t i = 0; i < va.size(); ++i) {
+    check_lerp_leaf("lerp", *impl_, i, va[i]);
+    check_lerp_operand("lerp", *impl_, i, va[i], vb[i], "end");
+    check_lerp_weight("lerp", *impl_, i, va[i], weight);
+  }
+  TensorVec out;
+  out.reserve(va.size());
+  for (size_t i = 0; i < va.size(); ++i) {
+    out.push_back(at::lerp(va[i], vb[i], weight));
+  }
+  return rebuild_dict(*impl_, std::move(out), "lerp");
 }
 
 // ===========================================================================
