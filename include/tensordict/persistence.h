@@ -44,6 +44,15 @@
 //                   takes its dict's batch size), or for a stack
 //                   {"_type": "<class '...NonTensorStack'>", "stack_dim": 0,
 //                    "device": "cpu", "data": <nested lists over the batch>}
+//   <key>/          one per field of a tensor class (tensorclass.h), marked
+//                   {"type": "<ClassName>"} in the parent's meta.json; its
+//                   meta.json is {"_type": "<class 'module.ClassName'>"}
+//                   and its dict is in <key>/_tensordict/, as Python's
+//                   @tensorclass writes them (a tensor class's own
+//                   directory has the same form at the root). `load_memmap`
+//                   reads such a directory, at the root or below, as its
+//                   dict; a field Python wrote as None is a missing key, and
+//                   any other non-tensor field of the class is an error.
 //
 // `meta.json` lists the entries first, in insertion order, under their raw
 // keys, so the keys `shape`, `device` and `_type` are reserved. The dtypes are

@@ -21,4 +21,5 @@
 #include "tensordict/replay_buffer.h"
 #include "tensordict/rollout_buffer.h"
 #include "tensordict/tensor_dict.h"
+#include "tensordict/tensorclass.h"
 #include "tensordict/version.h"

@@ -12,7 +12,11 @@
 //   <key>.memmap     raw little-endian C-contiguous bytes, no header
 //   <sub>/           a sub-dict, with its own meta.json
 // where a key names its file as is, or escaped where it must be (see "file
-// names" below).
+// names" below). A tensor class (tensordict/tensorclass.h) is written in
+// Python's tensorclass layout: its directory holds
+//   meta.json        {"_type": "<class 'module.Name'>"}
+//   _tensordict/     its dict, as above
+// and its parent's meta.json names it {"type": "Name"}.
 //
 // Leaves are tensors over `mmap`ed files: their storage's DataPtr owns the
 // mapping and unmaps it when the last tensor dies (`is_mapped_tensor` checks
@@ -44,6 +48,7 @@
 #include "io/memmap_names.h"
 #include "io/meta.h"
 #include "tensordict/persistence.h"
+#include "tensordict/tensorclass.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the memmap format is little-endian; big-endian hosts are not supported"
@@ -163,22 +168,34 @@ std::string other_name(const std::string& key, const std::string& name,
 class MemmapPlanner {
  public:
   MemmapPlanner(const std::string& prefix, MemmapKeyNames key_names,
-                const char* fn)
-      : prefix_(prefix), key_names_(key_names), fn_(fn) {}
+                const char* fn,
+                const std::vector<detail::TensorClassType>* classes)
+      : prefix_(prefix), key_names_(key_names), fn_(fn), classes_(classes) {}
 
   void enter(const detail::KeyPath& path, TensorDictImpl& level) {
     std::string dir = prefix_;
+    const std::string* cls = class_at(path);
     if (!path.parts.empty()) {
       const std::string name = entry_name(path, /*is_dict=*/true);
-      const char* type = level.non_tensor == nullptr          ? "TensorDict"
-                         : detail::non_tensor_is_stack(level) ? "NonTensorStack"
-                                                              : "NonTensorData";
+      const std::string type = cls != nullptr ? cls->substr(cls->rfind('.') + 1)
+                               : level.non_tensor == nullptr ? "TensorDict"
+                               : detail::non_tensor_is_stack(level)
+                                   ? "NonTensorStack"
+                                   : "NonTensorData";
       levels_.back().meta[*path.parts.back()] = ordered_json{{"type", type}};
       dir = join_path(current().dir, name);
     }
+    size_t wrapper = kNoWrapper;
+    if (cls != nullptr) {
+      // A tensor class: its type here, its dict in _tensordict/.
+      const ordered_json m{{"_type", "<class '" + *cls + "'>"}};
+      plan_.dirs.push_back(DirPlan{nullptr, dir, m.dump(), {}, {}});
+      wrapper = plan_.dirs.size() - 1;
+      dir = join_path(dir, "_tensordict");
+    }
     plan_.dirs.push_back(DirPlan{&level, std::move(dir), {}, {}, {}});
-    levels_.push_back(
-        Level{plan_.dirs.size() - 1, ordered_json::object(), {"meta.json"}});
+    levels_.push_back(Level{
+        plan_.dirs.size() - 1, ordered_json::object(), {"meta.json"}, wrapper});
   }
 
   void leaf(const detail::KeyPath& path, at::Tensor& t) {
@@ -224,6 +241,9 @@ class MemmapPlanner {
                         "not valid UTF-8, which meta.json cannot hold");
     }
     plan_.meta_order.push_back(levels_.back().dir);
+    if (levels_.back().wrapper != kNoWrapper) {
+      plan_.meta_order.push_back(levels_.back().wrapper);
+    }
     levels_.pop_back();
   }
 
@@ -236,7 +256,23 @@ class MemmapPlanner {
     size_t dir;
     ordered_json meta;
     std::vector<std::string> names;
+    size_t wrapper;  // a tensor class's directory (its meta.json), if any
   };
+  static constexpr size_t kNoWrapper = static_cast<size_t>(-1);
+
+  // The Python type of the tensor class at `path`, if it is one.
+  const std::string* class_at(const detail::KeyPath& path) const {
+    if (classes_ == nullptr) return nullptr;
+    for (const auto& c : *classes_) {
+      if (c.path.size() != path.parts.size()) continue;
+      bool same = true;
+      for (size_t i = 0; same && i < c.path.size(); ++i) {
+        same = c.path[i] == *path.parts[i];
+      }
+      if (same) return &c.type;
+    }
+    return nullptr;
+  }
 
   // The innermost level's directory.
   DirPlan& current() { return plan_.dirs[levels_.back().dir]; }
@@ -287,15 +323,18 @@ class MemmapPlanner {
   std::string prefix_;
   MemmapKeyNames key_names_;
   const char* fn_;
+  const std::vector<detail::TensorClassType>* classes_;
   MemmapPlan plan_;
   std::vector<Level> levels_;  // the innermost last
 };
 
 // Validates the tree under `root` and builds the write plan, without touching
 // the file system.
-MemmapPlan plan_memmap(TensorDictImpl& root, const std::string& prefix,
-                       MemmapKeyNames key_names, const char* fn) {
-  MemmapPlanner planner(prefix, key_names, fn);
+MemmapPlan plan_memmap(
+    TensorDictImpl& root, const std::string& prefix, MemmapKeyNames key_names,
+    const char* fn,
+    const std::vector<detail::TensorClassType>* classes = nullptr) {
+  MemmapPlanner planner(prefix, key_names, fn, classes);
   detail::visit(
       root,
       [&](const detail::KeyPath& path, TensorDictImpl& level) {
@@ -420,11 +459,13 @@ void commit(MemmapPlan& plan, WriteMode mode) {
 
 // Writes `impl` (already a private copy for memmap/memmap_like) under
 // `prefix` and points its leaves at the files.
-void memmap_impl(TensorDictImpl& impl, const std::string& prefix,
-                 WriteMode mode, MemmapKeyNames names, const char* fn,
-                 Space space = Space::kReserve) {
+void memmap_impl(
+    TensorDictImpl& impl, const std::string& prefix, WriteMode mode,
+    MemmapKeyNames names, const char* fn, Space space = Space::kReserve,
+    const std::vector<detail::TensorClassType>* classes = nullptr) {
   TORCH_CHECK_VALUE(!prefix.empty(), fn, ": the directory name is empty");
-  MemmapPlan plan = plan_memmap(impl, prefix, names, fn);  // validates; no I/O
+  // Validates; no I/O.
+  MemmapPlan plan = plan_memmap(impl, prefix, names, fn, classes);
   TmpFiles tmps;
   try {
     make_dirs(plan);
@@ -548,6 +589,26 @@ TensorDict TensorDict::memmap_like(const std::string& prefix, bool sparse,
   }
   memmap_impl(*copy, prefix, WriteMode::kZeros, names, "memmap_like", space);
   return TensorDict(std::move(copy));
+}
+
+TensorDict detail::memmap_tensorclass(const TensorDict& td,
+                                      const std::string& prefix,
+                                      const std::vector<TensorClassType>& types,
+                                      bool copy) {
+  const char* fn = copy ? "memmap" : "memmap_";
+  TORCH_CHECK_VALUE(!detail::is_archive_path(prefix), fn, ": '", prefix,
+                    "' names an archive (.tdz), which does not hold tensor "
+                    "classes: write their dict (tensordict().memmap)");
+  TensorDictImpl& impl = TensorDictImpl::of(td);
+  if (!copy) {
+    memmap_impl(impl, prefix, WriteMode::kCopy, MemmapKeyNames::kEscaped, fn,
+                Space::kReserve, &types);
+    return td;
+  }
+  ImplPtr out = detail::shallow_copy(impl);
+  memmap_impl(*out, prefix, WriteMode::kCopy, MemmapKeyNames::kEscaped, fn,
+              Space::kReserve, &types);
+  return TensorDictImpl::wrap(std::move(out));
 }
 
 bool TensorDict::is_memmap() const {

@@ -220,6 +220,41 @@ ImplPtr load_dir(const std::string& dir, std::vector<std::string>& key_path,
   return impl;
 }
 
+// Whether `meta` (a directory's meta.json) is a Python tensorclass's: its
+// `_type` names a class ("<class 'module.Name'>") that is neither a
+// TensorDict nor non-tensor data.
+bool is_tensorclass_meta(const ordered_json& meta) {
+  auto it = meta.find("_type");
+  if (it == meta.end() || !it->is_string()) return false;
+  const auto& t = it->get_ref<const std::string&>();
+  return t.size() > 10 && t.compare(0, 8, "<class '") == 0 &&
+         t.compare(t.size() - 2, 2, "'>") == 0 &&
+         !detail::is_tensordict_meta(meta) && t != kNonTensorDataType &&
+         t != kNonTensorStackType;
+}
+
+// The directory of the dict that the tensorclass directory `dir` (its
+// meta.json `meta`) holds: `dir/_tensordict`. Python keeps a tensorclass's
+// non-tensor fields in that meta.json (JSON values) and in other.pickle: a
+// field set to None (null) is a missing field; any other has no place in a
+// TensorDict.
+std::string tensorclass_dict_dir(const LoadCtx& ctx, const ordered_json& meta,
+                                 const std::string& dir) {
+  const std::string path = join_path(dir, "meta.json");
+  for (auto it = meta.begin(); it != meta.end(); ++it) {
+    TORCH_CHECK(it.key() == "_type" || it.value().is_null(), "load_memmap: '",
+                path, "': the tensorclass ",
+                meta.at("_type").get<std::string>(),
+                " has the non-tensor field ", NestedKey(it.key()).str(),
+                ", which a TensorDict cannot hold");
+  }
+  TORCH_CHECK(!ctx.exists(join_path(dir, "other.pickle")), "load_memmap: '",
+              join_path(dir, "other.pickle"),
+              "' holds non-tensor fields pickled by Python, which this "
+              "library cannot read");
+  return join_path(dir, "_tensordict");
+}
+
 // Checks that `meta`, the parsed `path`, describes a dict level.
 void check_level_meta(const ordered_json& meta, const std::string& path) {
   TORCH_CHECK(meta.is_object(), "load_memmap: '", path,
@@ -265,13 +300,30 @@ ImplPtr load_sub_entry(const ordered_json& e, const ordered_json& meta,
   const std::string type =
       t_it->is_string() ? t_it->get<std::string>() : json_excerpt(*t_it);
   const bool non_tensor = type == "NonTensorData" || type == "NonTensorStack";
-  TORCH_CHECK(type == "TensorDict" || non_tensor, "load_memmap: '", path,
-              "': key ", krepr, " has unsupported type \"", type, "\"");
-  const std::string sub_dir = find_sub_dir(ctx, dir, key_path.back(), meta);
-  ImplPtr sub = non_tensor
-                    ? load_non_tensor(ctx, sub_dir, type == "NonTensorStack",
-                                      parent_batch, krepr)
-                    : load_dir(sub_dir, key_path, ctx);
+  ImplPtr sub;
+  std::string sub_dir;
+  if (type == "TensorDict" || non_tensor) {
+    sub_dir = find_sub_dir(ctx, dir, key_path.back(), meta);
+    sub = non_tensor ? load_non_tensor(ctx, sub_dir, type == "NonTensorStack",
+                                       parent_batch, krepr)
+                     : load_dir(sub_dir, key_path, ctx);
+  } else {
+    // Another type is a Python tensorclass (its class name) when the entry's
+    // directory says so: the dict is in its _tensordict/.
+    ordered_json cls;
+    if (t_it->is_string()) {
+      for (const auto& name : file_name_candidates(key_path.back(), meta)) {
+        const std::string candidate = join_path(dir, name);
+        if (!ctx.exists(join_path(candidate, "meta.json"))) continue;
+        sub_dir = candidate;
+        cls = read_entry_meta(ctx, sub_dir, krepr);
+        break;
+      }
+    }
+    TORCH_CHECK(is_tensorclass_meta(cls), "load_memmap: '", path, "': key ",
+                krepr, " has unsupported type \"", type, "\"");
+    sub = load_dir(tensorclass_dict_dir(ctx, cls, sub_dir), key_path, ctx);
+  }
   TORCH_CHECK(detail::starts_with(sub->batch_size, parent_batch),
               "load_memmap: '", join_path(sub_dir, "meta.json"),
               "': the batch size ", detail::shape_str(sub->batch_size),
@@ -441,8 +493,20 @@ TensorDict TensorDict::load_memmap(const std::string& prefix, bool read_only) {
         std::make_unique<detail::Archive>(prefix, read_only, "load_memmap");
     ctx.archive = archive.get();
   }
+  // A Python tensorclass's directory holds its dict in _tensordict/.
+  std::string dir = prefix;
+  const std::string root_meta = join_path(prefix, "meta.json");
+  const c10::optional<std::string> text = ctx.read_text(root_meta);
+  if (text.has_value()) {
+    dir = read_json(text->data(), text->data() + text->size(), "load_memmap",
+                    "'" + root_meta + "'", [&](const ordered_json& meta) {
+                      return meta.is_object() && is_tensorclass_meta(meta)
+                                 ? tensorclass_dict_dir(ctx, meta, prefix)
+                                 : prefix;
+                    });
+  }
   std::vector<std::string> key_path;
-  ImplPtr root = load_dir(prefix, key_path, ctx);
+  ImplPtr root = load_dir(dir, key_path, ctx);
   if (archive == nullptr) {
     detail::for_each_level(*root,
                            [](TensorDictImpl& level) { level.locked = true; });
