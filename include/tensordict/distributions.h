@@ -101,6 +101,7 @@ class Distribution {
   [[nodiscard]] virtual at::Tensor deterministic_sample() const = 0;
 
  protected:
+  /// A distribution with these shapes.
   Distribution(std::vector<int64_t> batch_shape,
                std::vector<int64_t> event_shape)
       : batch_shape_(std::move(batch_shape)),
@@ -123,7 +124,7 @@ class Distribution {
   std::vector<int64_t> event_shape_;
 };
 
-/// A categorical distribution over `n` classes, `0 .. n-1` (Python's
+/// A categorical distribution over `n` classes, 0 to n - 1 (Python's
 /// `torch.distributions.Categorical`): the last dim of the parameter holds
 /// the classes, the others are the batch shape. Samples are `int64`.
 /// `mean()` and `variance()` are NaN, as in torch.
