@@ -166,8 +166,12 @@ struct SafeAtanh : torch::autograd::Function<SafeAtanh> {
 
 // ---- Distribution -----------------------------------------------------------
 
-at::Tensor Distribution::rsample(at::IntArrayRef /*sample_shape*/,
-                                 c10::optional<at::Generator> /*gen*/) const {
+// The generator is taken by value, as the overrides move it into LibTorch's
+// calls; this default only throws.
+at::Tensor Distribution::rsample(
+    at::IntArrayRef /*sample_shape*/,
+    // NOLINTNEXTLINE(performance-unnecessary-value-param)
+    c10::optional<at::Generator> /*generator*/) const {
   TORCH_CHECK_NOT_IMPLEMENTED(false, name(),
                               ": rsample is not implemented (the "
                               "distribution is not reparameterizable); use "
