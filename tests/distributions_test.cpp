@@ -252,8 +252,8 @@ TEST(DistributionsTanhNormal, LogProbIsTheChangeOfVariables) {
 TEST(DistributionsTanhNormal, BoundsMapTheSupportAffinely) {
   const at::Tensor loc = torch::tensor({0.3, -1.0});
   const at::Tensor scale = torch::tensor({0.5, 0.5});
-  const D::TanhNormal d(
-      loc, scale, D::TanhNormalOptions().with_bounds(0, 4).with_event_dims(0));
+  const D::TanhNormal d(loc, scale,
+                        D::TanhNormalOptions().low(0).high(4).event_dims(0));
   EXPECT_EQ(d.batch_shape(), std::vector<int64_t>{2});
   EXPECT_TRUE(d.event_shape().empty());
   ExpectAllClose(d.deterministic_sample(), 2 + 2 * loc.tanh());
@@ -268,9 +268,8 @@ TEST(DistributionsTanhNormal, BoundsMapTheSupportAffinely) {
 
 TEST(DistributionsTanhNormal, TanhLocSquashesTheLocation) {
   const at::Tensor loc = torch::tensor({{30.0, -2.0}});
-  const D::TanhNormal d(
-      loc, torch::ones({1, 2}),
-      D::TanhNormalOptions().with_tanh_loc(true).with_upscale(5));
+  const D::TanhNormal d(loc, torch::ones({1, 2}),
+                        D::TanhNormalOptions().tanh_loc(true).upscale(5));
   ExpectAllClose(d.loc(), (loc / 5).tanh() * 5);
 }
 
@@ -301,7 +300,7 @@ TEST(DistributionsTanhNormal, SafeTanhStaysInsideTheBounds) {
   EXPECT_TRUE(d.log_prob(m).isfinite().all().item<bool>());
   const D::TanhNormal unsafe(torch::tensor({{20.0, -20.0}}),
                              torch::ones({1, 2}),
-                             D::TanhNormalOptions().with_safe_tanh(false));
+                             D::TanhNormalOptions().safe_tanh(false));
   EXPECT_TRUE((unsafe.deterministic_sample().abs() == 1).all().item<bool>());
 }
 
@@ -325,7 +324,7 @@ TEST(DistributionsTanhNormal, RejectsBadParametersAndValues) {
   ExpectThrowsMsg<c10::ValueError>(
       [] {
         D::TanhNormal(torch::zeros({2}), torch::ones({2}),
-                      D::TanhNormalOptions().with_bounds(1, 1));
+                      D::TanhNormalOptions().low(1).high(1));
       },
       "TanhNormal: high must be greater than low, got low=1 and high=1");
   ExpectThrowsMsg<c10::ValueError>(
@@ -340,14 +339,14 @@ TEST(DistributionsTanhNormal, RejectsBadParametersAndValues) {
   ExpectThrowsMsg<c10::ValueError>(
       [] {
         D::TanhNormal(torch::zeros({3}), torch::ones({3}),
-                      D::TanhNormalOptions().with_event_dims(2));
+                      D::TanhNormalOptions().event_dims(2));
       },
       "TanhNormal: event_dims (2) exceeds the dims of loc and scale (shape "
       "[3])");
   ExpectThrowsMsg<c10::ValueError>(
       [] {
         D::TanhNormal(torch::zeros({3}), torch::ones({3}),
-                      D::TanhNormalOptions().with_event_dims(-2));
+                      D::TanhNormalOptions().event_dims(-2));
       },
       "TanhNormal: event_dims must be >= 0 (or -1 for the default), got -2");
   const D::TanhNormal d(torch::zeros({3}), torch::ones({3}));

@@ -167,7 +167,7 @@ TEST(ProbabilisticModule, TheDefaultInteractionTypeAppliesWithoutAGuard) {
       {"logits"}, {"action"}, D::categorical(),
       ProbabilisticOptions().default_interaction_type(InteractionType::MODE));
   EXPECT_TRUE(m(td).get("action").equal(torch::tensor({1, 0}, at::kLong)));
-  EXPECT_EQ(m.options().default_interaction_type_, InteractionType::MODE);
+  EXPECT_EQ(m.options().default_interaction_type(), InteractionType::MODE);
 }
 
 TEST(ProbabilisticModule, MeanFallsBackToTheMeanOfDraws) {

@@ -1,14 +1,16 @@
 // Distributions and the probabilistic module against the reference Python
 // (python_reference.h): torch.distributions' Categorical and Normal, TorchRL's
 // TanhNormal and tensordict.nn's ProbabilisticTensorDictModule give the same
-// values (to 1e-5) on the same inputs, and, with a generator seeded as
-// Python's global one, the same draws.
+// values (to 1e-5) on the same inputs, the same gradients to the
+// parameters, and, with a generator seeded as Python's global one, the same
+// draws.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <tensordict/distributions.h>
 #include <tensordict/probabilistic.h>
 #include <tensordict/tensordict.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include <cmath>
 #include <map>
@@ -107,6 +109,22 @@ for name, make in cases.items():
     torch.manual_seed(12)
     out[name + "/sample"] = J(d.sample((2,)))
 
+# Gradients to the parameters: of log_prob, and of a seeded rsample.
+for name, make, lo, hi in [
+        ("grad/normal", lambda l, s: D.Normal(l, s), -1.0, 1.0),
+        ("grad/tanh", lambda l, s: tanh_normal(l, s), -1.0, 1.0),
+        ("grad/tanh_loc_bounds", lambda l, s: tanh_normal(l, s, low=-2.0, high=3.0, tanh_loc=True,
+                                                          upscale=2.0), -2.0, 3.0)]:
+    loc = T("tanh_loc").requires_grad_()
+    scale = T("tanh_scale").requires_grad_()
+    d = make(loc, scale)
+    g = torch.autograd.grad(d.log_prob(lo + (hi - lo) * T("tanh_unit")).sum(), [loc, scale],
+                            retain_graph=True)  # tanh_loc's part of the graph is shared
+    out[name + "/log_prob_loc"], out[name + "/log_prob_scale"] = J(g[0]), J(g[1])
+    torch.manual_seed(15)
+    g = torch.autograd.grad(d.rsample((2,)).sum(), [loc, scale])
+    out[name + "/rsample_loc"], out[name + "/rsample_scale"] = J(g[0]), J(g[1])
+
 for name, cls in [("module_tanh", TanhNormal), ("module_normal", D.Normal)]:
     m = ProbabilisticTensorDictModule(in_keys=["loc", "scale"], out_keys=["action"],
                                       distribution_class=cls, return_log_prob=True)
@@ -177,24 +195,47 @@ std::map<std::string, at::Tensor> CppResults(
   const std::vector<Case> cases = {
       {"tanh", loc, {}},
       {"tanh_loc_bounds", loc,
-       D::TanhNormalOptions()
-           .with_bounds(-2, 3)
-           .with_tanh_loc(true)
-           .with_upscale(2)},
+       D::TanhNormalOptions().low(-2).high(3).tanh_loc(true).upscale(2)},
       {"saturated", I.at("saturated_loc"), {}},
-      {"new/bounds", loc, D::TanhNormalOptions().with_bounds(0, 4)},
+      {"new/bounds", loc, D::TanhNormalOptions().low(0).high(4)},
       {"new/unsafe_event0", loc,
-       D::TanhNormalOptions().with_event_dims(0).with_safe_tanh(false)},
+       D::TanhNormalOptions().event_dims(0).safe_tanh(false)},
   };
   for (const Case& c : cases) {
     const D::TanhNormal d(c.loc, scale, c.options);
-    const double lo = d.options().low;
-    const double hi = d.options().high;
+    const double lo = d.options().low();
+    const double hi = d.options().high();
     r[c.name + "/det"] = d.deterministic_sample();
     r[c.name + "/log_prob"] = d.log_prob(lo + (hi - lo) * I.at("tanh_unit"));
     r[c.name + "/log_prob_det"] = d.log_prob(d.deterministic_sample());
     r[c.name + "/rsample"] = d.rsample({2}, Seeded(11));
     r[c.name + "/sample"] = d.sample({2}, Seeded(12));
+  }
+
+  const D::TanhNormalOptions bounds =
+      D::TanhNormalOptions().low(-2).high(3).tanh_loc(true).upscale(2);
+  const std::vector<std::pair<std::string, D::DistributionFactory>> grads = {
+      {"grad/normal", D::normal()},
+      {"grad/tanh", D::tanh_normal()},
+      {"grad/tanh_loc_bounds", D::tanh_normal(bounds)}};
+  for (const auto& [name, factory] : grads) {
+    const at::Tensor l = loc.clone().requires_grad_();
+    const at::Tensor s = scale.clone().requires_grad_();
+    D::DistributionParams params;
+    params.add("loc", l);
+    params.add("scale", s);
+    const std::shared_ptr<D::Distribution> d = factory(params);
+    const bool bounded = name == "grad/tanh_loc_bounds";
+    const double lo = bounded ? -2 : -1;
+    const double hi = bounded ? 3 : 1;
+    at::Tensor lp = d->log_prob(lo + (hi - lo) * I.at("tanh_unit")).sum();
+    std::vector<at::Tensor> g =
+        torch::autograd::grad({lp}, {l, s}, {}, /*retain_graph=*/true);
+    r[name + "/log_prob_loc"] = g[0];
+    r[name + "/log_prob_scale"] = g[1];
+    g = torch::autograd::grad({d->rsample({2}, Seeded(15)).sum()}, {l, s});
+    r[name + "/rsample_loc"] = g[0];
+    r[name + "/rsample_scale"] = g[1];
   }
 
   const std::vector<std::pair<std::string, D::DistributionFactory>> modules = {
@@ -282,5 +323,5 @@ TEST(PythonReference, DistributionsMatchTorchAndTorchRL) {
     ExpectClose(name, t, py.at(name));
     ++compared;
   }
-  EXPECT_EQ(compared, newest ? 55U : 45U);
+  EXPECT_EQ(compared, newest ? 67U : 57U);
 }

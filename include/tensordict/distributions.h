@@ -40,6 +40,7 @@
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <c10/util/Optional.h>
+#include <torch/arg.h>
 
 #include <cstdint>
 #include <functional>
@@ -204,52 +205,28 @@ class Normal : public Distribution {
   bool validate_args_;
 };
 
-/// The options of a `TanhNormal`, TorchRL 0.14's constructor arguments.
+/// The options of a `TanhNormal`, TorchRL 0.14's constructor arguments:
+/// `TanhNormalOptions().low(0).high(4).event_dims(0)`.
 struct TanhNormalOptions {
   /// `upscale` in `loc = tanh(loc / upscale) * upscale` (with `tanh_loc`).
-  double upscale = 5.0;
+  TORCH_ARG(double, upscale) = 5.0;
   /// The lower bound of the support.
-  double low = -1.0;
+  TORCH_ARG(double, low) = -1.0;
   /// The upper bound of the support; must exceed `low`.
-  double high = 1.0;
+  TORCH_ARG(double, high) = 1.0;
   /// The trailing dims that make one event (that `log_prob` sums over);
   /// -1 means TorchRL's default, `min(1, loc.dim())`.
-  int64_t event_dims = -1;
-  /// Squash the location first (`loc = tanh(loc / upscale) * upscale`).
-  bool tanh_loc = false;
+  TORCH_ARG(int64_t, event_dims) = -1;
+  /// Squash the location first (`loc = tanh(loc / upscale) * upscale`,
+  /// then shifted by `(high - low) / 2 + low` when the bounds are not -1
+  /// and 1, as TorchRL 0.14 does).
+  TORCH_ARG(bool, tanh_loc) = false;
   /// Clamp `tanh` to `±(1 - resolution)` (1e-6 for float32) so that it
-  /// stays invertible, with the unclamped gradient, as TorchRL's
-  /// `SafeTanhTransform`.
-  bool safe_tanh = true;
+  /// stays invertible, with the gradient `1 - y²` at the clamped `y`, as
+  /// TorchRL's `SafeTanhTransform`.
+  TORCH_ARG(bool, safe_tanh) = true;
   /// Check the parameters as torch does (`scale > 1e-6`, no NaN).
-  bool validate_args = true;
-
-  /// Fluent setters.
-  TanhNormalOptions& with_upscale(double v) {
-    upscale = v;
-    return *this;
-  }
-  /// Sets `low` and `high`.
-  TanhNormalOptions& with_bounds(double lo, double hi) {
-    low = lo;
-    high = hi;
-    return *this;
-  }
-  /// Sets `event_dims`.
-  TanhNormalOptions& with_event_dims(int64_t v) {
-    event_dims = v;
-    return *this;
-  }
-  /// Sets `tanh_loc`.
-  TanhNormalOptions& with_tanh_loc(bool v) {
-    tanh_loc = v;
-    return *this;
-  }
-  /// Sets `safe_tanh`.
-  TanhNormalOptions& with_safe_tanh(bool v) {
-    safe_tanh = v;
-    return *this;
-  }
+  TORCH_ARG(bool, validate_args) = true;
 };
 
 /// TorchRL's `TanhNormal`: a normal draw `x` over the last `event_dims`
@@ -315,7 +292,7 @@ class TanhNormal : public Distribution {
   [[nodiscard]] at::Tensor log_prob_pre(const at::Tensor& x) const;
   // Whether the affine map is there (bounds other than -1 and 1).
   [[nodiscard]] bool affine() const {
-    return options_.low != -1.0 || options_.high != 1.0;
+    return options_.low() != -1.0 || options_.high() != 1.0;
   }
 
   TanhNormalOptions options_;

@@ -52,10 +52,12 @@
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <c10/util/Optional.h>
+#include <torch/arg.h>
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensordict/distributions.h"
@@ -101,53 +103,36 @@ class InteractionTypeGuard {
 };
 
 /// The options of a `ProbabilisticTensorDictModule` (Python's keyword
-/// arguments), with fluent setters.
+/// arguments): `ProbabilisticOptions().return_log_prob(true)`.
 struct ProbabilisticOptions {
   /// The interaction type when no guard is set.
-  InteractionType default_interaction_type_ = InteractionType::DETERMINISTIC;
+  TORCH_ARG(InteractionType,
+            default_interaction_type) = InteractionType::DETERMINISTIC;
   /// Whether to set the value's log-probability too.
-  bool return_log_prob_ = false;
-  /// Where the log-probability goes; default `"<out_key>_log_prob"`.
-  c10::optional<NestedKey> log_prob_key_;
+  TORCH_ARG(bool, return_log_prob) = false;
   /// The parameter names of the in-keys, in order; default each in-key's
   /// last component.
-  std::vector<std::string> dist_keys_;
+  TORCH_ARG(std::vector<std::string>, dist_keys);
   /// The draws `MEAN` averages where the distribution has no mean.
-  int64_t n_empirical_estimate_ = 1000;
-  /// The generator of `RANDOM` draws (shared with copies of the options;
-  /// its state advances with each draw); default LibTorch's.
-  c10::optional<at::Generator> generator_;
+  TORCH_ARG(int64_t, n_empirical_estimate) = 1000;
+  /// The generator of the draws (`RANDOM`, and `MEAN` without a closed
+  /// form), shared with copies of the options: its state advances with each
+  /// draw. Default LibTorch's.
+  TORCH_ARG(c10::optional<at::Generator>, generator) = c10::nullopt;
 
-  /// Sets `default_interaction_type`.
-  ProbabilisticOptions& default_interaction_type(InteractionType t) {
-    default_interaction_type_ = t;
+ public:
+  /// Where the log-probability goes; default `"<out_key>_log_prob"`.
+  ProbabilisticOptions& log_prob_key(NestedKey key) {
+    log_prob_key_ = std::move(key);
     return *this;
   }
-  /// Sets `return_log_prob`.
-  ProbabilisticOptions& return_log_prob(bool v) {
-    return_log_prob_ = v;
-    return *this;
+  /// The log-probability key set, if any.
+  [[nodiscard]] const c10::optional<NestedKey>& log_prob_key() const {
+    return log_prob_key_;
   }
-  /// Sets `log_prob_key`.
-  ProbabilisticOptions& log_prob_key(NestedKey k) {
-    log_prob_key_ = std::move(k);
-    return *this;
-  }
-  /// Sets `dist_keys`.
-  ProbabilisticOptions& dist_keys(std::vector<std::string> names) {
-    dist_keys_ = std::move(names);
-    return *this;
-  }
-  /// Sets `n_empirical_estimate`.
-  ProbabilisticOptions& n_empirical_estimate(int64_t n) {
-    n_empirical_estimate_ = n;
-    return *this;
-  }
-  /// Sets `generator`.
-  ProbabilisticOptions& generator(at::Generator g) {
-    generator_ = std::move(g);
-    return *this;
-  }
+
+ private:
+  c10::optional<NestedKey> log_prob_key_;
 };
 
 /// Reads a distribution's parameters, writes a value taken from it (see the

@@ -358,15 +358,16 @@ namespace {
 Normal tanh_normal_base(const at::Tensor& loc, const at::Tensor& scale,
                         const TanhNormalOptions& o) {
   (void)loc_scale_shape("TanhNormal", loc, scale);
-  TORCH_CHECK_VALUE(o.high > o.low,
+  TORCH_CHECK_VALUE(o.high() > o.low(),
                     "TanhNormal: high must be greater than low, got low=",
-                    o.low, " and high=", o.high);
+                    o.low(), " and high=", o.high());
   at::Tensor l = loc;
-  if (o.tanh_loc) {
-    l = (l / o.upscale).tanh() * o.upscale;
-    if (o.low != -1.0 || o.high != 1.0) l = l + (o.high - o.low) / 2 + o.low;
+  if (o.tanh_loc()) {
+    l = (l / o.upscale()).tanh() * o.upscale();
+    if (o.low() != -1.0 || o.high() != 1.0)
+      l = l + (o.high() - o.low()) / 2 + o.low();
   }
-  if (o.validate_args) {
+  if (o.validate_args()) {
     check_constraint("TanhNormal", "parameter loc", l, l == l, "real (no NaN)");
     check_constraint("TanhNormal", "parameter scale", scale, scale > 1e-6,
                      "> 1e-06");
@@ -376,13 +377,14 @@ Normal tanh_normal_base(const at::Tensor& loc, const at::Tensor& scale,
 
 TanhNormalOptions resolve(TanhNormalOptions o, const Normal& base) {
   const auto dims = static_cast<int64_t>(base.batch_shape().size());
-  TORCH_CHECK_VALUE(o.event_dims >= -1,
+  TORCH_CHECK_VALUE(o.event_dims() >= -1,
                     "TanhNormal: event_dims must be >= 0 (or -1 for the "
                     "default), got ",
-                    o.event_dims);
-  if (o.event_dims == -1) o.event_dims = std::min<int64_t>(1, dims);
-  TORCH_CHECK_VALUE(o.event_dims <= dims, "TanhNormal: event_dims (",
-                    o.event_dims, ") exceeds the dims of loc and scale (shape ",
+                    o.event_dims());
+  if (o.event_dims() == -1) o.event_dims(std::min<int64_t>(1, dims));
+  TORCH_CHECK_VALUE(o.event_dims() <= dims, "TanhNormal: event_dims (",
+                    o.event_dims(),
+                    ") exceeds the dims of loc and scale (shape ",
                     shape_str(base.batch_shape()), ")");
   return o;
 }
@@ -395,19 +397,19 @@ TanhNormal::TanhNormal(const at::Tensor& loc, const at::Tensor& scale,
   options_ = resolve(options, base_);
   const std::vector<int64_t>& shape = base_.batch_shape();
   const auto cut = static_cast<std::ptrdiff_t>(shape.size()) -
-                   static_cast<std::ptrdiff_t>(options_.event_dims);
+                   static_cast<std::ptrdiff_t>(options_.event_dims());
   set_shapes(std::vector<int64_t>(shape.begin(), shape.begin() + cut),
              std::vector<int64_t>(shape.begin() + cut, shape.end()));
 }
 
 at::Tensor TanhNormal::forward_transform(const at::Tensor& x) const {
   at::Tensor y =
-      options_.safe_tanh
+      options_.safe_tanh()
           ? SafeTanh::apply(x, 1.0 - finfo_resolution(x.scalar_type()))
           : x.tanh();
   if (affine()) {
-    y = (options_.high + options_.low) / 2 +
-        (options_.high - options_.low) / 2 * y;
+    y = (options_.high() + options_.low()) / 2 +
+        (options_.high() - options_.low()) / 2 * y;
   }
   return y;
 }
@@ -415,10 +417,10 @@ at::Tensor TanhNormal::forward_transform(const at::Tensor& x) const {
 at::Tensor TanhNormal::inverse_transform(const at::Tensor& y) const {
   at::Tensor x = y;
   if (affine()) {
-    x = (x - (options_.high + options_.low) / 2) /
-        ((options_.high - options_.low) / 2);
+    x = (x - (options_.high() + options_.low()) / 2) /
+        ((options_.high() - options_.low()) / 2);
   }
-  return options_.safe_tanh
+  return options_.safe_tanh()
              ? SafeAtanh::apply(x, 1.0 - finfo_resolution(x.scalar_type()))
              : x.atanh();
 }
@@ -427,13 +429,13 @@ at::Tensor TanhNormal::log_abs_det_jacobian(const at::Tensor& x) const {
   // TanhTransform's: 2 * (log 2 - x - softplus(-2x)); AffineTransform's:
   // log |scale|.
   at::Tensor ladj = 2. * (std::log(2.) - x - at::softplus(-2. * x));
-  if (affine()) ladj = ladj + std::log((options_.high - options_.low) / 2);
-  return sum_rightmost(ladj, options_.event_dims);
+  if (affine()) ladj = ladj + std::log((options_.high() - options_.low()) / 2);
+  return sum_rightmost(ladj, options_.event_dims());
 }
 
 at::Tensor TanhNormal::log_prob_pre(const at::Tensor& x) const {
   return -log_abs_det_jacobian(x) +
-         sum_rightmost(base_.log_prob(x), options_.event_dims);
+         sum_rightmost(base_.log_prob(x), options_.event_dims());
 }
 
 at::Tensor TanhNormal::sample(at::IntArrayRef sample_shape,
@@ -449,7 +451,7 @@ at::Tensor TanhNormal::rsample(at::IntArrayRef sample_shape,
 
 at::Tensor TanhNormal::log_prob(const at::Tensor& value) const {
   check_value_shape(value);
-  if (options_.validate_args) {
+  if (options_.validate_args()) {
     check_constraint("TanhNormal", "log_prob's value", value, value == value,
                      "real (no NaN)");
   }

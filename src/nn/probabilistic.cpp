@@ -93,7 +93,7 @@ struct ProbabilisticTensorDictModule::State {
       const std::vector<at::Tensor>& params) const {
     D::DistributionParams p;
     for (size_t i = 0; i < params.size(); ++i) {
-      p.add(options.dist_keys_[i], params[i]);
+      p.add(options.dist_keys()[i], params[i]);
     }
     std::shared_ptr<D::Distribution> dist = factory(p);
     TORCH_CHECK(dist != nullptr,
@@ -103,7 +103,7 @@ struct ProbabilisticTensorDictModule::State {
   }
 
   [[nodiscard]] InteractionType current() const {
-    return g_interaction_type.value_or(options.default_interaction_type_);
+    return g_interaction_type.value_or(options.default_interaction_type());
   }
 
   // Python's _dist_sample.
@@ -127,14 +127,14 @@ struct ProbabilisticTensorDictModule::State {
         } catch (const c10::NotImplementedError&) {
           // No closed form: the mean of draws, as Python.
         }
-        return (d.has_rsample() ? d.rsample({options.n_empirical_estimate_},
-                                            options.generator_)
-                                : d.sample({options.n_empirical_estimate_},
-                                           options.generator_))
+        return (d.has_rsample() ? d.rsample({options.n_empirical_estimate()},
+                                            options.generator())
+                                : d.sample({options.n_empirical_estimate()},
+                                           options.generator()))
             .mean(0);
       case InteractionType::RANDOM:
-        return d.has_rsample() ? d.rsample({}, options.generator_)
-                               : d.sample({}, options.generator_);
+        return d.has_rsample() ? d.rsample({}, options.generator())
+                               : d.sample({}, options.generator());
     }
     TORCH_INTERNAL_ASSERT(false, "unknown interaction type ", to_string(type));
   }
@@ -155,21 +155,21 @@ std::shared_ptr<const State> make_state(std::vector<NestedKey> in_keys,
   TORCH_CHECK_VALUE(factory != nullptr,
                     "ProbabilisticTensorDictModule: the distribution factory "
                     "is empty");
-  TORCH_CHECK_VALUE(options.n_empirical_estimate_ >= 1,
+  TORCH_CHECK_VALUE(options.n_empirical_estimate() >= 1,
                     "ProbabilisticTensorDictModule: n_empirical_estimate must "
                     "be positive, got ",
-                    options.n_empirical_estimate_);
-  if (options.dist_keys_.empty()) {
-    for (const NestedKey& k : in_keys) options.dist_keys_.push_back(k.back());
+                    options.n_empirical_estimate());
+  if (options.dist_keys().empty()) {
+    for (const NestedKey& k : in_keys) options.dist_keys().push_back(k.back());
   }
-  TORCH_CHECK_VALUE(options.dist_keys_.size() == in_keys.size(),
+  TORCH_CHECK_VALUE(options.dist_keys().size() == in_keys.size(),
                     "ProbabilisticTensorDictModule: dist_keys has ",
-                    options.dist_keys_.size(), " names for ", in_keys.size(),
+                    options.dist_keys().size(), " names for ", in_keys.size(),
                     " in_keys ", detail::key_vec_str(in_keys));
   // Python's _add_suffix(out_key, "_log_prob").
   std::vector<std::string> parts = out_keys[0].parts();
   parts.back() += "_log_prob";
-  NestedKey log_prob_key = options.log_prob_key_.value_or(NestedKey(parts));
+  NestedKey log_prob_key = options.log_prob_key().value_or(NestedKey(parts));
   TORCH_CHECK_VALUE(log_prob_key != out_keys[0],
                     "ProbabilisticTensorDictModule: log_prob_key ",
                     log_prob_key.str(), " is also the out_key");
@@ -182,7 +182,7 @@ TensorDictModule::Function sampler(const std::shared_ptr<const State>& s) {
   return [s](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
     const std::shared_ptr<D::Distribution> dist = s->build(in);
     at::Tensor value = s->draw(*dist);
-    if (!s->options.return_log_prob_) return {std::move(value)};
+    if (!s->options.return_log_prob()) return {std::move(value)};
     at::Tensor log_prob = dist->log_prob(value);
     return {std::move(value), std::move(log_prob)};
   };
@@ -190,7 +190,7 @@ TensorDictModule::Function sampler(const std::shared_ptr<const State>& s) {
 
 std::vector<NestedKey> written_keys(const State& s) {
   std::vector<NestedKey> out{s.sample_key};
-  if (s.options.return_log_prob_) out.push_back(s.log_prob_key);
+  if (s.options.return_log_prob()) out.push_back(s.log_prob_key);
   return out;
 }
 
@@ -240,7 +240,7 @@ const NestedKey& ProbabilisticTensorDictModule::log_prob_key() const {
 }
 const std::vector<std::string>& ProbabilisticTensorDictModule::dist_keys()
     const {
-  return state_->options.dist_keys_;
+  return state_->options.dist_keys();
 }
 const ProbabilisticOptions& ProbabilisticTensorDictModule::options() const {
   return state_->options;
