@@ -1,8 +1,9 @@
 // tensordict/tensordict.h — the umbrella header of tensordict-cpp.
 //
 // Brings in the whole public API (`NestedKey`, `TensorDict`, printing,
-// transfers between processes,
-// persistence, the replay and rollout buffers, the version) plus
+// transfers between processes, persistence, tensor classes, modules and
+// module parameters, distributions and probabilistic modules, the replay
+// and rollout buffers, the version) plus
 // `<torch/types.h>`, so that code using the library can also write
 // `torch::rand(...)` and `torch::indexing::Slice` without further includes.
 // For faster compiles, translation units that only pass dicts around may
@@ -12,12 +13,14 @@
 #include <torch/types.h>
 
 #include "tensordict/distributed.h"
+#include "tensordict/distributions.h"
 #include "tensordict/format.h"
 #include "tensordict/functional.h"
 #include "tensordict/jit.h"
 #include "tensordict/nested_key.h"
 #include "tensordict/nn.h"
 #include "tensordict/persistence.h"
+#include "tensordict/probabilistic.h"
 #include "tensordict/replay_buffer.h"
 #include "tensordict/rollout_buffer.h"
 #include "tensordict/tensor_dict.h"
