@@ -126,11 +126,15 @@ struct Unchecked {};
 template <typename D>
 class IndexedTensorClass {
  public:
+  /// The rows `index` selects (`TensorClass::operator[]` makes them).
   explicit IndexedTensorClass(IndexedTensorDict index)
       : index_(std::move(index)) {}
 
+  /// Copies and moves of the proxy (the same rows of the same object).
+  ///@{
   IndexedTensorClass(const IndexedTensorClass&) = default;
   IndexedTensorClass(IndexedTensorClass&&) noexcept = default;
+  ///@}
   ~IndexedTensorClass() = default;
 
   /// `t[i] = row`: writes `row` into the indexed region, all-or-nothing.
