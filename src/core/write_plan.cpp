@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 
 #include "core/indexing.h"
 #include "core/internal.h"
@@ -431,12 +432,19 @@ class WritePlan {
   }
 
   void run() {
+    check();
+    write();
+  }
+  // The two steps of `run`, for writes planned together (index_put_all).
+  void check() {
+    if (!all_bytes_) validate();
+  }
+  void write() {
     if (all_bytes_) {
       copy_planned_bytes();
-      return;
+    } else {
+      execute();
     }
-    validate();
-    execute();
   }
 
  private:
@@ -609,15 +617,33 @@ bool batch_fits(c10::IntArrayRef vb, c10::IntArrayRef s) {
 
 }  // namespace
 
-void index_put(TensorDictImpl& dst, const NormalizedIndex& norm,
-               const TensorDictImpl& value) {
-  const auto s = indexed_shape(dst, norm);
+// The batch shape `dst[norm]` selects, once `value` was checked to fit it.
+std::vector<int64_t> checked_region(const TensorDictImpl& dst,
+                                    const NormalizedIndex& norm,
+                                    const TensorDictImpl& value) {
+  auto s = indexed_shape(dst, norm);
   const c10::IntArrayRef vb(value.batch_size);
   TORCH_CHECK(batch_fits(vb, s), "cannot write a TensorDict with batch_size ",
               shape_str(vb), " into an indexed region of batch shape ",
               shape_str(s), " (TensorDict batch_size ",
               shape_str(dst.batch_size), ")");
-  WritePlan(dst, norm, value, s).run();
+  return s;
+}
+
+void index_put(TensorDictImpl& dst, const NormalizedIndex& norm,
+               const TensorDictImpl& value) {
+  WritePlan(dst, norm, value, checked_region(dst, norm, value)).run();
+}
+
+void index_put_all(const std::vector<IndexPut>& writes) {
+  std::vector<std::unique_ptr<WritePlan>> plans;
+  plans.reserve(writes.size());
+  for (const IndexPut& w : writes) {
+    plans.push_back(std::make_unique<WritePlan>(
+        *w.dst, w.norm, *w.value, checked_region(*w.dst, w.norm, *w.value)));
+  }
+  for (auto& p : plans) p->check();
+  for (auto& p : plans) p->write();
 }
 
 // ---------------------------------------------------------------------------

@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/indexing.h"
 #include "core/internal.h"
 #include "tensordict/nested_key.h"
 #include "tensordict/tensor_dict.h"
@@ -42,7 +43,6 @@ namespace tensordict {
 namespace detail {
 
 struct KeyPath;
-struct NormalizedIndex;  // core/indexing.h
 
 /// The key named in an error, computed only when a check fails: a nested key,
 /// or the `leaf`-th leaf (in `keys(true, true)` order) of `root`, optionally
@@ -249,6 +249,16 @@ void update_leaves(TensorDictImpl& dst, const TensorDictImpl& value);
 /// contract.
 void index_put(TensorDictImpl& dst, const NormalizedIndex& norm,
                const TensorDictImpl& value);
+
+/// One write of `index_put_all`: `dst[norm] = value`.
+struct IndexPut {
+  TensorDictImpl* dst;
+  NormalizedIndex norm;
+  const TensorDictImpl* value;
+};
+/// Several `index_put` writes, each into a different dict (a lazy stack's),
+/// all or nothing: every write is planned and checked before any is made.
+void index_put_all(const std::vector<IndexPut>& writes);
 
 /// A write plan kept for many writes of rows into one destination whose
 /// keys never change (ReplayBuffer's locked storage): the destination's

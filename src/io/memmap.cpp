@@ -47,6 +47,7 @@
 #include "io/files.h"
 #include "io/memmap_names.h"
 #include "io/meta.h"
+#include "tensordict/lazy_stack.h"
 #include "tensordict/persistence.h"
 #include "tensordict/tensorclass.h"
 
@@ -169,8 +170,13 @@ class MemmapPlanner {
  public:
   MemmapPlanner(const std::string& prefix, MemmapKeyNames key_names,
                 const char* fn,
-                const std::vector<detail::TensorClassType>* classes)
-      : prefix_(prefix), key_names_(key_names), fn_(fn), classes_(classes) {}
+                const std::vector<detail::TensorClassType>* classes,
+                const int64_t* lazy_stack_dim)
+      : prefix_(prefix),
+        key_names_(key_names),
+        fn_(fn),
+        classes_(classes),
+        lazy_stack_dim_(lazy_stack_dim) {}
 
   void enter(const detail::KeyPath& path, TensorDictImpl& level) {
     std::string dir = prefix_;
@@ -182,7 +188,10 @@ class MemmapPlanner {
                                : detail::non_tensor_is_stack(level)
                                    ? "NonTensorStack"
                                    : "NonTensorData";
-      levels_.back().meta[*path.parts.back()] = ordered_json{{"type", type}};
+      // A lazy stack's meta.json lists no dicts: they are 0/, 1/, ...
+      if (lazy_stack_dim_ == nullptr || path.parts.size() > 1) {
+        levels_.back().meta[*path.parts.back()] = ordered_json{{"type", type}};
+      }
       dir = join_path(current().dir, name);
     }
     size_t wrapper = kNoWrapper;
@@ -217,7 +226,10 @@ class MemmapPlanner {
   void leave(const detail::KeyPath& path, TensorDictImpl& level) {
     ordered_json& meta = levels_.back().meta;
     const ordered_json td_meta = level_meta(level);
-    if (level.non_tensor != nullptr) {
+    if (lazy_stack_dim_ != nullptr && path.parts.empty()) {
+      meta = ordered_json{{"_type", detail::kLazyStackType},
+                          {"stack_dim", *lazy_stack_dim_}};
+    } else if (level.non_tensor != nullptr) {
       // Python's NonTensorData / NonTensorStack directory (see
       // persistence.h): the value in meta.json, and for NonTensorData the
       // batch size in _tensordict/meta.json, which 0.4 needs.
@@ -324,6 +336,8 @@ class MemmapPlanner {
   MemmapKeyNames key_names_;
   const char* fn_;
   const std::vector<detail::TensorClassType>* classes_;
+  // Set when the root is a lazy stack's (its nodes "0", "1", ... its dicts).
+  const int64_t* lazy_stack_dim_;
   MemmapPlan plan_;
   std::vector<Level> levels_;  // the innermost last
 };
@@ -333,8 +347,9 @@ class MemmapPlanner {
 MemmapPlan plan_memmap(
     TensorDictImpl& root, const std::string& prefix, MemmapKeyNames key_names,
     const char* fn,
-    const std::vector<detail::TensorClassType>* classes = nullptr) {
-  MemmapPlanner planner(prefix, key_names, fn, classes);
+    const std::vector<detail::TensorClassType>* classes = nullptr,
+    const int64_t* lazy_stack_dim = nullptr) {
+  MemmapPlanner planner(prefix, key_names, fn, classes, lazy_stack_dim);
   detail::visit(
       root,
       [&](const detail::KeyPath& path, TensorDictImpl& level) {
@@ -459,13 +474,15 @@ void commit(MemmapPlan& plan, WriteMode mode) {
 
 // Writes `impl` (already a private copy for memmap/memmap_like) under
 // `prefix` and points its leaves at the files.
-void memmap_impl(
-    TensorDictImpl& impl, const std::string& prefix, WriteMode mode,
-    MemmapKeyNames names, const char* fn, Space space = Space::kReserve,
-    const std::vector<detail::TensorClassType>* classes = nullptr) {
+void memmap_impl(TensorDictImpl& impl, const std::string& prefix,
+                 WriteMode mode, MemmapKeyNames names, const char* fn,
+                 Space space = Space::kReserve,
+                 const std::vector<detail::TensorClassType>* classes = nullptr,
+                 const int64_t* lazy_stack_dim = nullptr) {
   TORCH_CHECK_VALUE(!prefix.empty(), fn, ": the directory name is empty");
   // Validates; no I/O.
-  MemmapPlan plan = plan_memmap(impl, prefix, names, fn, classes);
+  MemmapPlan plan =
+      plan_memmap(impl, prefix, names, fn, classes, lazy_stack_dim);
   TmpFiles tmps;
   try {
     make_dirs(plan);
@@ -609,6 +626,53 @@ TensorDict detail::memmap_tensorclass(const TensorDict& td,
   memmap_impl(*out, prefix, WriteMode::kCopy, MemmapKeyNames::kEscaped, fn,
               Space::kReserve, &types);
   return TensorDictImpl::wrap(std::move(out));
+}
+
+namespace {
+
+// Writes the dicts `tds` as a lazy stack under `prefix` (persistence.h): a
+// root whose sub-dicts "0", "1", ... are the dicts themselves (`copy`
+// false) or shallow copies of them, planned and written as one tree.
+// Returns the written dicts.
+std::vector<TensorDict> memmap_lazy(const std::vector<TensorDict>& tds,
+                                    int64_t stack_dim,
+                                    const std::string& prefix,
+                                    MemmapKeyNames names, bool copy) {
+  const char* fn = copy ? "memmap" : "memmap_";
+  TORCH_CHECK_VALUE(!detail::is_archive_path(prefix), fn, ": '", prefix,
+                    "' names an archive (.tdz), which does not hold lazy "
+                    "stacks: write a dense dict (densify)");
+  TensorDict root;
+  std::vector<TensorDict> out;
+  for (size_t i = 0; i < tds.size(); ++i) {
+    TensorDictImpl& impl = TensorDictImpl::of(tds[i]);
+    for (size_t j = 0; !copy && j < i; ++j) {
+      TORCH_CHECK_VALUE(!tds[j].is_same(tds[i]), fn, ": tensordicts()[", j,
+                        "] and tensordicts()[", i,
+                        "] are the same dict, which cannot live in two "
+                        "directories: memmap writes a copy");
+    }
+    out.push_back(copy ? TensorDictImpl::wrap(detail::shallow_copy(impl))
+                       : tds[i]);
+    root.set(std::to_string(i), out.back());  // the dict itself
+  }
+  memmap_impl(TensorDictImpl::of(root), prefix, WriteMode::kCopy, names, fn,
+              Space::kReserve, nullptr, &stack_dim);
+  return out;
+}
+
+}  // namespace
+
+const LazyStackedTensorDict& LazyStackedTensorDict::memmap_(
+    const std::string& prefix, MemmapKeyNames names) const {
+  memmap_lazy(tds_, stack_dim_, prefix, names, /*copy=*/false);
+  return *this;
+}
+
+LazyStackedTensorDict LazyStackedTensorDict::memmap(
+    const std::string& prefix, MemmapKeyNames names) const {
+  return LazyStackedTensorDict(
+      memmap_lazy(tds_, stack_dim_, prefix, names, /*copy=*/true), stack_dim_);
 }
 
 bool TensorDict::is_memmap() const {

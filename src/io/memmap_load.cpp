@@ -27,6 +27,7 @@
 #include "io/files.h"
 #include "io/memmap_names.h"
 #include "io/meta.h"
+#include "tensordict/lazy_stack.h"
 #include "tensordict/persistence.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -230,7 +231,7 @@ bool is_tensorclass_meta(const ordered_json& meta) {
   return t.size() > 10 && t.compare(0, 8, "<class '") == 0 &&
          t.compare(t.size() - 2, 2, "'>") == 0 &&
          !detail::is_tensordict_meta(meta) && t != kNonTensorDataType &&
-         t != kNonTensorStackType;
+         t != kNonTensorStackType && t != detail::kLazyStackType;
 }
 
 // The directory of the dict that the tensorclass directory `dir` (its
@@ -320,6 +321,10 @@ ImplPtr load_sub_entry(const ordered_json& e, const ordered_json& meta,
         break;
       }
     }
+    TORCH_CHECK(type != "LazyStackedTensorDict", "load_memmap: '", path,
+                "': key ", krepr,
+                " holds a lazy stack, which a C++ TensorDict cannot hold "
+                "(LazyStackedTensorDict::load_memmap opens its directory)");
     TORCH_CHECK(is_tensorclass_meta(cls), "load_memmap: '", path, "': key ",
                 krepr, " has unsupported type \"", type, "\"");
     sub = load_dir(tensorclass_dict_dir(ctx, cls, sub_dir), key_path, ctx);
@@ -498,12 +503,17 @@ TensorDict TensorDict::load_memmap(const std::string& prefix, bool read_only) {
   const std::string root_meta = join_path(prefix, "meta.json");
   const c10::optional<std::string> text = ctx.read_text(root_meta);
   if (text.has_value()) {
-    dir = read_json(text->data(), text->data() + text->size(), "load_memmap",
-                    "'" + root_meta + "'", [&](const ordered_json& meta) {
-                      return meta.is_object() && is_tensorclass_meta(meta)
-                                 ? tensorclass_dict_dir(ctx, meta, prefix)
-                                 : prefix;
-                    });
+    dir = read_json(
+        text->data(), text->data() + text->size(), "load_memmap",
+        "'" + root_meta + "'", [&](const ordered_json& meta) {
+          TORCH_CHECK(!meta.is_object() || !detail::is_lazy_stack_meta(meta),
+                      "load_memmap: '", prefix,
+                      "' holds a lazy stack: open it with "
+                      "LazyStackedTensorDict::load_memmap");
+          return meta.is_object() && is_tensorclass_meta(meta)
+                     ? tensorclass_dict_dir(ctx, meta, prefix)
+                     : prefix;
+        });
   }
   std::vector<std::string> key_path;
   ImplPtr root = load_dir(dir, key_path, ctx);
@@ -512,6 +522,49 @@ TensorDict TensorDict::load_memmap(const std::string& prefix, bool read_only) {
                            [](TensorDictImpl& level) { level.locked = true; });
   }
   return TensorDict(std::move(root));
+}
+
+LazyStackedTensorDict LazyStackedTensorDict::load_memmap(
+    const std::string& prefix, bool read_only) {
+  TORCH_CHECK_VALUE(!prefix.empty(),
+                    "load_memmap: the directory name is empty");
+  struct stat st {};
+  TORCH_CHECK_VALUE(::stat(prefix.c_str(), &st) != 0 || !S_ISREG(st.st_mode),
+                    "load_memmap: '", prefix,
+                    "' is a file, and a lazy stack is a directory");
+  const std::string root_meta = join_path(prefix, "meta.json");
+  const c10::optional<std::string> text =
+      read_small_file(root_meta, "load_memmap");
+  TORCH_CHECK(text.has_value(), "load_memmap: '", root_meta,
+              "' does not exist");
+  const int64_t stack_dim = read_json(
+      text->data(), text->data() + text->size(), "load_memmap",
+      "'" + root_meta + "'", [&](const ordered_json& meta) -> int64_t {
+        TORCH_CHECK(meta.is_object() && detail::is_lazy_stack_meta(meta),
+                    "load_memmap: '", root_meta,
+                    "' does not describe a LazyStackedTensorDict: ",
+                    json_excerpt(meta));
+        auto it = meta.find("stack_dim");
+        TORCH_CHECK(
+            it != meta.end() && it->is_number_integer(), "load_memmap: '",
+            root_meta, "': \"stack_dim\" must be an integer, got ",
+            it == meta.end() ? std::string("nothing") : json_excerpt(*it));
+        return it->get<int64_t>();
+      });
+  // As Python loads them: 0/, 1/, ... while they exist.
+  std::vector<TensorDict> tds;
+  for (size_t i = 0;; ++i) {
+    const std::string dir = join_path(prefix, std::to_string(i));
+    if (::stat(dir.c_str(), &st) != 0) break;
+    tds.push_back(TensorDict::load_memmap(dir, read_only));
+  }
+  TORCH_CHECK(!tds.empty(), "load_memmap: '", prefix,
+              "' holds no tensordict of the lazy stack (no 0/)");
+  try {
+    return LazyStackedTensorDict(std::move(tds), stack_dim);
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, "load_memmap: '", prefix, "': ", e.msg());
+  }
 }
 
 }  // namespace tensordict

@@ -29,6 +29,12 @@ bool is_tensordict_meta(const nlohmann::ordered_json& meta) {
               "<class 'tensordict.tensordict.TensorDict'>");
 }
 
+bool is_lazy_stack_meta(const nlohmann::ordered_json& meta) {
+  auto it = meta.find("_type");
+  return it != meta.end() && it->is_string() &&
+         it->get<std::string>() == kLazyStackType;
+}
+
 bool is_reserved_key(const std::string& k) {
   return k == "shape" || k == "device" || k == "_type";
 }
@@ -106,7 +112,10 @@ c10::optional<ordered_json> old_dict_meta(const std::string& dir) {
   try {
     c10::optional<ordered_json> j =
         read_json_file(join_path(dir, "meta.json"), "memmap");
-    if (j.has_value() && j->is_object() && is_tensordict_meta(*j)) return j;
+    if (j.has_value() && j->is_object() &&
+        (is_tensordict_meta(*j) || is_lazy_stack_meta(*j))) {
+      return j;
+    }
   } catch (const c10::Error&) {
   }
   return c10::nullopt;
@@ -117,7 +126,16 @@ void collect(const std::string& dir, const std::set<std::string>& written,
   // Deeper than any directory load_memmap reads.
   if (depth > 64) return;
   const c10::optional<ordered_json> meta = old_dict_meta(dir);
-  if (meta.has_value()) {
+  if (meta.has_value() && is_lazy_stack_meta(*meta)) {
+    // A lazy stack's dicts, as Python loads them: 0/, 1/, ... while they
+    // exist. One the new write rewrites keeps its directory.
+    for (int i = 0; i < (1 << 20); ++i) {
+      const std::string path = join_path(dir, std::to_string(i));
+      if (!is_real_dir(path)) break;
+      collect(path, written, /*whole=*/written.count(path) == 0, depth + 1,
+              out);
+    }
+  } else if (meta.has_value()) {
     for (auto it = meta->begin(); it != meta->end(); ++it) {
       if (is_reserved_key(it.key()) || !it.value().is_object()) continue;
       const bool is_dict = it.value().contains("type");

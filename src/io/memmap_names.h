@@ -31,6 +31,13 @@ constexpr const char* kNonTensorStackType =
 /// `kTdType` or 0.4's "<class 'tensordict.tensordict.TensorDict'>".
 bool is_tensordict_meta(const nlohmann::ordered_json& meta);
 
+/// The `_type` of a lazy stack's meta.json (tensordict/lazy_stack.h), which
+/// also holds "stack_dim"; its dicts live in the sub-directories 0/, 1/, ...
+constexpr const char* kLazyStackType =
+    "<class 'tensordict._lazy.LazyStackedTensorDict'>";
+/// Whether a directory's meta.json describes a lazy stack.
+bool is_lazy_stack_meta(const nlohmann::ordered_json& meta);
+
 /// The entries of a level's meta.json that are no keys: the batch size, the
 /// device and the type.
 bool is_reserved_key(const std::string& k);
@@ -64,7 +71,8 @@ std::vector<std::string> file_name_candidates(
 /// What an earlier dict written to a directory left there that a new write
 /// does not replace: the files and the sub-directories of the entries its
 /// meta.json lists (at every level, as each sub-directory's meta.json lists
-/// its own) under names the new write does not use. Only names an old
+/// its own) under names the new write does not use, and the dicts of an
+/// earlier lazy stack (0/, 1/, ...) that it does not rewrite. Only names an old
 /// meta.json gives are collected, never other files (a user's stay, and so
 /// does their directory), never through a symbolic link; an old meta.json
 /// that cannot be read adds nothing.

@@ -10,6 +10,7 @@
 #include "core/non_tensor.h"
 #include "core/tree.h"
 #include "io/files.h"
+#include "tensordict/lazy_stack.h"
 
 namespace tensordict {
 
@@ -38,12 +39,13 @@ std::string py_bool(bool b) { return b ? "True" : "False"; }
 // MemoryMappedTensor, which always reports itself shared; one over an
 // archive as Python's leaves over an archive, shared tensors (their storage
 // is torch.from_file's mapping), though the dict does not report itself so.
-std::string tensor_repr(const at::Tensor& t) {
+// `shape` stands for the tensor's own (a lazy stack's shape with -1).
+std::string tensor_repr(const at::Tensor& t, c10::IntArrayRef shape) {
   const bool mapped = detail::is_mapped_tensor(t);
   const bool shared =
       mapped || detail::is_archive_tensor(t) || detail::tensor_is_shared(t);
   return std::string(mapped ? "MemoryMappedTensor" : "Tensor") +
-         "(shape=torch.Size(" + detail::shape_str(t.sizes()) +
+         "(shape=torch.Size(" + detail::shape_str(shape) +
          "), device=" + detail::device_name(t.device()) +
          ", dtype=" + detail::dtype_name(t.scalar_type()) +
          ", is_shared=" + py_bool(shared) + ")";
@@ -84,7 +86,8 @@ std::string dict_repr(const TensorDict& td) {
         fields.back().reserve(level.nodes.size());
       },
       [&](const detail::KeyPath& path, const at::Tensor& t) {
-        fields.back().push_back(*path.parts.back() + ": " + tensor_repr(t));
+        fields.back().push_back(*path.parts.back() + ": " +
+                                tensor_repr(t, t.sizes()));
       },
       [&](const detail::KeyPath& path, const detail::TensorDictImpl& level) {
         std::string r = level.non_tensor != nullptr
@@ -100,9 +103,118 @@ std::string dict_repr(const TensorDict& td) {
   return out;
 }
 
+std::string joined_sorted(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ",\n";
+    out += v[i];
+  }
+  return out;
+}
+
+// Python's repr of a lazy stack (`LazyStackedTensorDict.__repr__`): the
+// shared keys ("fields"), each stacked, or, where shapes differ, the first
+// dict's leaf with -1 on those dims; then each dict's own keys
+// ("exclusive_fields"), as that dict prints them.
+std::string lazy_repr(const LazyStackedTensorDict& s) {
+  const auto& tds = s.tensordicts();
+  std::vector<std::string> fields;
+  const auto keys = s.keys();
+  for (const auto& key : keys) {
+    const std::string name = key.parts().back();
+    const detail::Node* n =
+        detail::lookup(detail::TensorDictImpl::of(tds[0]), key);
+    if (n->is_non_tensor()) {
+      fields.push_back(name + ": " + detail::non_tensor_repr(*n->dict));
+    } else if (n->is_dict()) {
+      fields.push_back(name + ": " + lazy_repr(s.get_tensordict(key)));
+    } else {
+      const auto leaves = s.get_list(key);
+      std::vector<int64_t> shape = leaves[0].sizes().vec();
+      bool same = true;
+      bool same_dims = true;
+      for (const auto& t : leaves) {
+        if (t.dim() != leaves[0].dim()) {
+          shape = {-1};  // as Python: no stack dim then
+          same = same_dims = false;
+          break;
+        }
+        for (size_t d = 0; d < shape.size(); ++d) {
+          if (shape[d] != t.size(static_cast<int64_t>(d))) {
+            shape[d] = -1;
+            same = false;
+          }
+        }
+      }
+      if (same) {
+        const at::Tensor stacked = s.get(key);
+        fields.push_back(name + ": " + tensor_repr(stacked, stacked.sizes()));
+      } else {
+        if (same_dims) {
+          shape.insert(shape.begin() + s.stack_dim(),
+                       static_cast<int64_t>(tds.size()));
+        }
+        fields.push_back(name + ": " + tensor_repr(leaves[0], shape));
+      }
+    }
+  }
+  std::vector<std::string> exclusive;
+  for (size_t i = 0; i < tds.size(); ++i) {
+    std::vector<std::string> own;
+    const detail::TensorDictImpl& impl = detail::TensorDictImpl::of(tds[i]);
+    for (const auto& node : impl.nodes) {
+      if (s.contains(NestedKey(node.key))) continue;
+      std::string r;
+      if (node.is_non_tensor()) {
+        r = detail::non_tensor_repr(*node.dict);
+      } else if (node.is_dict()) {
+        r = dict_repr(detail::TensorDictImpl::wrap(node.dict));
+      } else {
+        r = tensor_repr(node.tensor, node.tensor.sizes());
+      }
+      own.push_back(node.key + ": " + r);
+    }
+    if (own.empty()) continue;
+    exclusive.push_back(indent(
+        std::to_string(i) + " ->" + indent("\n" + joined_sorted(own), 4), 4));
+  }
+  std::string excl;
+  for (size_t i = 0; i < exclusive.size(); ++i) {
+    excl += i ? ",\n" : "";
+    excl += exclusive[i];
+  }
+  bool shared = true;
+  for (const auto& td : tds) {
+    shared &= detail::is_shared(detail::TensorDictImpl::of(td));
+  }
+  const auto device = s.device();
+  std::string out = "LazyStackedTensorDict(\n";
+  out += indent("fields={" + indent("\n" + joined_sorted(fields), 4) + "}", 4) +
+         ",\n";
+  out += indent("exclusive_fields={\n" + excl + "}", 4) + ",\n";
+  out +=
+      indent("batch_size=torch.Size(" + detail::shape_str(s.batch_size()) + ")",
+             4) +
+      ",\n";
+  out += indent("device=" + (device ? detail::device_name(*device)
+                                    : std::string("None")),
+                4) +
+         ",\n";
+  out += indent("is_shared=" + py_bool(shared), 4) + ",\n";
+  out += indent("stack_dim=" + std::to_string(s.stack_dim()), 4) + ")";
+  return out;
+}
+
 }  // namespace
 
 std::string repr(const TensorDict& td) { return dict_repr(td); }
+
+std::string repr(const LazyStackedTensorDict& s) { return lazy_repr(s); }
+
+std::ostream& operator<<(std::ostream& os, const LazyStackedTensorDict& s) {
+  return os << lazy_repr(s);
+}
 
 std::ostream& operator<<(std::ostream& os, const TensorDict& td) {
   return os << dict_repr(td);

@@ -1,0 +1,501 @@
+// Lazy stacks (tensordict/lazy_stack.h): shapes, keys, reads, indexing,
+// all-or-nothing writes, dense forms, joins, the repr and memmap
+// directories. The comparisons with Python are in python_lazy_stack_test.cpp.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <tensordict/lazy_stack.h>
+#include <tensordict/tensordict.h>
+
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace {
+
+using at::indexing::Ellipsis;
+using at::indexing::Slice;
+using tensordict::LazyStackedTensorDict;
+using tensordict::NestedKey;
+using tensordict::TensorDict;
+using tensordict_test::ExpectThrowsMsg;
+using tensordict_test::ExpectUnchanged;
+using tensordict_test::TakeSnapshot;
+using tensordict_test::TempDir;
+
+at::Tensor Arange(std::vector<int64_t> shape, double start = 0) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return (at::arange(n, at::kFloat) + start).reshape(shape);
+}
+
+TensorDict Empty(std::vector<int64_t> batch) {
+  return TensorDict(c10::IntArrayRef(batch));
+}
+
+// Two agents with observations of sizes 2 and 4, a shared reward, a nested
+// dict, and a key of agent 1's own.
+struct Agents {
+  TensorDict a{{{"obs", Arange({3, 2})}, {"reward", at::ones({3})}}, {3}};
+  TensorDict b{{{"obs", Arange({3, 4}, 100)},
+                {"reward", at::full({3}, 2.0)},
+                {"extra", at::zeros({3})}},
+               {3}};
+  Agents() {
+    a.set({"next", "x"}, Arange({3, 1}));
+    b.set({"next", "x"}, Arange({3, 1}, 10));
+  }
+  [[nodiscard]] LazyStackedTensorDict stack(int64_t dim = 0) const {
+    return tensordict::lazy_stack({a, b}, dim);
+  }
+};
+
+TEST(LazyStack, TheBatchSizeInsertsTheNumberOfDictsAtTheStackDim) {
+  Agents g;
+  EXPECT_EQ(g.stack().batch_size(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(g.stack(1).batch_size(), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(g.stack(-1).stack_dim(), 1);
+  EXPECT_EQ(g.stack().batch_dims(), 2);
+  EXPECT_TRUE(g.stack().tensordicts()[1].is_same(g.b));
+  // Batch sizes that differ are -1, as in Python 0.14.
+  auto s = tensordict::lazy_stack({Empty({3}), Empty({5})});
+  EXPECT_EQ(s.batch_size(), (std::vector<int64_t>{2, -1}));
+}
+
+TEST(LazyStack, BadStacksThrow) {
+  ExpectThrowsMsg<c10::ValueError>(
+      [] { (void)tensordict::lazy_stack({}); },
+      "lazy_stack: the list of tensordicts is empty");
+  ExpectThrowsMsg(
+      [] {
+        (void)tensordict::lazy_stack({Empty({3}), Empty({3, 1})});
+      },
+      "lazy_stack: the tensordicts must have the same number of batch dims: "
+      "tensordicts[0] has batch_size [3] and tensordicts[1] has [3, 1]");
+  ExpectThrowsMsg<c10::IndexError>(
+      [] {
+        (void)tensordict::lazy_stack({Empty({3}), Empty({3})}, 2);
+      },
+      "lazy_stack: dim 2 is out of range for TensorDicts with batch_size [3] "
+      "(expected a dim in [-2, 1])");
+}
+
+TEST(LazyStack, KeysAreThoseEveryDictHolds) {
+  Agents g;
+  const auto s = g.stack();
+  EXPECT_EQ(s.keys(), tensordict_test::Keys({"obs", "reward", "next"}));
+  EXPECT_EQ(s.keys(true, true),
+            tensordict_test::Keys({"obs", "reward", {"next", "x"}}));
+  EXPECT_TRUE(s.contains({"next", "x"}));
+  EXPECT_FALSE(s.contains("extra"));
+  // The same key as a tensor in one dict and a sub-dict in the other.
+  g.b.erase("reward");
+  g.b.set("reward", Empty({3}));
+  EXPECT_FALSE(g.stack().contains("reward"));
+}
+
+TEST(LazyStack, GetStacksLeavesWhoseShapesAgree) {
+  Agents g;
+  const auto s = g.stack();
+  EXPECT_TRUE(at::equal(s.get("reward"),
+                        at::stack({g.a.get("reward"), g.b.get("reward")})));
+  EXPECT_TRUE(at::equal(
+      g.stack(1).get({"next", "x"}),
+      at::stack({g.a.get({"next", "x"}), g.b.get({"next", "x"})}, 1)));
+  const auto list = s.get_list("obs");
+  ASSERT_EQ(list.size(), 2U);
+  EXPECT_TRUE(list[1].is_same(g.b.get("obs")));
+  const at::Tensor padded = s.get_padded("obs", -1);
+  EXPECT_EQ(padded.sizes(), (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_TRUE(at::equal(padded[0].slice(1, 0, 2), g.a.get("obs")));
+  EXPECT_TRUE(at::equal(padded[0].slice(1, 2), at::full({3, 2}, -1.0)));
+  EXPECT_TRUE(at::equal(padded[1], g.b.get("obs")));
+  auto next = s.get_tensordict("next");
+  EXPECT_EQ(next.batch_size(), (std::vector<int64_t>{2, 3}));
+  EXPECT_TRUE(next.tensordicts()[0].is_same(g.a.get_tensordict("next")));
+}
+
+TEST(LazyStack, GetNamesTheKeyAndTheShapes) {
+  Agents g;
+  const auto s = g.stack();
+  ExpectThrowsMsg(
+      [&] { (void)s.get("obs"); },
+      "get: key obs has shape [3, 2] in tensordicts()[0] and [3, 4] in "
+      "tensordicts()[1], so it cannot be stacked: read it with get_list or "
+      "get_padded");
+  ExpectThrowsMsg([&] { (void)s.get("extra"); },
+                  "get: key extra is missing from tensordicts()[0] (a key "
+                  "of a lazy stack is in every tensordict; read the others "
+                  "from their tensordict)");
+  ExpectThrowsMsg([&] { (void)s.get("nope"); },
+                  "get: key nope is not in the lazy stack (the keys of "
+                  "every tensordict: [obs, reward, next, ('next', 'x')])");
+  ExpectThrowsMsg([&] { (void)s.get("next"); },
+                  "get: key next holds a sub-dict in tensordicts()[0], not "
+                  "a tensor");
+  ExpectThrowsMsg([&] { (void)s.get_tensordict("obs"); },
+                  "get_tensordict: key obs holds a tensor in "
+                  "tensordicts()[0], not a sub-dict");
+  g.b.set("reward", at::zeros({3}, at::kLong));
+  ExpectThrowsMsg([&] { (void)g.stack().get_padded("reward"); },
+                  "get_padded: key reward has dtype torch.float32 in "
+                  "tensordicts()[0] and torch.int64 in tensordicts()[1]");
+  g.b.set("obs", at::zeros({3, 4, 1}));
+  ExpectThrowsMsg([&] { (void)g.stack().get_padded("obs"); },
+                  "get_padded: key obs has shape [3, 2] in "
+                  "tensordicts()[0] and [3, 4, 1] in tensordicts()[1]: a "
+                  "padded tensor needs the same number of dims");
+}
+
+TEST(LazyStack, AnIntegerAtTheStackDimSelectsTheDictItself) {
+  Agents g;
+  const auto s = g.stack();
+  TensorDict first = s[0];
+  EXPECT_TRUE(first.is_same(g.a));
+  TensorDict last = s[-1];
+  EXPECT_TRUE(last.is_same(g.b));
+  // Along a stack dim other than 0, an integer at dim 0 indexes each dict.
+  LazyStackedTensorDict rows = g.stack(1)[2];
+  EXPECT_EQ(rows.batch_size(), (std::vector<int64_t>{2}));
+  EXPECT_EQ(rows.stack_dim(), 0);
+  EXPECT_TRUE(at::equal(rows.get("reward"), at::tensor({1.0F, 2.0F})));
+}
+
+TEST(LazyStack, SlicesIndexTensorsAndMasksSelectDicts) {
+  Agents g;
+  const auto s = g.stack();
+  LazyStackedTensorDict one = s[Slice(1, 2)];
+  ASSERT_EQ(one.tensordicts().size(), 1U);
+  EXPECT_TRUE(one.tensordicts()[0].is_same(g.b));
+  LazyStackedTensorDict picked = s[at::tensor({1, 0, 1})];
+  EXPECT_EQ(picked.batch_size(), (std::vector<int64_t>{3, 3}));
+  EXPECT_TRUE(picked.tensordicts()[2].is_same(g.b));
+  LazyStackedTensorDict masked = s[at::tensor({0, 1}).to(at::kBool)];
+  EXPECT_TRUE(masked.tensordicts()[0].is_same(g.b));
+  // The other dims index every dict.
+  const auto cols = s.index({Slice(), Slice(1)});
+  EXPECT_EQ(cols.batch_size(), (std::vector<int64_t>{2, 2}));
+  EXPECT_TRUE(at::equal(cols.get_list("obs")[1], g.b.get("obs").slice(0, 1)));
+  const auto col = s.index({Ellipsis, 1});
+  EXPECT_EQ(col.batch_size(), (std::vector<int64_t>{2}));
+  EXPECT_TRUE(at::equal(col.get("reward"), at::tensor({1.0F, 2.0F})));
+  const auto none = s.index({at::indexing::None});
+  EXPECT_EQ(none.batch_size(), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(none.stack_dim(), 1);
+}
+
+TEST(LazyStack, BadIndicesThrow) {
+  Agents g;
+  const auto s = g.stack();
+  ExpectThrowsMsg<c10::IndexError>(
+      [&] { (void)s.index({0}); },
+      "index: an integer at the stack dim (dim 0) selects one tensordict, "
+      "which is a TensorDict: read it with s[i] (stack dim 0) or "
+      "tensordicts()[i].index(...)");
+  ExpectThrowsMsg<c10::IndexError>(
+      [&] { TensorDict x = s[Slice()]; },
+      "the index keeps the stack dim (dim 0) of the lazy stack, so it "
+      "selects a lazy stack, not one tensordict: read it as a "
+      "LazyStackedTensorDict");
+  ExpectThrowsMsg<c10::IndexError>(
+      [&] { TensorDict x = s[2]; },
+      "index 2 is out of bounds for the stack dim (dim 0) with size 2");
+  ExpectThrowsMsg<c10::IndexError>(
+      [&] { LazyStackedTensorDict x = s[Slice(2)]; },
+      "index: the index selects none of the lazy stack's 2 tensordicts, and "
+      "a lazy stack holds one at least");
+  ExpectThrowsMsg<c10::IndexError>(
+      [&] {
+        (void)s.index({Slice(), Slice(), 0});
+      },
+      "too many indices for a lazy stack with batch_size [2, 3]: 3 batch "
+      "dims were indexed");
+  ExpectThrowsMsg<c10::IndexError>(
+      [&] {
+        (void)s.index({at::tensor({0}), at::tensor({0})});
+      },
+      "an index of a lazy stack with batch_size [2, 3] holds one index "
+      "tensor or mask at most, got 2");
+  ExpectThrowsMsg<c10::IndexError>(
+      [&] {
+        (void)s.index({at::ones({2, 3}, at::kBool)});
+      },
+      "a mask over several dims of a lazy stack with batch_size [2, 3] that "
+      "include its stack dim (dim 0) is not supported");
+  ExpectThrowsMsg<c10::IndexError>(
+      [&] {
+        (void)s.index({at::zeros({1, 1}, at::kLong)});
+      },
+      "an index tensor at the stack dim (dim 0) of a lazy stack with "
+      "batch_size [2, 3] must have one dim, got shape [1, 1]");
+}
+
+TEST(LazyStack, WritesGoIntoTheDictsInPlace) {
+  Agents g;
+  const auto s = g.stack();
+  const at::Tensor obs = g.a.get("obs");
+  s[0] =
+      TensorDict({{"obs", at::full({3, 2}, 7.0)}, {"q", at::ones({3})}}, {3});
+  EXPECT_TRUE(g.a.get("obs").is_same(obs));
+  EXPECT_TRUE(at::equal(obs, at::full({3, 2}, 7.0)));
+  // A key the dict lacks is allocated, as TensorDict::index_put_ does.
+  EXPECT_TRUE(at::equal(g.a.get("q"), at::ones({3})));
+  // Row 1 of agent 1.
+  s.index_put_({1, 1}, TensorDict({{"reward", at::scalar_tensor(9.0)}}, {}));
+  EXPECT_TRUE(at::equal(g.b.get("reward"), at::tensor({2.0F, 9.0F, 2.0F})));
+  // A value covering the stack dim is split along it...
+  s[Slice()] = TensorDict({{"reward", Arange({2, 3})}}, {2, 3});
+  EXPECT_TRUE(at::equal(g.a.get("reward"), Arange({3})));
+  EXPECT_TRUE(at::equal(g.b.get("reward"), Arange({3}, 3)));
+  // ... and one that does not is written into every dict.
+  s.index_put_({Slice(), 0},
+               TensorDict({{"reward", at::scalar_tensor(-1.0)}}, {}));
+  EXPECT_EQ(g.a.get("reward")[0].item<float>(), -1.0F);
+  EXPECT_EQ(g.b.get("reward")[0].item<float>(), -1.0F);
+  // Dicts without batch dims take whole-dict writes.
+  TensorDict x({{"v", at::zeros({2})}}, {});
+  TensorDict y({{"v", at::zeros({5})}}, {});
+  auto xy = tensordict::lazy_stack({x, y});
+  xy[1] = TensorDict({{"v", at::ones({5})}}, {});
+  EXPECT_TRUE(at::equal(y.get("v"), at::ones({5})));
+}
+
+TEST(LazyStack, AFailedWriteChangesNoDict) {
+  Agents g;
+  const auto s = g.stack();
+  const auto before_a = TakeSnapshot(g.a);
+  const auto before_b = TakeSnapshot(g.b);
+  // Agent 0 would take this row; agent 1's obs has 4 columns, so it fails.
+  ExpectThrowsMsg(
+      [&] {
+        s.index_put_(
+            {Slice(), 0},
+            TensorDict({{"obs", at::ones({2})}, {"new", at::ones({})}}, {}));
+      },
+      "key obs: the value's trailing shape [2] (value shape [2]) does not "
+      "match the existing buffer's trailing shape [4] (buffer shape [3, 4])");
+  ExpectUnchanged(g.a, before_a);
+  ExpectUnchanged(g.b, before_b);
+  ExpectThrowsMsg(
+      [&] {
+        s[Slice()] = TensorDict({{"reward", at::ones({3, 3})}}, {3, 3});
+      },
+      "index_put_: the value's batch_size [3, 3] has 3 elements at dim 0, "
+      "which meets the stack dim, where the index selects 2 tensordicts");
+  ExpectUnchanged(g.a, before_a);
+  ExpectUnchanged(g.b, before_b);
+}
+
+TEST(LazyStack, CopiesAndFunctionsWorkDictByDict) {
+  Agents g;
+  const auto s = g.stack();
+  const auto c = s.clone();
+  EXPECT_FALSE(c.tensordicts()[0].get("obs").is_same(g.a.get("obs")));
+  EXPECT_TRUE((c == s).all());
+  const auto doubled = s.apply([](const at::Tensor& t) { return t * 2; });
+  EXPECT_TRUE(at::equal(doubled.get_list("obs")[1], g.b.get("obs") * 2));
+  EXPECT_FALSE((doubled == s).all());
+  EXPECT_TRUE((doubled != s).any());
+  const auto moved = s.to(at::kCPU);
+  EXPECT_EQ(moved.device(), c10::optional<at::Device>(at::kCPU));
+  EXPECT_EQ(s.device(), c10::nullopt);
+  ExpectThrowsMsg([&] { (void)(s == s[Slice(0, 1)].value()); },
+                  "==: the lazy stacks hold 2 and 1 tensordicts");
+}
+
+TEST(LazyStack, DensifyStacksTheSharedKeys) {
+  Agents g;
+  g.b.set("obs", Arange({3, 2}, 50));
+  const TensorDict d = g.stack(1).densify();
+  EXPECT_EQ(d.batch_size().vec(), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(d.keys(true, true),
+            tensordict_test::Keys({"obs", "reward", {"next", "x"}}));
+  EXPECT_TRUE(
+      at::equal(d.get("obs"), at::stack({g.a.get("obs"), g.b.get("obs")}, 1)));
+  Agents h;
+  ExpectThrowsMsg([&] { (void)h.stack().densify(); },
+                  "densify: key obs has shape [3, 2] in tensordicts()[0] "
+                  "and [3, 4] in tensordicts()[1]: use to_padded_tensor");
+  ExpectThrowsMsg(
+      [] {
+        (void)tensordict::lazy_stack({Empty({3}), Empty({4})}).densify();
+      },
+      "densify: the tensordicts' batch sizes differ ([3] in "
+      "tensordicts()[0], [4] in tensordicts()[1]): use to_padded_tensor");
+}
+
+TEST(LazyStack, ToPaddedTensorPadsEveryLeafAndMasksIt) {
+  TensorDict a({{"tokens", Arange({2})}}, {});
+  TensorDict b({{"tokens", Arange({4}, 10)}}, {});
+  const TensorDict p =
+      tensordict::lazy_stack({a, b}).to_padded_tensor(-1, true);
+  EXPECT_EQ(p.keys(true, true),
+            tensordict_test::Keys({"tokens", {"masks", "tokens"}}));
+  EXPECT_TRUE(at::equal(
+      p.get("tokens"),
+      at::tensor({0.0F, 1.0F, -1.0F, -1.0F, 10.0F, 11.0F, 12.0F, 13.0F})
+          .reshape({2, 4})));
+  EXPECT_TRUE(at::equal(
+      p.get({"masks", "tokens"}),
+      at::tensor({1, 1, 0, 0, 1, 1, 1, 1}).to(at::kBool).reshape({2, 4})));
+  // Batch dims that differ are padded too.
+  TensorDict c({{"r", at::ones({2})}}, {2});
+  TensorDict d({{"r", at::ones({3})}}, {3});
+  const TensorDict q = tensordict::lazy_stack({c, d}).to_padded_tensor();
+  EXPECT_EQ(q.batch_size().vec(), (std::vector<int64_t>{2, 3}));
+  EXPECT_TRUE(at::equal(
+      q.get("r"),
+      at::tensor({1.0F, 1.0F, 0.0F, 1.0F, 1.0F, 1.0F}).reshape({2, 3})));
+  TensorDict m({{"masks", at::ones({})}}, {});
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        (void)tensordict::lazy_stack({m, m}).to_padded_tensor(0, true);
+      },
+      "to_padded_tensor: the tensordicts hold key masks, where the masks "
+      "would go");
+}
+
+TEST(LazyStack, CatAndStackOfLazyStacks) {
+  Agents g;
+  const auto s = g.stack();
+  const auto along = tensordict::cat({s, s}, 0);
+  EXPECT_EQ(along.batch_size(), (std::vector<int64_t>{4, 3}));
+  EXPECT_TRUE(along.tensordicts()[2].is_same(g.a));
+  const auto across = tensordict::cat({s, s}, 1);
+  EXPECT_EQ(across.batch_size(), (std::vector<int64_t>{2, 6}));
+  EXPECT_TRUE(at::equal(across.get_list("obs")[1],
+                        at::cat({g.b.get("obs"), g.b.get("obs")})));
+  const auto stacked = tensordict::stack({s, s}, 0);
+  EXPECT_EQ(stacked.batch_size(), (std::vector<int64_t>{2, 2, 3}));
+  EXPECT_EQ(stacked.stack_dim(), 1);
+  EXPECT_TRUE(at::equal(stacked.get("reward"),
+                        at::stack({s.get("reward"), s.get("reward")})));
+  const auto inner = tensordict::stack({s, s}, 2);
+  EXPECT_EQ(inner.batch_size(), (std::vector<int64_t>{2, 3, 2}));
+  EXPECT_EQ(inner.stack_dim(), 0);
+  ExpectThrowsMsg(
+      [&] {
+        (void)tensordict::cat({s, g.stack(1)}, 0);
+      },
+      "cat: the lazy stacks are stacked along dims 0 and 1");
+}
+
+TEST(LazyStack, PrintsAsPython) {
+  // Python 0.4 and 0.14 print these stacks so (python_lazy_stack_test.cpp
+  // checks the same against the real thing).
+  TensorDict a({{"obs", at::zeros({3, 2})}, {"r", at::ones({3})}}, {3});
+  TensorDict b({{"obs", at::ones({3, 4})},
+                {"r", at::ones({3})},
+                {"extra", at::zeros({3})}},
+               {3});
+  b.set({"sub", "y"}, at::zeros({3, 2}));
+  EXPECT_EQ(tensordict::repr(tensordict::lazy_stack({a, b})),
+            R"(LazyStackedTensorDict(
+    fields={
+        obs: Tensor(shape=torch.Size([2, 3, -1]), device=cpu, dtype=torch.float32, is_shared=False),
+        r: Tensor(shape=torch.Size([2, 3]), device=cpu, dtype=torch.float32, is_shared=False)},
+    exclusive_fields={
+        1 ->
+            extra: Tensor(shape=torch.Size([3]), device=cpu, dtype=torch.float32, is_shared=False),
+            sub: TensorDict(
+                fields={
+                    y: Tensor(shape=torch.Size([3, 2]), device=cpu, dtype=torch.float32, is_shared=False)},
+                batch_size=torch.Size([3]),
+                device=None,
+                is_shared=False)},
+    batch_size=torch.Size([2, 3]),
+    device=None,
+    is_shared=False,
+    stack_dim=0))");
+  std::ostringstream os;
+  os << tensordict::lazy_stack({Empty({2}), Empty({2})});
+  EXPECT_EQ(os.str(), R"(LazyStackedTensorDict(
+    fields={
+    },
+    exclusive_fields={
+    },
+    batch_size=torch.Size([2, 2]),
+    device=None,
+    is_shared=False,
+    stack_dim=0))");
+}
+
+TEST(LazyStack, MemmapWritesPythonsLayoutAndLoadsBack) {
+  TempDir dir("td_lazy_memmap");
+  Agents g;
+  const auto s = g.stack(1);
+  const auto m = s.memmap(dir / "s");
+  EXPECT_FALSE(g.a.is_memmap());
+  EXPECT_TRUE(m.tensordicts()[1].is_memmap());
+  std::ifstream meta(dir / "s/meta.json");
+  std::string text((std::istreambuf_iterator<char>(meta)),
+                   std::istreambuf_iterator<char>());
+  EXPECT_EQ(
+      text,
+      R"({"_type":"<class 'tensordict._lazy.LazyStackedTensorDict'>","stack_dim":1})");
+  const auto back = LazyStackedTensorDict::load_memmap(dir / "s");
+  EXPECT_EQ(back.stack_dim(), 1);
+  ASSERT_EQ(back.tensordicts().size(), 2U);
+  EXPECT_TRUE((back.tensordicts()[0] == g.a).all());
+  EXPECT_TRUE((back.tensordicts()[1] == g.b).all());
+  // In place, over a longer stack's directory: its dict 2/ goes, as Python
+  // would load it.
+  (void)tensordict::lazy_stack({g.a.clone(), g.b.clone(), g.a.clone()})
+      .memmap(dir / "t");
+  auto t = tensordict::lazy_stack({g.a, g.b});
+  t.memmap_(dir / "t");
+  EXPECT_TRUE(g.a.is_memmap());
+  EXPECT_TRUE(g.a.is_locked());
+  EXPECT_FALSE(tensordict_test::Exists(dir / "t/2"));
+  EXPECT_EQ(LazyStackedTensorDict::load_memmap(dir / "t").tensordicts().size(),
+            2U);
+  ExpectThrowsMsg([&] { (void)TensorDict::load_memmap(dir / "t"); },
+                  "load_memmap: '" + (dir / "t") +
+                      "' holds a lazy stack: open it with "
+                      "LazyStackedTensorDict::load_memmap");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        tensordict::lazy_stack({g.a, g.a}).memmap_(dir / "u");
+      },
+      "memmap_: tensordicts()[0] and tensordicts()[1] are the same dict, "
+      "which cannot live in two directories: memmap writes a copy");
+}
+
+TEST(LazyStack, HostileLazyDirectoriesThrow) {
+  TempDir dir("td_lazy_hostile");
+  auto write = [&](const std::string& name, const std::string& meta) {
+    tensordict_test::MakeDirs(dir / name);
+    std::ofstream(dir / name + "/meta.json") << meta;
+    return dir / name;
+  };
+  const std::string type =
+      R"("_type":"<class 'tensordict._lazy.LazyStackedTensorDict'>")";
+  const std::string no_dim = write("no_dim", "{" + type + "}");
+  ExpectThrowsMsg([&] { (void)LazyStackedTensorDict::load_memmap(no_dim); },
+                  "load_memmap: '" + no_dim +
+                      "/meta.json': \"stack_dim\" must be an integer, got "
+                      "nothing");
+  const std::string empty = write("empty", "{" + type + R"(,"stack_dim":0})");
+  ExpectThrowsMsg([&] { (void)LazyStackedTensorDict::load_memmap(empty); },
+                  "load_memmap: '" + empty +
+                      "' holds no tensordict of the lazy stack (no 0/)");
+  const std::string far = write("far", "{" + type + R"(,"stack_dim":7})");
+  TensorDict({{"x", at::ones({2})}}, {2}).memmap(far + "/0");
+  ExpectThrowsMsg(
+      [&] { (void)LazyStackedTensorDict::load_memmap(far); },
+      "load_memmap: '" + far +
+          "': lazy_stack: dim 7 is out of range for TensorDicts with "
+          "batch_size [2] (expected a dim in [-2, 1])");
+  const std::string plain = dir / "plain";
+  TensorDict({{"x", at::ones({2})}}, {2}).memmap(plain);
+  ExpectThrowsMsg(
+      [&] { (void)LazyStackedTensorDict::load_memmap(plain); },
+      "load_memmap: '" + plain +
+          "/meta.json' does not describe a LazyStackedTensorDict: "
+          R"({"x":{"device":"cpu","shape":[2],"dtype":"torch.float32","is_nested":false},"shape":[2],"device":"cpu","_type":"<class 'tensordict._td.TensorDict'>"})");
+}
+
+}  // namespace
