@@ -499,3 +499,137 @@ TEST(LazyStack, HostileLazyDirectoriesThrow) {
 }
 
 }  // namespace
+
+namespace {
+
+using tensordict::LazyStackReplayBuffer;
+using tensordict::ReplayBufferOptions;
+
+// Row `i` of an agent rollout whose observation has `1 + i % 3` entries
+// (all equal to i), with its step and a trajectory end every 4 rows.
+TensorDict Row(int64_t i) {
+  TensorDict r({{"obs", at::full({1 + i % 3}, static_cast<double>(i))},
+                {"step", at::scalar_tensor(i, at::kLong)}},
+               {});
+  r.set({"next", "done"}, at::full({1}, i % 4 == 3, at::kBool));
+  return r;
+}
+
+// The step of each sampled row.
+std::vector<int64_t> Steps(const LazyStackedTensorDict& s) {
+  const at::Tensor t = s.get("step");
+  return std::vector<int64_t>(t.data_ptr<int64_t>(),
+                              t.data_ptr<int64_t>() + t.numel());
+}
+
+TEST(LazyStackReplayBuffer, StoresRowsOfDifferentShapesAndSamplesLazyStacks) {
+  LazyStackReplayBuffer rb(ReplayBufferOptions(5).seed(1));
+  for (int64_t i = 0; i < 7; ++i) EXPECT_EQ(rb.add(Row(i)), i % 5);
+  EXPECT_EQ(rb.size(), 5);
+  EXPECT_EQ(rb.cursor(), 2);
+  // Rows 5 and 6 replaced rows 0 and 1, round-robin.
+  EXPECT_TRUE(at::equal(rb.row(1).get("obs"), at::full({1}, 6.0)));
+  auto [batch, info] = rb.sample(16);
+  EXPECT_EQ(batch.batch_size(), (std::vector<int64_t>{16}));
+  const at::Tensor index = info.index;
+  for (int64_t k = 0; k < 16; ++k) {
+    const TensorDict stored = rb.row(index[k].item<int64_t>());
+    const TensorDict got = batch.tensordicts()[static_cast<size_t>(k)];
+    EXPECT_TRUE((got == stored).all());
+    // A copy: writing into the sample leaves the buffer as it was.
+    EXPECT_FALSE(
+        tensordict_test::SharesStorage(got.get("obs"), stored.get("obs")));
+  }
+  // extend: a list or a lazy stack along dim 0; a batch larger than the
+  // capacity keeps its last rows.
+  std::vector<TensorDict> rows;
+  for (int64_t i = 10; i < 17; ++i) rows.push_back(Row(i));
+  const at::Tensor idx = rb.extend(rows);
+  EXPECT_EQ(idx.numel(), 5);
+  EXPECT_EQ(rb.row(idx[4].item<int64_t>()).get("step").item<int64_t>(), 16);
+  rb.extend(tensordict::lazy_stack({Row(20), Row(21)}));
+  EXPECT_EQ(rb.size(), 5);
+  rb.clear();
+  EXPECT_EQ(rb.size(), 0);
+}
+
+TEST(LazyStackReplayBuffer, EverySamplerWorks) {
+  const std::vector<tensordict::SamplerConfig> samplers = {
+      tensordict::RandomSampler(),
+      tensordict::SamplerWithoutReplacement(),
+      tensordict::PrioritizedSampler(),
+      tensordict::SliceSampler(4),
+      tensordict::SliceSamplerWithoutReplacement(4),
+      tensordict::PrioritizedSliceSampler(4)};
+  for (size_t s = 0; s < samplers.size(); ++s) {
+    SCOPED_TRACE(s);
+    LazyStackReplayBuffer rb(
+        ReplayBufferOptions(16).sampler(samplers[s]).seed(3));
+    for (int64_t i = 0; i < 16; ++i) rb.add(Row(i));
+    auto [batch, info] = rb.sample(8);
+    const auto steps = Steps(batch);
+    ASSERT_EQ(steps.size(), 8U);
+    if (s >= 3) {
+      // Two slices of 4 rows, each one whole trajectory of 4 steps.
+      for (size_t k = 0; k < 8; k += 4) {
+        EXPECT_EQ(steps[k] % 4, 0);
+        for (size_t j = 1; j < 4; ++j) EXPECT_EQ(steps[k + j], steps[k] + j);
+      }
+    }
+    if (s == 1) {
+      // Without replacement: two draws cover the 16 rows once.
+      auto more = Steps(rb.sample(8).first);
+      std::vector<int64_t> all = steps;
+      all.insert(all.end(), more.begin(), more.end());
+      std::sort(all.begin(), all.end());
+      for (int64_t i = 0; i < 16; ++i)
+        EXPECT_EQ(all[static_cast<size_t>(i)], i);
+    }
+    if (s == 2) {
+      // Priorities: one row holds all of the mass.
+      rb.update_priority(
+          at::arange(16),
+          at::zeros({16}).index_fill_(0, at::full({1}, 5, at::kLong), 1.0));
+      for (int64_t st : Steps(rb.sample(8).first)) EXPECT_EQ(st, 5);
+      EXPECT_TRUE(info.weight.defined());
+    }
+  }
+}
+
+TEST(LazyStackReplayBuffer, BadRowsChangeNothing) {
+  LazyStackReplayBuffer rb(
+      ReplayBufferOptions(8).sampler(tensordict::SliceSampler(2)));
+  rb.add(Row(0));
+  TensorDict no_done({{"obs", at::zeros({2})}}, {});
+  ExpectThrowsMsg(
+      [&] { rb.add(no_done); },
+      "LazyStackReplayBuffer::add: the SliceSampler reads key ('next', "
+      "'done'), which the row does not hold as a tensor");
+  TensorDict batched({{"obs", at::zeros({3, 2})}}, {3});
+  batched.set({"next", "done"}, at::zeros({3, 1}, at::kBool));
+  ExpectThrowsMsg([&] { rb.add(batched); },
+                  "LazyStackReplayBuffer::add: the rows stored have 0 batch "
+                  "dims, and this row has batch_size [3]");
+  ExpectThrowsMsg(
+      [&] {
+        rb.extend({Row(1), batched});
+      },
+      "LazyStackReplayBuffer::extend: the rows have 0 batch "
+      "dims, and rows[1] has batch_size [3]");
+  EXPECT_EQ(rb.size(), 1);
+  EXPECT_EQ(rb.cursor(), 1);
+  ExpectThrowsMsg<c10::ValueError>(
+      [] {
+        LazyStackReplayBuffer bad(ReplayBufferOptions(8).storage_dir("/tmp/x"));
+      },
+      "LazyStackReplayBuffer: storage_dir (the rows live in memory) is not "
+      "supported");
+  ExpectThrowsMsg<c10::ValueError>(
+      [] {
+        LazyStackReplayBuffer bad(
+            ReplayBufferOptions(8).writer(tensordict::MaxValueWriter()));
+      },
+      "LazyStackReplayBuffer: MaxValueWriter is not supported");
+}
+
+}  // namespace

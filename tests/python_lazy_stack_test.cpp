@@ -160,4 +160,50 @@ TensorDict({"tokens": p["tokens"], "mask": p["masks", "tokens"]}, []).memmap(sys
                         py.get("tokens")));
 }
 
+TEST(PythonReference,
+     TheLazyBufferStoresRowsWhereTorchRLsLazyStackStorageDoes) {
+  if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
+  if (!tensordict_test::TensordictAtLeast(0, 7)) {
+    GTEST_SKIP() << "TorchRL 0.4 has no LazyStackStorage (0.7 and later)";
+  }
+  // Seven rows of observation sizes 1, 2, 3, ... into a capacity of 5, then
+  // an extend: the storage index of each write, the rows' places, and the
+  // type of a sample.
+  std::string out;
+  ASSERT_TRUE(RunPython(R"py(
+import torch
+from tensordict import TensorDict
+from torchrl.data import ReplayBuffer, LazyStackStorage
+def row(i):
+    return TensorDict({"obs": torch.full((1 + i % 3,), float(i)),
+                       "step": torch.tensor(i)}, [])
+rb = ReplayBuffer(storage=LazyStackStorage(5))
+print(*[rb.add(row(i)) for i in range(7)])
+print(*rb.extend([row(10), row(11)]).tolist())
+print(*[int(rb.storage[j]["step"]) for j in range(len(rb))])
+print(type(rb.sample(4)).__name__)
+)py",
+                        {}, &out));
+  tensordict::LazyStackReplayBuffer rb(tensordict::ReplayBufferOptions(5));
+  auto row = [](int64_t i) {
+    return TensorDict({{"obs", at::full({1 + i % 3}, static_cast<double>(i))},
+                       {"step", at::scalar_tensor(i, at::kLong)}},
+                      {});
+  };
+  std::string mine;
+  for (int64_t i = 0; i < 7; ++i) {
+    mine += (i ? " " : "") + std::to_string(rb.add(row(i)));
+  }
+  const at::Tensor idx = rb.extend(std::vector<TensorDict>{row(10), row(11)});
+  mine += "\n" + std::to_string(idx[0].item<int64_t>()) + " " +
+          std::to_string(idx[1].item<int64_t>()) + "\n";
+  for (int64_t j = 0; j < rb.size(); ++j) {
+    mine +=
+        (j ? " " : "") + std::to_string(rb.row(j).get("step").item<int64_t>());
+  }
+  (void)rb.sample(4);  // a LazyStackedTensorDict, by its type
+  mine += "\nLazyStackedTensorDict\n";
+  EXPECT_EQ(out, mine);
+}
+
 }  // namespace
