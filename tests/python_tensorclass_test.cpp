@@ -35,7 +35,8 @@ using tensordict_test::TempDir;
 
 // The same classes in Python. "write DIR": the full transition under
 // DIR/full and one whose `next` is None under DIR/none. "read DIR": loads
-// DIR as a Transition and prints its types and sums.
+// DIR as a Transition and prints its types and sums. Other modes only
+// define the classes.
 constexpr const char* kScript = R"py(
 import sys, torch
 from tensordict import tensorclass
@@ -63,7 +64,7 @@ def make(with_next):
 if sys.argv[1] == "write":
     make(True).memmap_(sys.argv[2] + "/full")
     make(False).memmap_(sys.argv[2] + "/none")
-else:
+elif sys.argv[1] == "read":
     t = Transition.load_memmap(sys.argv[2])
     print(type(t).__name__, type(t.next).__name__, list(t.batch_size),
           float(t.obs.sum()), int(t.action.sum()), float(t.next.obs.sum()),
@@ -104,6 +105,24 @@ TEST(PythonReference, ACppTensorclassDirectoryLoadsAsThePythonClass) {
   std::string out;
   ASSERT_TRUE(RunPython(kScript, {"read", dir / "t"}, &out));
   EXPECT_EQ(out, "Transition Next [3] 66.0 3 78.0 3.0 False\n");
+}
+
+TEST(PythonReference, ATensorclassPrintsAsPythonsTensorclass) {
+  if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
+  std::string out;
+  ASSERT_TRUE(RunPython(std::string(kScript) + R"py(
+t = make(True)
+t.next.done = None
+print(t)
+print(Transition(obs=None, action=torch.arange(3), next=None, batch_size=[3]))
+)py",
+                        {"print", "-"}, &out));
+  TensorDict full = Expected(true);
+  full.erase({"next", "done"});
+  EXPECT_EQ(out, tensordict::repr(Transition(full)) + "\n" +
+                     tensordict::repr(Transition(
+                         TensorDict({{"action", at::arange(3)}}, {3}))) +
+                     "\n");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -211,6 +212,39 @@ TEST(TensorClass, PythonsNoneFieldsLoadAsMissingAndOtherNonTensorFieldsThrow) {
       "load_memmap: '" + (dir / "t/meta.json") +
           "': the tensorclass <class 'mod.Transition'> has the non-tensor "
           "field name, which a TensorDict cannot hold");
+}
+
+TEST(TensorClass, PrintsAsPythonsTensorclass) {
+  // Python 0.4 and 0.14 print the same classes so (python_tensorclass_test
+  // checks it against the real thing): set fields sorted, then the None
+  // ones in declaration order.
+  Next next(TensorDict(
+      {{"obs", at::zeros({3, 4})}, {"reward", at::ones({3, 1})}}, {3}));
+  Transition t(
+      TensorDict({{"obs", at::zeros({3, 4})}, {"action", at::arange(3)}}, {3}));
+  t.set_next(next);
+  EXPECT_EQ(tensordict::repr(t), R"(Transition(
+    action=Tensor(shape=torch.Size([3]), device=cpu, dtype=torch.int64, is_shared=False),
+    next=Next(
+        obs=Tensor(shape=torch.Size([3, 4]), device=cpu, dtype=torch.float32, is_shared=False),
+        reward=Tensor(shape=torch.Size([3, 1]), device=cpu, dtype=torch.float32, is_shared=False),
+        done=None,
+        batch_size=torch.Size([3]),
+        device=None,
+        is_shared=False),
+    obs=Tensor(shape=torch.Size([3, 4]), device=cpu, dtype=torch.float32, is_shared=False),
+    batch_size=torch.Size([3]),
+    device=None,
+    is_shared=False))");
+  std::ostringstream os;
+  os << Transition(TensorDict({{"action", at::arange(3)}}, {3}));
+  EXPECT_EQ(os.str(), R"(Transition(
+    action=Tensor(shape=torch.Size([3]), device=cpu, dtype=torch.int64, is_shared=False),
+    obs=None,
+    next=None,
+    batch_size=torch.Size([3]),
+    device=None,
+    is_shared=False))");
 }
 
 }  // namespace

@@ -61,6 +61,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -94,6 +95,9 @@ struct TensorClassField {
   /// `at`) and of its own class fields (null for a tensor field).
   void (*python_types)(const std::vector<std::string>& at,
                        std::vector<TensorClassType>& out);
+  /// For a class field: the repr of a sub-dict as the field's class (null
+  /// for a tensor field).
+  std::string (*repr)(const TensorDict& td);
 };
 
 /// Throws unless every key of `td` is one of `tensor_fields` (holding a
@@ -104,6 +108,13 @@ void check_tensorclass_keys(const TensorDict& td, const char* cls,
                             const std::vector<std::string>& where,
                             const std::vector<TensorClassField>& tensor_fields,
                             const std::vector<TensorClassField>& class_fields);
+
+/// Python's repr of the tensor class `cls` over `td`: its set fields sorted,
+/// then its missing fields (Python's `None`) in declaration order, tensor
+/// fields first.
+std::string tensorclass_repr(const TensorDict& td, const char* cls,
+                             const std::vector<TensorClassField>& tensor_fields,
+                             const std::vector<TensorClassField>& class_fields);
 
 /// Writes `td` under `prefix` in Python's tensorclass layout: `types` gives
 /// the Python types of the root and of each class field's sub-dict. `copy`:
@@ -249,6 +260,12 @@ class TensorClass {
                                    Derived::tensorclass_tensor_fields(),
                                    Derived::tensorclass_class_fields());
   }
+  /// Python's repr of `td` as this class (`repr(t)`).
+  static std::string repr_of(const TensorDict& td) {
+    return detail::tensorclass_repr(td, Derived::tensorclass_name(),
+                                    Derived::tensorclass_tensor_fields(),
+                                    Derived::tensorclass_class_fields());
+  }
   /// The Python types of the class (the root, first) and of its class
   /// fields, by field path.
   static std::vector<detail::TensorClassType> python_types() {
@@ -314,6 +331,21 @@ template <typename D,
   tds.reserve(items.size());
   for (const auto& t : items) tds.push_back(t.tensordict());
   return D::wrap_unchecked(cat(tds, dim));
+}
+///@}
+
+/// Python's repr of a tensor class, byte for byte, as Python prints a
+/// `@tensorclass` with the same fields.
+///@{
+template <typename D,
+          std::enable_if_t<detail::IsTensorClass<D>::value, int> = 0>
+[[nodiscard]] std::string repr(const D& t) {
+  return D::repr_of(t.tensordict());
+}
+template <typename D,
+          std::enable_if_t<detail::IsTensorClass<D>::value, int> = 0>
+std::ostream& operator<<(std::ostream& os, const D& t) {
+  return os << D::repr_of(t.tensordict());
 }
 ///@}
 
@@ -423,7 +455,7 @@ template <typename D, typename ReplayBufferT>
       TENSORDICT_PP_PAIRS_, TENSORDICT_PP_NARGS(__VA_ARGS__))(m, __VA_ARGS__))
 
 #define TENSORDICT_TENSOR_FIELD_ENTRY_(name) \
-  ::tensordict::detail::TensorClassField{#name, nullptr, nullptr},
+  ::tensordict::detail::TensorClassField{#name, nullptr, nullptr, nullptr},
 #define TENSORDICT_TENSOR_FIELD_ACCESSORS_(name)                       \
   [[nodiscard]] ::at::Tensor name() const {                            \
     return this->tensordict().get(tensordict_key_##name());            \
@@ -436,9 +468,9 @@ template <typename D, typename ReplayBufferT>
     static const ::tensordict::NestedKey key(#name);                   \
     return key;                                                        \
   }
-#define TENSORDICT_CLASS_FIELD_ENTRY_(type, name)             \
-  ::tensordict::detail::TensorClassField{#name, &type::check, \
-                                         &type::append_python_types},
+#define TENSORDICT_CLASS_FIELD_ENTRY_(type, name) \
+  ::tensordict::detail::TensorClassField{         \
+      #name, &type::check, &type::append_python_types, &type::repr_of},
 #define TENSORDICT_CLASS_FIELD_ACCESSORS_(type, name)                    \
   [[nodiscard]] type name() const {                                      \
     return type::wrap_unchecked(                                         \

@@ -11,6 +11,7 @@
 #include "core/tree.h"
 #include "io/files.h"
 #include "tensordict/lazy_stack.h"
+#include "tensordict/tensorclass.h"
 
 namespace tensordict {
 
@@ -207,6 +208,42 @@ std::string lazy_repr(const LazyStackedTensorDict& s) {
 }
 
 }  // namespace
+
+std::string detail::tensorclass_repr(
+    const TensorDict& td, const char* cls,
+    const std::vector<TensorClassField>& tensor_fields,
+    const std::vector<TensorClassField>& class_fields) {
+  std::vector<std::string> set;
+  std::vector<std::string> parts;
+  for (const auto* fields : {&tensor_fields, &class_fields}) {
+    for (const auto& f : *fields) {
+      const NestedKey key(f.name);
+      if (!td.contains(key)) {
+        parts.push_back(indent(std::string(f.name) + "=None", 4));
+      } else if (f.repr == nullptr) {
+        const at::Tensor t = td.get(key);
+        set.push_back(std::string(f.name) + "=" + tensor_repr(t, t.sizes()));
+      } else {
+        set.push_back(std::string(f.name) + "=" +
+                      f.repr(td.get_tensordict(key)));
+      }
+    }
+  }
+  if (!set.empty()) parts.insert(parts.begin(), indent(joined_sorted(set), 4));
+  const auto& impl = detail::TensorDictImpl::of(td);
+  parts.push_back(indent(
+      "batch_size=torch.Size(" + detail::shape_str(impl.batch_size) + ")", 4));
+  parts.push_back(
+      indent("device=" + (impl.device ? detail::device_name(*impl.device)
+                                      : std::string("None")),
+             4));
+  parts.push_back(indent("is_shared=" + py_bool(detail::is_shared(impl)), 4));
+  std::string out = std::string(cls) + "(\n";
+  for (size_t i = 0; i < parts.size(); ++i) {
+    out += (i ? ",\n" : "") + parts[i];
+  }
+  return out + ")";
+}
 
 std::string repr(const TensorDict& td) { return dict_repr(td); }
 
