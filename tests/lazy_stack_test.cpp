@@ -21,6 +21,7 @@ using at::indexing::Slice;
 using tensordict::LazyStackedTensorDict;
 using tensordict::NestedKey;
 using tensordict::TensorDict;
+using Stacks = std::vector<LazyStackedTensorDict>;
 using tensordict_test::ExpectThrowsMsg;
 using tensordict_test::ExpectUnchanged;
 using tensordict_test::TakeSnapshot;
@@ -361,24 +362,24 @@ TEST(LazyStack, ToPaddedTensorPadsEveryLeafAndMasksIt) {
 TEST(LazyStack, CatAndStackOfLazyStacks) {
   Agents g;
   const auto s = g.stack();
-  const auto along = tensordict::cat({s, s}, 0);
+  const auto along = tensordict::cat(Stacks{s, s}, 0);
   EXPECT_EQ(along.batch_size(), (std::vector<int64_t>{4, 3}));
   EXPECT_TRUE(along.tensordicts()[2].is_same(g.a));
-  const auto across = tensordict::cat({s, s}, 1);
+  const auto across = tensordict::cat(Stacks{s, s}, 1);
   EXPECT_EQ(across.batch_size(), (std::vector<int64_t>{2, 6}));
   EXPECT_TRUE(at::equal(across.get_list("obs")[1],
                         at::cat({g.b.get("obs"), g.b.get("obs")})));
-  const auto stacked = tensordict::stack({s, s}, 0);
+  const auto stacked = tensordict::stack(Stacks{s, s}, 0);
   EXPECT_EQ(stacked.batch_size(), (std::vector<int64_t>{2, 2, 3}));
   EXPECT_EQ(stacked.stack_dim(), 1);
   EXPECT_TRUE(at::equal(stacked.get("reward"),
                         at::stack({s.get("reward"), s.get("reward")})));
-  const auto inner = tensordict::stack({s, s}, 2);
+  const auto inner = tensordict::stack(Stacks{s, s}, 2);
   EXPECT_EQ(inner.batch_size(), (std::vector<int64_t>{2, 3, 2}));
   EXPECT_EQ(inner.stack_dim(), 0);
   ExpectThrowsMsg(
       [&] {
-        (void)tensordict::cat({s, g.stack(1)}, 0);
+        (void)tensordict::cat(Stacks{s, g.stack(1)}, 0);
       },
       "cat: the lazy stacks are stacked along dims 0 and 1");
 }

@@ -58,6 +58,7 @@
 #include <mutex>
 #include <ostream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -212,18 +213,37 @@ class LazyStackedTensorDict {
 /// `lazy_stack(tds, dim)`: Python's `LazyStackedTensorDict.lazy_stack`.
 [[nodiscard]] LazyStackedTensorDict lazy_stack(std::vector<TensorDict> tds,
                                                int64_t dim = 0);
+namespace detail {
+LazyStackedTensorDict cat_lazy(const std::vector<LazyStackedTensorDict>& stacks,
+                               int64_t dim);
+LazyStackedTensorDict stack_lazy(
+    const std::vector<LazyStackedTensorDict>& stacks, int64_t dim);
+template <typename T>
+using EnableIfLazy =
+    std::enable_if_t<std::is_same<T, LazyStackedTensorDict>::value, int>;
+}  // namespace detail
+
 /// Concatenates lazy stacks along `dim`. Along their stack dim (which must
 /// be the same for all) the result stacks all their dicts; along another
 /// dim, it concatenates their dicts one by one (`tensordict::cat`), so every
-/// stack must hold the same number of dicts.
-[[nodiscard]] LazyStackedTensorDict cat(
-    const std::vector<LazyStackedTensorDict>& stacks, int64_t dim = 0);
+/// stack must hold the same number of dicts. (A template, so that
+/// `tensordict::cat({})` still means the dicts' `cat`: pass a
+/// `std::vector<LazyStackedTensorDict>`.)
+template <typename T, detail::EnableIfLazy<T> = 0>
+[[nodiscard]] LazyStackedTensorDict cat(const std::vector<T>& stacks,
+                                        int64_t dim = 0) {
+  return detail::cat_lazy(stacks, dim);
+}
 /// Stacks lazy stacks along a new `dim`, dict by dict: dict `k` of the
 /// result is `tensordict::stack` of dict `k` of each stack, so every stack
 /// must hold the same number of dicts along the same stack dim. (Python
-/// nests the lazy stacks instead; the values read are the same.)
-[[nodiscard]] LazyStackedTensorDict stack(
-    const std::vector<LazyStackedTensorDict>& stacks, int64_t dim = 0);
+/// nests the lazy stacks instead; the values read are the same.) A
+/// template, as `cat`.
+template <typename T, detail::EnableIfLazy<T> = 0>
+[[nodiscard]] LazyStackedTensorDict stack(const std::vector<T>& stacks,
+                                          int64_t dim = 0) {
+  return detail::stack_lazy(stacks, dim);
+}
 
 /// The result of `s[index]`: reads as the dict (`TensorDict`) or the lazy
 /// stack (`LazyStackedTensorDict`) the index selects, and assignment writes

@@ -54,6 +54,18 @@
 //                   dict; a field Python wrote as None is a missing key, and
 //                   any other non-tensor field of the class is an error.
 //
+// A lazy stack (lazy_stack.h) has a directory of its own form:
+//
+//   meta.json       {"_type": "<class 'tensordict._lazy.LazyStackedTensorDict'>",
+//                    "stack_dim": <d>}
+//   0/, 1/, ...     its dicts, each a memmap directory as above
+//
+// as Python writes it; Python reads the dicts while `<prefix>/<i>` exists,
+// so a write removes the dicts an earlier, longer stack left there.
+// `TensorDict::load_memmap` of such a directory throws, pointing to
+// `LazyStackedTensorDict::load_memmap`, and a lazy stack below a dict
+// (Python's {"type": "LazyStackedTensorDict"} entry) cannot be loaded.
+//
 // `meta.json` lists the entries first, in insertion order, under their raw
 // keys, so the keys `shape`, `device` and `_type` are reserved. The dtypes are
 // float32, float64, float16, bfloat16, int8, int16, int32, int64, uint8, bool,

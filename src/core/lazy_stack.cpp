@@ -646,8 +646,8 @@ TensorDict LazyStackedTensorDict::to_padded_tensor(double padding_value,
 // Joins
 // ---------------------------------------------------------------------------
 
-LazyStackedTensorDict cat(const std::vector<LazyStackedTensorDict>& stacks,
-                          int64_t dim) {
+LazyStackedTensorDict detail::cat_lazy(
+    const std::vector<LazyStackedTensorDict>& stacks, int64_t dim) {
   TORCH_CHECK_VALUE(!stacks.empty(), "cat: the list of lazy stacks is empty");
   const auto& first = stacks[0];
   const int64_t d = detail::wrap_dim("cat", dim, first.batch_dims(),
@@ -677,8 +677,8 @@ LazyStackedTensorDict cat(const std::vector<LazyStackedTensorDict>& stacks,
   return LazyStackedTensorDict(std::move(out), first.stack_dim());
 }
 
-LazyStackedTensorDict stack(const std::vector<LazyStackedTensorDict>& stacks,
-                            int64_t dim) {
+LazyStackedTensorDict detail::stack_lazy(
+    const std::vector<LazyStackedTensorDict>& stacks, int64_t dim) {
   TORCH_CHECK_VALUE(!stacks.empty(), "stack: the list of lazy stacks is empty");
   const auto& first = stacks[0];
   const int64_t d = detail::wrap_dim("stack", dim, first.batch_dims() + 1,
