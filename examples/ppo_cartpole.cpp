@@ -132,6 +132,10 @@ int main(int argc, char** argv) {
     // ---- Rollout: one [E] dict per step, written into the [T, E] buffer.
     {
       torch::NoGradGuard no_grad;
+      // Exploration: the policy draws its actions (TorchRL's collectors do
+      // the same with set_interaction_type).
+      const tensordict::InteractionTypeGuard explore(
+          tensordict::InteractionType::RANDOM);
       for (int64_t t = 0; t < T; ++t) {
         TensorDict step({{"observation", obs.to(device)}}, {E});
         agent.policy(step);  // "action", "sample_log_prob"

@@ -97,6 +97,9 @@ int run_actor(const Config& cfg) {
   ppo::Agent agent(cartpole::CartPoleVec::kObsDim,
                    cartpole::CartPoleVec::kNumActions, cfg.hyper.lr, gen);
   torch::NoGradGuard no_grad;  // an actor never trains
+  // and always explores: the policy draws its actions.
+  const tensordict::InteractionTypeGuard explore(
+      tensordict::InteractionType::RANDOM);
   at::Tensor stop = at::zeros({1}, at::kBool);
   const TensorDict weights = weights_of(agent, stop);
 
