@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
   const ppo::Hyper& h = cfg.hyper;
   const at::Device device = cfg.device;
   ppo::Agent agent(cartpole::CartPoleVec::kObsDim,
-                   cartpole::CartPoleVec::kNumActions, h.lr, gen, device);
+                   ppo::Discrete{cartpole::CartPoleVec::kNumActions}, h.lr, gen,
+                   device);
 
   RolloutBuffer buffer(T, E, device);
   at::Tensor obs = env.observation();
