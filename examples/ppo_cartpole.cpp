@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
   const ppo::Hyper& h = cfg.hyper;
   const at::Device device = cfg.device;
   ppo::Agent agent(cartpole::CartPoleVec::kObsDim,
-                   cartpole::CartPoleVec::kNumActions, h.lr, gen, device);
+                   ppo::Discrete{cartpole::CartPoleVec::kNumActions}, h.lr, gen,
+                   device);
 
   RolloutBuffer buffer(T, E, device);
   at::Tensor obs = env.observation();
@@ -132,6 +133,10 @@ int main(int argc, char** argv) {
     // ---- Rollout: one [E] dict per step, written into the [T, E] buffer.
     {
       torch::NoGradGuard no_grad;
+      // Exploration: the policy draws its actions (TorchRL's collectors do
+      // the same with set_interaction_type).
+      const tensordict::InteractionTypeGuard explore(
+          tensordict::InteractionType::RANDOM);
       for (int64_t t = 0; t < T; ++t) {
         TensorDict step({{"observation", obs.to(device)}}, {E});
         agent.policy(step);  // "action", "sample_log_prob"

@@ -95,8 +95,12 @@ int run_actor(const Config& cfg) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   cartpole::CartPoleVec env(E, seed);
   ppo::Agent agent(cartpole::CartPoleVec::kObsDim,
-                   cartpole::CartPoleVec::kNumActions, cfg.hyper.lr, gen);
+                   ppo::Discrete{cartpole::CartPoleVec::kNumActions},
+                   cfg.hyper.lr, gen);
   torch::NoGradGuard no_grad;  // an actor never trains
+  // and always explores: the policy draws its actions.
+  const tensordict::InteractionTypeGuard explore(
+      tensordict::InteractionType::RANDOM);
   at::Tensor stop = at::zeros({1}, at::kBool);
   const TensorDict weights = weights_of(agent, stop);
 
@@ -202,7 +206,8 @@ int run_learner(Config cfg, const char* self) {
   torch::manual_seed(cfg.seed);
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(cfg.seed);
   ppo::Agent agent(cartpole::CartPoleVec::kObsDim,
-                   cartpole::CartPoleVec::kNumActions, h.lr, gen);
+                   ppo::Discrete{cartpole::CartPoleVec::kNumActions}, h.lr,
+                   gen);
   at::Tensor stop = at::zeros({1}, at::kBool);
   const TensorDict weights = weights_of(agent, stop);
   const int64_t per_iter =
