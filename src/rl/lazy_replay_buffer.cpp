@@ -90,7 +90,7 @@ at::Tensor LazyStackReplayBuffer::extend(const std::vector<TensorDict>& rows) {
   }
   for (const auto& r : rows) copies.push_back(r.clone());
   if (rows_.empty()) rows_.resize(static_cast<size_t>(index_.capacity()));
-  const at::Tensor index = index_.extend(tensordict::stack(index_rows, 0));
+  at::Tensor index = index_.extend(tensordict::stack(index_rows, 0));
   // A batch larger than the capacity keeps its last rows.
   const int64_t m = index.numel();
   const auto skip = static_cast<int64_t>(copies.size()) - m;
