@@ -601,6 +601,8 @@ TEST(LazyStackReplayBuffer, BadRowsChangeNothing) {
   LazyStackReplayBuffer rb(
       ReplayBufferOptions(8).sampler(tensordict::SliceSampler(2)));
   rb.add(Row(0));
+  const TensorDict stored = rb.row(0);
+  const auto before = TakeSnapshot(stored);
   TensorDict no_done({{"obs", at::zeros({2})}}, {});
   ExpectThrowsMsg(
       [&] { rb.add(no_done); },
@@ -619,6 +621,8 @@ TEST(LazyStackReplayBuffer, BadRowsChangeNothing) {
       "dims, and rows[1] has batch_size [3]");
   EXPECT_EQ(rb.size(), 1);
   EXPECT_EQ(rb.cursor(), 1);
+  EXPECT_TRUE(rb.row(0).is_same(stored));
+  ExpectUnchanged(stored, before);
   ExpectThrowsMsg<c10::ValueError>(
       [] {
         LazyStackReplayBuffer bad(ReplayBufferOptions(8).storage_dir("/tmp/x"));
