@@ -8,6 +8,7 @@
 #include <tensordict/tensordict.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -124,6 +125,26 @@ struct Agent {
     for (auto& group : opt.param_groups()) {
       static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
     }
+  }
+
+  // One iteration's PPO epochs over the rollout in `buffer`: the learning
+  // rate annealed linearly to 0 over the step budget (`env_steps` of
+  // `max_steps` taken, `per_iter` of them by this rollout), then `h.epochs`
+  // passes over shuffled minibatches. Returns the last minibatch's loss.
+  double learn(tensordict::RolloutBuffer& buffer, const Hyper& h,
+               int64_t env_steps, int64_t per_iter, int64_t max_steps,
+               at::Generator gen) {
+    const double frac = 1.0 - static_cast<double>(env_steps - per_iter) /
+                                  static_cast<double>(max_steps);
+    set_lr(h.lr * std::max(frac, 0.0));
+    double last_loss = 0.0;
+    for (int64_t epoch = 0; epoch < h.epochs; ++epoch) {
+      for (const tensordict::TensorDict& mb :
+           buffer.minibatches(h.minibatches, gen)) {
+        last_loss = update(mb, h);
+      }
+    }
+    return last_loss;
   }
 
   // One step of the clipped PPO objective on a minibatch dict (a copy of

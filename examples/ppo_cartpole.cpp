@@ -151,15 +151,8 @@ int main(int argc, char** argv) {
     agent.gae(buffer, h);
 
     // ---- PPO epochs over shuffled minibatches of the flat [T * E] batch.
-    const double frac = 1.0 - static_cast<double>(env_steps - T * E) /
-                                  static_cast<double>(cfg.max_steps);
-    agent.set_lr(h.lr * std::max(frac, 0.0));
-    double last_loss = 0.0;
-    for (int64_t epoch = 0; epoch < h.epochs; ++epoch) {
-      for (const TensorDict& mb : buffer.minibatches(h.minibatches, gen)) {
-        last_loss = agent.update(mb, h);
-      }
-    }
+    const double last_loss =
+        agent.learn(buffer, h, env_steps, T * E, cfg.max_steps, gen);
 
     const double secs = elapsed();
     std::printf(
