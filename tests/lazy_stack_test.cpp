@@ -114,6 +114,12 @@ TEST(LazyStack, GetStacksLeavesWhoseShapesAgree) {
   EXPECT_TRUE(at::equal(padded[0].slice(1, 0, 2), g.a.get("obs")));
   EXPECT_TRUE(at::equal(padded[0].slice(1, 2), at::full({3, 2}, -1.0)));
   EXPECT_TRUE(at::equal(padded[1], g.b.get("obs")));
+  // Python's get_item_shape: -1 where the sizes differ, [-1] where the
+  // numbers of dims do.
+  EXPECT_EQ(s.get_item_shape("obs"), (std::vector<int64_t>{2, 3, -1}));
+  EXPECT_EQ(g.stack(1).get_item_shape("reward"), (std::vector<int64_t>{3, 2}));
+  g.b.set("obs", at::zeros({3, 4, 1}));
+  EXPECT_EQ(g.stack().get_item_shape("obs"), (std::vector<int64_t>{-1}));
   auto next = s.get_tensordict("next");
   EXPECT_EQ(next.batch_size(), (std::vector<int64_t>{2, 3}));
   EXPECT_TRUE(next.tensordicts()[0].is_same(g.a.get_tensordict("next")));

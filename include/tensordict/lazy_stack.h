@@ -107,6 +107,11 @@ class LazyStackedTensorDict {
   /// True when every dict holds `key`, with the same kind of entry.
   [[nodiscard]] bool contains(const NestedKey& key) const;
 
+  /// The shape `get(key)` would have, with -1 on a dim where the leaves'
+  /// sizes differ, and `[-1]` when their numbers of dims differ (Python's
+  /// `get_item_shape`). Throws as `get` does for a missing key or a
+  /// sub-dict.
+  [[nodiscard]] std::vector<int64_t> get_item_shape(const NestedKey& key) const;
   /// The leaves at `key`, stacked along `stack_dim()` (a new tensor). Throws
   /// when a dict lacks the key or holds a sub-dict there, or when the
   /// leaves' shapes differ (naming the key and the shapes: read those with

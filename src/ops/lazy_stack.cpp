@@ -82,6 +82,47 @@ std::vector<at::Tensor> leaves_at(const LazyStackedTensorDict& s,
   return out;
 }
 
+// The shapes merged dim by dim: a size where they all agree, -1 where they
+// differ, `[-1]` when their numbers of dims differ; `stack` (the number of
+// shapes) inserted at `stack_dim` unless the numbers of dims differ.
+template <typename Shapes>
+std::vector<int64_t> merged_shape(const Shapes& shapes, int64_t stack_dim) {
+  std::vector<int64_t> out = shapes(0).vec();
+  for (size_t i = 1; i < shapes.size(); ++i) {
+    const c10::IntArrayRef s = shapes(i);
+    if (s.size() != out.size()) return {-1};
+    for (size_t d = 0; d < out.size(); ++d) {
+      if (out[d] != s[d]) out[d] = -1;
+    }
+  }
+  out.insert(out.begin() + stack_dim, static_cast<int64_t>(shapes.size()));
+  return out;
+}
+
+// `shapes(i)` for i < `n`, as `merged_shape` takes them.
+template <typename Fn>
+struct ShapesOf {
+  size_t n;
+  Fn fn;
+  [[nodiscard]] size_t size() const { return n; }
+  c10::IntArrayRef operator()(size_t i) const { return fn(i); }
+};
+template <typename Fn>
+ShapesOf<Fn> shapes_of(size_t n, Fn fn) {
+  return ShapesOf<Fn>{n, std::move(fn)};
+}
+
+// Throws "<op>: key K has shape A in tensordicts()[0] and B in
+// tensordicts()[i]<tail>" unless every leaf has the first one's shape.
+void check_same_shape(const char* op, const NestedKey& key,
+                      const std::vector<at::Tensor>& leaves, const char* tail) {
+  for (size_t i = 1; i < leaves.size(); ++i) {
+    TORCH_CHECK(leaves[i].sizes() == leaves[0].sizes(), op, ": key ", key.str(),
+                " has shape ", shape_str(leaves[0].sizes()), " in ", member(0),
+                " and ", shape_str(leaves[i].sizes()), " in ", member(i), tail);
+  }
+}
+
 // `t` padded at the end of each dim to `shape` with `value`.
 at::Tensor pad_to(const at::Tensor& t, c10::IntArrayRef shape,
                   const at::Scalar& value) {
@@ -132,6 +173,7 @@ struct Split {
   TensorIndex stack{at::indexing::Slice()};
   std::vector<TensorIndex> rest;
   int64_t out_dim = 0;
+  int64_t out_dims = 0;  // the batch dims of the result
   bool keeps = true;
 };
 
@@ -211,6 +253,7 @@ Split split_index(const LazyStackedTensorDict& s,
     }
   }
   if (!found) out.out_dim = out_dims + (sd - dim);
+  out.out_dims = out_dims + (bd - dim);
   return out;
 }
 
@@ -305,15 +348,10 @@ LazyStackedTensorDict lazy_stack(std::vector<TensorDict> tds, int64_t dim) {
 }
 
 std::vector<int64_t> LazyStackedTensorDict::batch_size() const {
-  std::vector<int64_t> out = tds_[0].batch_size().vec();
-  for (const auto& td : tds_) {
-    const auto b = td.batch_size();
-    for (size_t d = 0; d < out.size(); ++d) {
-      if (out[d] != b[d]) out[d] = -1;
-    }
-  }
-  out.insert(out.begin() + stack_dim_, static_cast<int64_t>(tds_.size()));
-  return out;
+  // The dicts have one number of batch dims (checked on construction).
+  return merged_shape(
+      shapes_of(tds_.size(), [&](size_t i) { return tds_[i].batch_size(); }),
+      stack_dim_);
 }
 
 int64_t LazyStackedTensorDict::batch_dims() const {
@@ -349,15 +387,19 @@ bool LazyStackedTensorDict::contains(const NestedKey& key) const {
   });
 }
 
+std::vector<int64_t> LazyStackedTensorDict::get_item_shape(
+    const NestedKey& key) const {
+  const auto leaves = leaves_at(*this, "get_item_shape", key);
+  return merged_shape(
+      shapes_of(leaves.size(), [&](size_t i) { return leaves[i].sizes(); }),
+      stack_dim_);
+}
+
 at::Tensor LazyStackedTensorDict::get(const NestedKey& key) const {
   const auto leaves = leaves_at(*this, "get", key);
-  for (size_t i = 1; i < leaves.size(); ++i) {
-    TORCH_CHECK(leaves[i].sizes() == leaves[0].sizes(), "get: key ", key.str(),
-                " has shape ", shape_str(leaves[0].sizes()), " in ", member(0),
-                " and ", shape_str(leaves[i].sizes()), " in ", member(i),
-                ", so it cannot be stacked: read it with get_list or "
-                "get_padded");
-  }
+  check_same_shape("get", key, leaves,
+                   ", so it cannot be stacked: read it with get_list or "
+                   "get_padded");
   return at::stack(leaves, stack_dim_);
 }
 
@@ -428,10 +470,7 @@ const LazyStackedTensorDict& LazyStackedTensorDict::index_put_(
   // The part of `value` for each selected dict.
   std::vector<TensorDict> parts;
   if (split.keeps) {
-    const int64_t region_dims =
-        (indexed_member(tds_[0], split.rest).batch_dims()) + 1;
-    const int64_t vb = value.batch_dims();
-    const int64_t p = split.out_dim - (region_dims - vb);
+    const int64_t p = split.out_dim - (split.out_dims - value.batch_dims());
     if (p >= 0) {
       TORCH_CHECK(value.batch_size()[static_cast<size_t>(p)] ==
                       static_cast<int64_t>(ids.size()),
@@ -514,17 +553,25 @@ void check_pairable(const char* op, const LazyStackedTensorDict& a,
               " and ", b.stack_dim());
 }
 
-LazyStackedTensorDict pairwise(const char* op, const LazyStackedTensorDict& a,
-                               const LazyStackedTensorDict& b,
-                               TensorDict (*fn)(const TensorDict&,
-                                                const TensorDict&)) {
-  check_pairable(op, a, b);
+// Dict `i` of the result is `fn` of dict `i` of every stack (which must
+// all hold as many dicts along the same stack dim), stacked along
+// `stack_dim`.
+template <typename Fn>
+LazyStackedTensorDict dict_by_dict(
+    const char* op, const std::vector<LazyStackedTensorDict>& stacks,
+    int64_t stack_dim, Fn&& fn) {
+  for (const auto& s : stacks) check_pairable(op, stacks[0], s);
+  const size_t n = stacks[0].tensordicts().size();
   std::vector<TensorDict> out;
-  out.reserve(a.tensordicts().size());
-  for (size_t i = 0; i < a.tensordicts().size(); ++i) {
-    out.push_back(fn(a.tensordicts()[i], b.tensordicts()[i]));
+  out.reserve(n);
+  std::vector<TensorDict> parts(stacks.size());
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t k = 0; k < stacks.size(); ++k) {
+      parts[k] = stacks[k].tensordicts()[i];
+    }
+    out.push_back(fn(parts));
   }
-  return LazyStackedTensorDict(std::move(out), a.stack_dim());
+  return LazyStackedTensorDict(std::move(out), stack_dim);
 }
 
 }  // namespace
@@ -556,16 +603,16 @@ bool LazyStackedTensorDict::any() const {
 
 LazyStackedTensorDict operator==(const LazyStackedTensorDict& a,
                                  const LazyStackedTensorDict& b) {
-  return pairwise("==", a, b, [](const TensorDict& x, const TensorDict& y) {
-    return x == y;
-  });
+  return dict_by_dict(
+      "==", {a, b}, a.stack_dim(),
+      [](const std::vector<TensorDict>& p) { return p[0] == p[1]; });
 }
 
 LazyStackedTensorDict operator!=(const LazyStackedTensorDict& a,
                                  const LazyStackedTensorDict& b) {
-  return pairwise("!=", a, b, [](const TensorDict& x, const TensorDict& y) {
-    return x != y;
-  });
+  return dict_by_dict(
+      "!=", {a, b}, a.stack_dim(),
+      [](const std::vector<TensorDict>& p) { return p[0] != p[1]; });
 }
 
 // ---------------------------------------------------------------------------
@@ -579,13 +626,8 @@ TensorDict LazyStackedTensorDict::densify() const {
     const Kind k = kind_at(tds_[0], key);
     if (k == Kind::kDict) continue;
     if (k == Kind::kLeaf) {
-      const auto leaves = leaves_at(*this, "densify", key);
-      for (size_t i = 1; i < leaves.size(); ++i) {
-        TORCH_CHECK(leaves[i].sizes() == leaves[0].sizes(), "densify: key ",
-                    key.str(), " has shape ", shape_str(leaves[0].sizes()),
-                    " in ", member(0), " and ", shape_str(leaves[i].sizes()),
-                    " in ", member(i), ": use to_padded_tensor");
-      }
+      check_same_shape("densify", key, leaves_at(*this, "densify", key),
+                       ": use to_padded_tensor");
     }
     shared.push_back(std::move(key));
   }
@@ -665,16 +707,10 @@ LazyStackedTensorDict detail::cat_lazy(
     return LazyStackedTensorDict(std::move(all), d);
   }
   const int64_t member_dim = d < first.stack_dim() ? d : d - 1;
-  std::vector<TensorDict> out;
-  for (size_t i = 0; i < first.tensordicts().size(); ++i) {
-    std::vector<TensorDict> parts;
-    for (const auto& s : stacks) {
-      check_pairable("cat", first, s);
-      parts.push_back(s.tensordicts()[i]);
-    }
-    out.push_back(tensordict::cat(parts, member_dim));
-  }
-  return LazyStackedTensorDict(std::move(out), first.stack_dim());
+  return dict_by_dict("cat", stacks, first.stack_dim(),
+                      [&](const std::vector<TensorDict>& parts) {
+                        return tensordict::cat(parts, member_dim);
+                      });
 }
 
 LazyStackedTensorDict detail::stack_lazy(
@@ -685,16 +721,10 @@ LazyStackedTensorDict detail::stack_lazy(
                                      first.batch_size(), "lazy stacks");
   const int64_t sd = first.stack_dim();
   const int64_t member_dim = d <= sd ? d : d - 1;
-  std::vector<TensorDict> out;
-  for (size_t i = 0; i < first.tensordicts().size(); ++i) {
-    std::vector<TensorDict> parts;
-    for (const auto& s : stacks) {
-      check_pairable("stack", first, s);
-      parts.push_back(s.tensordicts()[i]);
-    }
-    out.push_back(tensordict::stack(parts, member_dim));
-  }
-  return LazyStackedTensorDict(std::move(out), d <= sd ? sd + 1 : sd);
+  return dict_by_dict("stack", stacks, d <= sd ? sd + 1 : sd,
+                      [&](const std::vector<TensorDict>& parts) {
+                        return tensordict::stack(parts, member_dim);
+                      });
 }
 
 }  // namespace tensordict

@@ -131,32 +131,13 @@ std::string lazy_repr(const LazyStackedTensorDict& s) {
     } else if (n->is_dict()) {
       fields.push_back(name + ": " + lazy_repr(s.get_tensordict(key)));
     } else {
-      const auto leaves = s.get_list(key);
-      std::vector<int64_t> shape = leaves[0].sizes().vec();
-      bool same = true;
-      bool same_dims = true;
-      for (const auto& t : leaves) {
-        if (t.dim() != leaves[0].dim()) {
-          shape = {-1};  // as Python: no stack dim then
-          same = same_dims = false;
-          break;
-        }
-        for (size_t d = 0; d < shape.size(); ++d) {
-          if (shape[d] != t.size(static_cast<int64_t>(d))) {
-            shape[d] = -1;
-            same = false;
-          }
-        }
-      }
-      if (same) {
+      const std::vector<int64_t> shape = s.get_item_shape(key);
+      if (std::find(shape.begin(), shape.end(), -1) == shape.end()) {
         const at::Tensor stacked = s.get(key);
         fields.push_back(name + ": " + tensor_repr(stacked, stacked.sizes()));
       } else {
-        if (same_dims) {
-          shape.insert(shape.begin() + s.stack_dim(),
-                       static_cast<int64_t>(tds.size()));
-        }
-        fields.push_back(name + ": " + tensor_repr(leaves[0], shape));
+        // As Python: the first dict's leaf, with the merged shape.
+        fields.push_back(name + ": " + tensor_repr(s.get_list(key)[0], shape));
       }
     }
   }
