@@ -9,7 +9,7 @@
 // (536 bytes a row), the buffer full of random data.
 //
 // Index generation. `sample(256)` draws its indices with the buffer's own
-// generator (std::mt19937_64). The main baseline draws the same kind of
+// generator (xoshiro256++). The main baseline draws the same kind of
 // indices with the same generator code and then runs one `index_select` per
 // key, so both sides include index generation and the ratio compares the
 // gathers (plus the buffer's lock and dict construction). A second baseline
@@ -27,7 +27,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <random>
 #include <string>
 
 #include "../tests/fs_util.h"
@@ -72,7 +71,7 @@ Filled& filled() {
 
 void BM_RawIndexSelect256(benchmark::State& state) {
   auto& raw = filled().raw;
-  std::mt19937_64 rng(0);
+  tensordict_bench::Generator rng(0);
   for (auto _ : state) {
     at::Tensor idx = tensordict_bench::draw_indices(rng, kSample, kCapacity);
     for (const auto& t : raw) benchmark::DoNotOptimize(t.index_select(0, idx));
@@ -92,7 +91,7 @@ BENCHMARK(BM_RawRandintIndexSelect256);
 
 void BM_RawMemcpyGather256(benchmark::State& state) {
   auto& raw = filled().raw;
-  std::mt19937_64 rng(0);
+  tensordict_bench::Generator rng(0);
   for (auto _ : state) {
     at::Tensor idx = tensordict_bench::draw_indices(rng, kSample, kCapacity);
     const int64_t* ip = idx.data_ptr<int64_t>();

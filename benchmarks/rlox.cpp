@@ -13,7 +13,6 @@
 #include <benchmark/benchmark.h>
 #include <tensordict/tensordict.h>
 
-#include <random>
 #include <vector>
 
 #include "ratio_main.h"
@@ -69,7 +68,7 @@ Filled& filled() {
 
 void BM_RawRingSample(benchmark::State& state) {
   const auto& raw = filled().raw;
-  std::mt19937_64 rng(0);
+  tensordict_bench::Generator rng(0);
   for (auto _ : state) {
     const at::Tensor idx =
         tensordict_bench::draw_indices(rng, state.range(0), kCapacity);

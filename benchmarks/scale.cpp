@@ -31,7 +31,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -168,7 +167,7 @@ int main(int argc, char** argv) {
        memcpy_gbps(size_t{1} << 30), "GB/s");
   const TensorDict batch = fill_batch();
   const int iters = 2000;
-  std::mt19937_64 rng(1);
+  tensordict_bench::Generator rng(1);
   const auto draw = [&] {
     return tensordict_bench::draw_indices(rng, 256, rows);
   };

@@ -8,8 +8,11 @@
 #include <tensordict/tensordict.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -485,5 +488,69 @@ TEST(ReplayBufferTest, ACheckpointThatDoesNotFitChangesNothing) {
       "ReplayBuffer::loads: the checkpoint's epoch is not a permutation of "
       "its size");
   ExpectSame(b, before);
+  RemoveTree(dir);
+}
+
+namespace {
+
+// `dir`'s checkpoint with its generator state replaced by `text`.
+void SetCheckpointRng(const std::string& dir, const std::string& text) {
+  const std::string path = dir + "/checkpoint";
+  TensorDict state = TensorDict::load_memmap(path).clone();
+  at::Tensor bytes =
+      torch::empty({static_cast<int64_t>(text.size())}, at::kByte);
+  std::copy(text.begin(), text.end(), bytes.data_ptr<uint8_t>());
+  state.set("rng", bytes);
+  RemoveTree(path);
+  state.memmap_(path);
+}
+
+}  // namespace
+
+TEST(ReplayBufferTest, ACheckpointOf010WithAMersenneTwisterStateLoads) {
+  // 0.1.0 saved a std::mt19937_64 state: the generator is seeded from its
+  // next draw.
+  const auto options = ReplayBufferOptions(10).seed(3);
+  ReplayBuffer a(options);
+  a.extend(Rows(6, 0));
+  const std::string dir = FreshDir("mt19937");
+  a.dumps(dir);
+  std::mt19937_64 mt(42);
+  (void)mt();
+  std::ostringstream text;
+  text << mt;
+  SetCheckpointRng(dir, text.str());
+
+  ReplayBuffer b(options);
+  b.loads(dir);
+  ReplayBuffer expected(options);
+  expected.extend(Rows(6, 0));
+  expected.manual_seed(mt());
+  EXPECT_EQ(Vec(b.sample(8).second.index),
+            Vec(expected.sample(8).second.index));
+  RemoveTree(dir);
+}
+
+TEST(ReplayBufferTest, ACheckpointWithoutAGeneratorStateChangesNothing) {
+  const auto options = ReplayBufferOptions(10).seed(3);
+  ReplayBuffer a(options);
+  a.extend(Rows(6, 0));
+  const std::string dir = FreshDir("bad_rng");
+  a.dumps(dir);
+  ReplayBuffer b(options);
+  b.extend(Rows(2, 50));
+  ReplayBuffer twin(options);  // b's generator, untouched
+  twin.extend(Rows(2, 50));
+  const State before = Capture(b);
+  for (const std::string text :
+       {"xoshiro256++ 1 2 3", "xoshiro256++ 0 0 0 0", "mt19937 1 2 3", ""}) {
+    SCOPED_TRACE(text);
+    SetCheckpointRng(dir, text);
+    ExpectThrowsMsg([&] { b.loads(dir); },
+                    "ReplayBuffer::loads: '" + dir +
+                        "': the checkpoint's rng is not a generator state");
+    ExpectSame(b, before);
+  }
+  EXPECT_EQ(Vec(b.sample(8).second.index), Vec(twin.sample(8).second.index));
   RemoveTree(dir);
 }

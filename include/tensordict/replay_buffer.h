@@ -39,11 +39,13 @@
 //     priority.
 // The writer (`ReplayBufferOptions::writer`) is round-robin, or a
 // `MaxValueWriter` that keeps the rows of highest rank.
-// Sampling is reproducible: the buffer owns its random generator (a
-// `std::mt19937_64`, independent of LibTorch's global one), seeded from
-// `ReplayBufferOptions::seed` or `manual_seed()`. The gather allocates each
-// output leaf once and copies one row at a time with `memcpy` (contiguous CPU
-// leaves; `index_select` otherwise).
+// Sampling is reproducible: the buffer owns its random generator
+// (xoshiro256++, independent of LibTorch's global one), seeded from
+// `ReplayBufferOptions::seed` or `manual_seed()`. The gather makes one
+// allocation for a sample, which holds `SampleInfo::index` and every
+// contiguous CPU leaf's rows (each leaf a tensor of its own over a part of
+// it, as in a consolidated Python TensorDict), and copies the rows by bytes;
+// other leaves go through `index_select`.
 //
 // Cost. `add` and `extend` copy one `memcpy` per leaf (two for a batch that
 // wraps; `copy_` when a side is not a contiguous CPU tensor), after checking

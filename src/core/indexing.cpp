@@ -269,29 +269,40 @@ IndexedTensorDict TensorDict::operator[](const TensorIndex& index) const {
 
 namespace detail {
 
-ImplPtr gather_rows(const TensorDictImpl& src, const at::Tensor& index) {
-  TORCH_INTERNAL_ASSERT(index.device().is_cpu() &&
-                        index.scalar_type() == at::kLong && index.dim() == 1 &&
-                        index.is_contiguous());
+ImplPtr gather_rows(const TensorDictImpl& src, int64_t n,
+                    c10::function_ref<void(int64_t*)> draw, at::Tensor& index) {
   std::vector<int64_t> batch = src.batch_size;
-  batch[0] = index.size(0);
-  // `gathered[k]` is leaf k's rows where the row-copy layer gathers them as
-  // bytes (core/row_copy.h); the other leaves (autograd, strided, other
-  // devices) are gathered by index_select.
+  batch[0] = n;
+  // `gathered.rows[k]` is leaf k's rows where the row-copy layer gathers
+  // them as bytes (core/row_copy.h); the other leaves (autograd, strided,
+  // other devices) are gathered by index_select.
   std::vector<const at::Tensor*> leaves;
+  leaves.reserve(16);
   leaf_ptrs(src, leaves);
-  const std::vector<at::Tensor> gathered = gather_leaf_rows(leaves, index);
+  GatheredRows gathered = gather_leaf_rows(leaves, n, draw);
+  index = gathered.index;
   size_t k = 0;
   return rebuild(
       src, std::move(batch),
       [&](const KeyPath&, const at::Tensor& t) {
         if (k < leaves.size() && t.is_same(*leaves[k])) {
-          const at::Tensor& g = gathered[k++];
+          const at::Tensor& g = gathered.rows[k++];
           if (g.defined()) return g;
         }
         return t.index_select(0, index.to(t.device()));
       },
       nullptr, NoLevelHook(), NonTensors::kIndex);
+}
+
+ImplPtr gather_rows(const TensorDictImpl& src, const at::Tensor& index) {
+  TORCH_INTERNAL_ASSERT(index.device().is_cpu() &&
+                        index.scalar_type() == at::kLong && index.dim() == 1 &&
+                        index.is_contiguous());
+  const int64_t n = index.size(0);
+  const int64_t* from = index.data_ptr<int64_t>();
+  at::Tensor copy;
+  return gather_rows(
+      src, n, [&](int64_t* to) { std::copy(from, from + n, to); }, copy);
 }
 
 }  // namespace detail

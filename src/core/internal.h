@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/Exception.h>
+#include <c10/util/FunctionRef.h>
 
 #include <functional>
 #include <memory>
@@ -146,6 +147,10 @@ bool is_shared(const TensorDictImpl& impl);
 /// (core/row_copy.h), LibTorch's `index_select` for every other leaf. Shared
 /// by the replay buffer's `sample` and the rollout buffer's `minibatches`.
 ImplPtr gather_rows(const TensorDictImpl& src, const at::Tensor& index);
+/// `gather_rows` at the `n` indices that `draw` writes into `index` (CPU
+/// int64 [n]), which shares one allocation with the gathered CPU rows.
+ImplPtr gather_rows(const TensorDictImpl& src, int64_t n,
+                    c10::function_ref<void(int64_t*)> draw, at::Tensor& index);
 
 /// True when `impl` has a consolidated buffer (io/consolidate.cpp) and every
 /// leaf (sub-dicts included) lives in its storage.

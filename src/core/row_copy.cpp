@@ -2,6 +2,7 @@
 // streaming byte copy, the rows of a stack, and the row gather.
 #include "core/row_copy.h"
 
+#include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <c10/core/GradMode.h>
 
@@ -10,6 +11,7 @@
 #endif
 
 #include <algorithm>
+#include <limits>
 
 namespace tensordict {
 namespace detail {
@@ -22,6 +24,25 @@ bool rows_disjoint(const at::Tensor& t) {
     expected *= t.size(j);
   }
   return t.size(0) <= 1 || t.stride(0) >= expected;
+}
+
+at::Tensor tensor_on(const c10::Storage& storage, int64_t byte_offset,
+                     at::ScalarType dtype, c10::IntArrayRef shape,
+                     const at::TensorOptions& base) {
+  const int64_t item = static_cast<int64_t>(c10::elementSize(dtype));
+  if (storage.device().is_cpu()) {
+    // Direct construction: no dispatcher round trips (this runs once per
+    // leaf in load_memmap and consolidate).
+    at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
+        c10::Storage(storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
+        caffe2::TypeMeta::fromScalarType(dtype));
+    t.unsafeGetTensorImpl()->set_storage_offset(byte_offset / item);
+    t.unsafeGetTensorImpl()->set_sizes_contiguous(shape);
+    return t;
+  }
+  at::Tensor t = at::empty({0}, base.dtype(dtype));
+  t.set_(storage, byte_offset / item, shape, c10::contiguous_strides(shape));
+  return t;
 }
 
 void copy_bytes_streaming(char* dst, const char* src, size_t n) {
@@ -113,14 +134,6 @@ CopyIndexedRows copy_indexed_rows_for(size_t row_bytes) {
   }
 }
 
-// One leaf of a fused CPU gather.
-struct GatherLeaf {
-  char* dst;
-  const char* src;
-  size_t row_bytes;
-  CopyIndexedRows copy;
-};
-
 // Whether every leaf takes the fused device gather: dense CUDA leaves of at
 // least one dim on one device, untracked.
 bool device_gatherable(const std::vector<const at::Tensor*>& leaves,
@@ -133,69 +146,60 @@ bool device_gatherable(const std::vector<const at::Tensor*>& leaves,
   });
 }
 
-// The rows of the CPU leaves. The rows are scattered over the buffer, so
-// the copy is bound by memory latency: it goes in chunks of a few indices,
-// every leaf's rows of the next chunk prefetched while the current chunk is
-// copied, so that their misses overlap.
-std::vector<at::Tensor> gather_cpu_leaves(
-    const std::vector<const at::Tensor*>& leaves, const int64_t* idx, int64_t n,
-    bool grad_mode) {
-  std::vector<at::Tensor> out(leaves.size());
-  c10::SmallVector<GatherLeaf, 16> plan;
-  size_t lines = 0;  // cache lines touched per index, over every leaf
-  for (size_t k = 0; k < leaves.size(); ++k) {
-    const at::Tensor& t = *leaves[k];
-    if (t.dim() == 0 || !cpu_bytes(t) ||
-        !untracked(t.unsafeGetTensorImpl(), grad_mode)) {
-      continue;
-    }
-    std::vector<int64_t> shape = t.sizes().vec();
-    shape[0] = n;
-    out[k] = at::detail::empty_cpu(shape, t.options());
-    const size_t rb = row_bytes(t);
-    if (rb == 0) continue;  // empty rows: the pointers may be null
-    plan.push_back(GatherLeaf{static_cast<char*>(out[k].data_ptr()),
-                              static_cast<const char*>(t.data_ptr()), rb,
-                              copy_indexed_rows_for(rb)});
-    lines += rb / 64 + 2;
-  }
-  if (plan.empty()) return out;
-  // About 48 lines in flight: more would wait for fill buffers.
-  const int64_t chunk = std::max<int64_t>(
-      2, static_cast<int64_t>(48 / std::max<size_t>(lines, 1)));
-  const auto prefetch_chunk = [&](int64_t begin) {
-    const int64_t end = std::min(n, begin + chunk);
-    for (const GatherLeaf& l : plan) {
-      for (int64_t q = begin; q < end; ++q) {
-        prefetch_lines(l.src + static_cast<size_t>(idx[q]) * l.row_bytes,
-                       l.row_bytes);
-      }
-    }
-  };
-  const Lookahead ahead(n);
-  prefetch_chunk(0);
-  for (int64_t begin = 0; begin < n; begin += chunk) {
-    ahead(begin, chunk, prefetch_chunk);
-    const int64_t end = std::min(n, begin + chunk);
-    for (const GatherLeaf& l : plan) {
-      l.copy(l.dst, l.src, l.row_bytes, idx, begin, end);
-    }
-  }
-  return out;
+// Whether a CPU leaf's rows are gathered by bytes.
+bool cpu_gatherable(const at::Tensor& t, bool grad_mode) {
+  return t.dim() > 0 && cpu_bytes(t) &&
+         untracked(t.unsafeGetTensorImpl(), grad_mode);
 }
 
 }  // namespace
 
-std::vector<at::Tensor> gather_leaf_rows(
-    const std::vector<const at::Tensor*>& leaves, const at::Tensor& index) {
+GatheredRows gather_leaf_rows(const std::vector<const at::Tensor*>& leaves,
+                              int64_t n,
+                              c10::function_ref<void(int64_t*)> draw) {
   const bool grad_mode = c10::GradMode::is_enabled();
-  if (device_gatherable(leaves, grad_mode)) {
+  const bool device = device_gatherable(leaves, grad_mode);
+  // One allocation: the index, then each CPU leaf's rows at a 64-byte
+  // aligned offset (kNone for a leaf gathered another way).
+  constexpr size_t kNone = std::numeric_limits<size_t>::max();
+  c10::SmallVector<size_t, 16> offset(leaves.size(), kNone);
+  size_t total = static_cast<size_t>(n) * sizeof(int64_t);
+  for (size_t k = 0; k < leaves.size() && !device; ++k) {
+    if (!cpu_gatherable(*leaves[k], grad_mode)) continue;
+    offset[k] = (total + 63) & ~size_t{63};
+    total = offset[k] + static_cast<size_t>(n) * row_bytes(*leaves[k]);
+  }
+  const c10::Storage storage =
+      at::detail::empty_cpu({static_cast<int64_t>(total)}, at::kByte).storage();
+  GatheredRows out;
+  out.index = tensor_on(storage, 0, at::kLong, {n});
+  auto* const idx = static_cast<int64_t*>(out.index.data_ptr());
+  draw(idx);
+  if (device) {
     c10::SmallVector<size_t, 16> rb;
     for (const at::Tensor* t : leaves) rb.push_back(row_bytes(*t));
-    return cuda::gather_leaves(leaves, rb, index);
+    out.rows = cuda::gather_leaves(leaves, rb, out.index);
+    return out;
   }
-  return gather_cpu_leaves(leaves, index.data_ptr<int64_t>(), index.size(0),
-                           grad_mode);
+  // The rows are scattered over the buffer: the copy is bound by memory
+  // latency, and goes one leaf at a time, which here beats prefetching a
+  // few indices ahead over every leaf (benchmarks/rlox.cpp,
+  // benchmarks/replay_buffer.cpp).
+  out.rows.resize(leaves.size());
+  for (size_t k = 0; k < leaves.size(); ++k) {
+    if (offset[k] == kNone) continue;
+    const at::Tensor& t = *leaves[k];
+    c10::SmallVector<int64_t, 8> shape(t.sizes().begin(), t.sizes().end());
+    shape[0] = n;
+    out.rows[k] = tensor_on(storage, static_cast<int64_t>(offset[k]),
+                            t.scalar_type(), shape);
+    const size_t rb = row_bytes(t);
+    if (rb == 0) continue;  // empty rows: the pointers may be null
+    copy_indexed_rows_for(rb)(static_cast<char*>(out.rows[k].data_ptr()),
+                              static_cast<const char*>(t.data_ptr()), rb, idx,
+                              0, n);
+  }
+  return out;
 }
 
 }  // namespace detail

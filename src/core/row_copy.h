@@ -20,6 +20,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/core/TensorImpl.h>
+#include <c10/util/FunctionRef.h>
 #include <c10/util/SmallVector.h>
 
 #include <cstddef>
@@ -96,6 +97,13 @@ namespace detail {
   return static_cast<const char*>(t->unsafe_storage().data()) +
          t->storage_offset() * static_cast<int64_t>(t->dtype().itemsize());
 }
+/// A tensor of `dtype` and `shape` (C-contiguous) at byte `byte_offset` (a
+/// multiple of the item size) of `storage`; `base` gives the options of a
+/// tensor on another device than the CPU.
+[[nodiscard]] at::Tensor tensor_on(
+    const c10::Storage& storage, int64_t byte_offset, at::ScalarType dtype,
+    c10::IntArrayRef shape,
+    const at::TensorOptions& base = at::TensorOptions());
 /// Whether the rows of `t` (along dim 0) are each contiguous and disjoint,
 /// so that row `i` is `row_bytes` bytes at `i * stride(0)` elements.
 [[nodiscard]] bool rows_disjoint(const at::Tensor& t);
@@ -172,14 +180,23 @@ inline void copy_bytes(char* dst, const char* src, size_t n);
 void collect_rows(char* dst, size_t step, const char* const* src, size_t stride,
                   int64_t rows, size_t row_bytes);
 
-/// Rows `index` (CPU int64 [n], contiguous, every entry a valid row) of
-/// each of `leaves`, gathered by bytes into new tensors where the leaf
+/// What `gather_leaf_rows` gives: the index drawn, and each leaf's rows.
+struct GatheredRows {
+  at::Tensor index;
+  std::vector<at::Tensor> rows;
+};
+
+/// The rows of each of `leaves` at `n` indices that `draw` writes (every
+/// entry a valid row), gathered by bytes into new tensors where the leaf
 /// allows it: every leaf in one kernel launch when all are dense CUDA
 /// leaves on one device (CUDA builds); otherwise each `cpu_bytes` leaf of at
-/// least one dim, untracked under the current grad mode. The result has an
-/// undefined tensor for each leaf gathered neither way.
-std::vector<at::Tensor> gather_leaf_rows(
-    const std::vector<const at::Tensor*>& leaves, const at::Tensor& index);
+/// least one dim, untracked under the current grad mode. The index (CPU
+/// int64 [n]) and the CPU rows share one allocation, so that a small sample
+/// costs one. `rows` has an undefined tensor for each leaf gathered neither
+/// way.
+GatheredRows gather_leaf_rows(const std::vector<const at::Tensor*>& leaves,
+                              int64_t n,
+                              c10::function_ref<void(int64_t*)> draw);
 
 /// One byte copy of `nbytes` from `src` to `dst`: into the CUDA memory of
 /// `device` when it is a device index (from host memory when `src_on_host`,

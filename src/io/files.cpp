@@ -101,27 +101,6 @@ c10::Storage map_storage(int fd, size_t length, size_t nbytes, bool writable,
                       /*allocator=*/nullptr, /*resizable=*/false);
 }
 
-// A tensor of `dtype` and `shape` (C-contiguous) at byte `offset` of
-// `storage`.
-at::Tensor tensor_on(const c10::Storage& storage, int64_t byte_offset,
-                     at::ScalarType dtype, c10::IntArrayRef shape,
-                     const at::TensorOptions& base) {
-  const int64_t item = static_cast<int64_t>(c10::elementSize(dtype));
-  if (storage.device().is_cpu()) {
-    // Direct construction: no dispatcher round trips (this runs once per
-    // leaf in load_memmap and consolidate).
-    at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
-        c10::Storage(storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
-        caffe2::TypeMeta::fromScalarType(dtype));
-    t.unsafeGetTensorImpl()->set_storage_offset(byte_offset / item);
-    t.unsafeGetTensorImpl()->set_sizes_contiguous(shape);
-    return t;
-  }
-  at::Tensor t = at::empty({0}, base.dtype(dtype));
-  t.set_(storage, byte_offset / item, shape, c10::contiguous_strides(shape));
-  return t;
-}
-
 bool is_mapped_tensor(const at::Tensor& t) {
   const Mapping* m = mapping_of(t);
   return m != nullptr && !m->archive;

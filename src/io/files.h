@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/internal.h"
+#include "core/row_copy.h"
 
 namespace tensordict {
 namespace detail {
@@ -88,12 +89,6 @@ bool is_mapped_tensor(const at::Tensor& t);
 /// True when `t`'s storage is the mapping of a `.tdz` archive: a plain
 /// tensor, shared, as Python's leaves over an archive are.
 bool is_archive_tensor(const at::Tensor& t);
-
-/// A tensor of `dtype` and `shape` (C-contiguous) at byte `byte_offset` (a
-/// multiple of the item size) of `storage`.
-at::Tensor tensor_on(const c10::Storage& storage, int64_t byte_offset,
-                     at::ScalarType dtype, c10::IntArrayRef shape,
-                     const at::TensorOptions& base = at::TensorOptions());
 
 /// Writes the `n` bytes at `data` to `fd`; throws naming `path`.
 void write_all(int fd, const void* data, size_t n, const std::string& path);

@@ -217,7 +217,7 @@ struct ReplayBuffer::Impl {
   std::unique_ptr<detail::Sampler> sampler;
   detail::PrioritizedSamplerImpl* prioritized;  // `sampler`, when prioritized
   detail::ReplayStorage storage;
-  std::mt19937_64 rng;
+  detail::Generator rng;
   mutable std::mutex mu;
 };
 
@@ -291,11 +291,12 @@ std::pair<TensorDict, SampleInfo> ReplayBuffer::sample(int64_t batch_size) {
               "ReplayBuffer::sample: the buffer is empty");
   m.storage.enter_stream();  // after writes from other streams
   SampleInfo info;
-  info.index = at::detail::empty_cpu({batch_size}, at::kLong);
-  info.weight = m.sampler->sample(m.storage, m.rng, batch_size,
-                                  info.index.data_ptr<int64_t>());
-  TensorDict data = TensorDictImpl::wrap(
-      detail::gather_rows(TensorDictImpl::of(m.storage.dict()), info.index));
+  TensorDict data = TensorDictImpl::wrap(detail::gather_rows(
+      TensorDictImpl::of(m.storage.dict()), batch_size,
+      [&](int64_t* index) {
+        info.weight = m.sampler->sample(m.storage, m.rng, batch_size, index);
+      },
+      info.index));
   m.limiter.count_sampled(batch_size);
   return {std::move(data), std::move(info)};
 }
@@ -433,14 +434,24 @@ void ReplayBuffer::loads(const std::string& dir) {
       ", this buffer's is ", sampler_name(m.options.sampler()));
   const at::Tensor rng_bytes =
       detail::checkpoint_entry(state, "rng", at::kByte, -1);
-  std::mt19937_64 rng;
+  detail::Generator rng;
   {
-    std::istringstream in(std::string(
+    const std::string text(
         reinterpret_cast<const char*>(rng_bytes.data_ptr<uint8_t>()),
-        static_cast<size_t>(rng_bytes.numel())));
+        static_cast<size_t>(rng_bytes.numel()));
+    std::istringstream in(text);
     in >> rng;
-    TORCH_CHECK(!in.fail(), "ReplayBuffer::loads: '", dir,
-                "': the checkpoint's rng is not a generator state");
+    if (in.fail()) {
+      // Checkpoints of 0.1.0 hold a std::mt19937_64 state: the generator is
+      // seeded from its next draw, so such a checkpoint loads and samples
+      // deterministically, though not the rows 0.1.0 would have drawn.
+      std::istringstream old(text);
+      std::mt19937_64 mt;
+      old >> mt;
+      TORCH_CHECK(!old.fail(), "ReplayBuffer::loads: '", dir,
+                  "': the checkpoint's rng is not a generator state");
+      rng.seed(mt());
+    }
   }
   const int64_t inserted = scalar("inserted");
   const int64_t sampled = scalar("sampled");

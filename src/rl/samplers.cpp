@@ -12,40 +12,15 @@
 #include <limits>
 
 #include "core/internal.h"
+#include "rl/random.h"
 
 namespace tensordict {
 namespace detail {
 
-namespace {
-
-// Unbiased uniform integer in [0, n) (Lemire's multiply-shift).
-inline int64_t uniform_int(std::mt19937_64& rng, uint64_t n) {
-  uint64_t x = rng();
-  __uint128_t m = static_cast<__uint128_t>(x) * n;
-  auto low = static_cast<uint64_t>(m);
-  if (low < n) {
-    const uint64_t threshold = (0 - n) % n;
-    while (low < threshold) {
-      x = rng();
-      m = static_cast<__uint128_t>(x) * n;
-      low = static_cast<uint64_t>(m);
-    }
-  }
-  return static_cast<int64_t>(m >> 64);
-}
-
-// Uniform double in [0, 1).
-inline double uniform01(std::mt19937_64& rng) {
-  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
-}
-
-}  // namespace
-
 // ---- RandomSampler ----------------------------------------------------------
 
 at::Tensor RandomSamplerImpl::sample(const ReplayStorage& storage,
-                                     std::mt19937_64& rng, int64_t n,
-                                     int64_t* out) {
+                                     Generator& rng, int64_t n, int64_t* out) {
   const auto size = static_cast<uint64_t>(storage.size());
   for (int64_t q = 0; q < n; ++q) out[q] = uniform_int(rng, size);
   return at::Tensor();
@@ -53,7 +28,7 @@ at::Tensor RandomSamplerImpl::sample(const ReplayStorage& storage,
 
 // ---- Epoch ------------------------------------------------------------------
 
-void Epoch::renew(int64_t size, uint64_t version, std::mt19937_64& rng) {
+void Epoch::renew(int64_t size, uint64_t version, Generator& rng) {
   perm_.resize(static_cast<size_t>(size));
   for (int64_t i = 0; i < size; ++i) perm_[static_cast<size_t>(i)] = i;
   for (int64_t i = size - 1; i > 0; --i) {
@@ -65,8 +40,8 @@ void Epoch::renew(int64_t size, uint64_t version, std::mt19937_64& rng) {
   version_ = version;
 }
 
-void Epoch::draw(int64_t size, uint64_t version, std::mt19937_64& rng,
-                 int64_t n, int64_t* out) {
+void Epoch::draw(int64_t size, uint64_t version, Generator& rng, int64_t n,
+                 int64_t* out) {
   if (size_ != size || version_ != version || pos_ >= perm_.size() ||
       (drop_last_ && perm_.size() - pos_ < static_cast<size_t>(n))) {
     renew(size, version, rng);
@@ -145,8 +120,8 @@ at::Tensor checkpoint_entry(const TensorDict& state, const char* key,
 // ---- SamplerWithoutReplacement ----------------------------------------------
 
 at::Tensor WithoutReplacementSamplerImpl::sample(const ReplayStorage& storage,
-                                                 std::mt19937_64& rng,
-                                                 int64_t n, int64_t* out) {
+                                                 Generator& rng, int64_t n,
+                                                 int64_t* out) {
   const int64_t size = storage.size();
   if (epoch_.drop_last()) {
     TORCH_CHECK(n <= size, "ReplayBuffer::sample: batch_size ", n,
@@ -298,7 +273,7 @@ void PrioritizedSamplerImpl::set_drawable(int64_t i, bool drawable) {
   sum_tree_.set(i, drawable && std::isfinite(m) ? m : 0.0);
 }
 
-void PrioritizedSamplerImpl::draw(int64_t size, std::mt19937_64& rng, int64_t n,
+void PrioritizedSamplerImpl::draw(int64_t size, Generator& rng, int64_t n,
                                   int64_t* out, float* w) {
   const double total = sum_tree_.root();
   TORCH_CHECK(total > 0 && std::isfinite(total),
@@ -323,7 +298,7 @@ void PrioritizedSamplerImpl::draw(int64_t size, std::mt19937_64& rng, int64_t n,
 }
 
 at::Tensor PrioritizedSamplerImpl::sample(const ReplayStorage& storage,
-                                          std::mt19937_64& rng, int64_t n,
+                                          Generator& rng, int64_t n,
                                           int64_t* out) {
   at::Tensor weight = at::detail::empty_cpu({n}, at::kFloat);
   draw(storage.size(), rng, n, out, weight.data_ptr<float>());
@@ -351,9 +326,13 @@ void PrioritizedSamplerImpl::update_priority(ReplayStorage& storage,
   for (int64_t k = 0; k < n; ++k) {
     max_priority_ = std::max(max_priority_, priority[k]);
     const double p = std::pow(priority[k] + eps_, alpha_);
-    set_priority(index[k], p);
+    set_leaves(index[k], p);
     persisted.set(index[k], priority[k], p);
   }
+  // The ancestors of all the rows together: at 10^8 rows nearly every node
+  // is a cache miss, and a level at a time overlaps them.
+  sum_tree_.refresh(index, n);
+  min_tree_.refresh(index, n);
   persisted.set_max(max_priority_);
 }
 
@@ -480,8 +459,7 @@ void SliceSamplerImpl::find_trajectories(const ReplayStorage& storage) {
 // As in TorchRL: a trajectory uniformly among the long enough ones (or the
 // epoch's next one), then a start uniformly within it.
 at::Tensor SliceSamplerImpl::sample(const ReplayStorage& storage,
-                                    std::mt19937_64& rng, int64_t n,
-                                    int64_t* out) {
+                                    Generator& rng, int64_t n, int64_t* out) {
   const int64_t len = spec_.slice_len;
   check_slice_batch(spec_, n);
   find_trajectories(storage);
@@ -593,7 +571,7 @@ Sampler::Restore PrioritizedSliceSamplerImpl::load_state(
 }
 
 at::Tensor PrioritizedSliceSamplerImpl::sample(const ReplayStorage& storage,
-                                               std::mt19937_64& rng, int64_t n,
+                                               Generator& rng, int64_t n,
                                                int64_t* out) {
   const int64_t len = spec_.slice_len;
   check_slice_batch(spec_, n);

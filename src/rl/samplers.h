@@ -9,10 +9,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <random>
 #include <utility>
 #include <vector>
 
+#include "rl/random.h"
 #include "rl/sampler_config.h"
 #include "rl/segment_tree.h"
 #include "rl/storage.h"
@@ -29,7 +29,7 @@ class Sampler {
   // Draws `n` rows of the `storage.size()` (> 0) stored into `out[0, n)`;
   // returns their importance weights, float32 [n], or an undefined tensor
   // when the sampler has none.
-  virtual at::Tensor sample(const ReplayStorage& storage, std::mt19937_64& rng,
+  virtual at::Tensor sample(const ReplayStorage& storage, Generator& rng,
                             int64_t n, int64_t* out) = 0;
   // After `storage` wrote `count` rows from row `first` (wrapping), before
   // it commits the write.
@@ -65,8 +65,8 @@ at::Tensor checkpoint_entry(const TensorDict& state, const char* key,
 // Uniform with replacement.
 class RandomSamplerImpl final : public Sampler {
  public:
-  at::Tensor sample(const ReplayStorage& storage, std::mt19937_64& rng,
-                    int64_t n, int64_t* out) override;
+  at::Tensor sample(const ReplayStorage& storage, Generator& rng, int64_t n,
+                    int64_t* out) override;
 };
 
 // A random permutation of [0, size) handed out in order, one epoch after
@@ -80,7 +80,7 @@ class Epoch {
   // drop_last when fewer than `n` items are left (the caller checks n <=
   // size); otherwise a request that straddles its end is completed from the
   // next epoch.
-  void draw(int64_t size, uint64_t version, std::mt19937_64& rng, int64_t n,
+  void draw(int64_t size, uint64_t version, Generator& rng, int64_t n,
             int64_t* out);
   void clear();
   // Checkpoints: the epoch as entries "epoch_perm" (int64 [n]),
@@ -95,7 +95,7 @@ class Epoch {
   [[nodiscard]] bool drop_last() const { return drop_last_; }
 
  private:
-  void renew(int64_t size, uint64_t version, std::mt19937_64& rng);
+  void renew(int64_t size, uint64_t version, Generator& rng);
 
   bool drop_last_;
   std::vector<int64_t> perm_;
@@ -109,8 +109,8 @@ class Epoch {
 class WithoutReplacementSamplerImpl final : public Sampler {
  public:
   explicit WithoutReplacementSamplerImpl(bool drop_last) : epoch_(drop_last) {}
-  at::Tensor sample(const ReplayStorage& storage, std::mt19937_64& rng,
-                    int64_t n, int64_t* out) override;
+  at::Tensor sample(const ReplayStorage& storage, Generator& rng, int64_t n,
+                    int64_t* out) override;
   void clear(ReplayStorage& storage) override;
   void save_state(const ReplayStorage& storage, ReplayStorage& out,
                   std::vector<Item>& state) const override;
@@ -147,8 +147,8 @@ class PrioritizedSamplerImpl : public Sampler {
  public:
   // alpha, beta and eps are >= 0 (checked by ReplayBuffer).
   PrioritizedSamplerImpl(int64_t capacity, const PrioritizedSampler& spec);
-  at::Tensor sample(const ReplayStorage& storage, std::mt19937_64& rng,
-                    int64_t n, int64_t* out) override;
+  at::Tensor sample(const ReplayStorage& storage, Generator& rng, int64_t n,
+                    int64_t* out) override;
   void on_write(ReplayStorage& storage, int64_t first, int64_t count) override;
   void clear(ReplayStorage& storage) override;
   void restore(ReplayStorage& storage) override;
@@ -165,8 +165,7 @@ class PrioritizedSamplerImpl : public Sampler {
  protected:
   // Draws `n` of the `size` stored rows by mass into `out`, and their
   // importance weights into `w`.
-  void draw(int64_t size, std::mt19937_64& rng, int64_t n, int64_t* out,
-            float* w);
+  void draw(int64_t size, Generator& rng, int64_t n, int64_t* out, float* w);
   // Whether row `i` may be drawn (its sum-tree leaf is its mass, else 0);
   // the min tree always holds the mass.
   void set_drawable(int64_t i, bool drawable);
@@ -198,8 +197,8 @@ class SliceSamplerImpl final : public Sampler {
       : spec_(std::move(spec)),
         epoch_(without_replacement.value_or(false)),
         without_replacement_(without_replacement.has_value()) {}
-  at::Tensor sample(const ReplayStorage& storage, std::mt19937_64& rng,
-                    int64_t n, int64_t* out) override;
+  at::Tensor sample(const ReplayStorage& storage, Generator& rng, int64_t n,
+                    int64_t* out) override;
   void clear(ReplayStorage& storage) override;
   void save_state(const ReplayStorage& storage, ReplayStorage& out,
                   std::vector<Item>& state) const override;
@@ -225,8 +224,8 @@ class PrioritizedSliceSamplerImpl final : public PrioritizedSamplerImpl {
  public:
   PrioritizedSliceSamplerImpl(int64_t capacity,
                               const PrioritizedSliceSampler& config);
-  at::Tensor sample(const ReplayStorage& storage, std::mt19937_64& rng,
-                    int64_t n, int64_t* out) override;
+  at::Tensor sample(const ReplayStorage& storage, Generator& rng, int64_t n,
+                    int64_t* out) override;
   void on_write(ReplayStorage& storage, int64_t first, int64_t count) override;
   void restore(ReplayStorage& storage) override;
   Restore load_state(const TensorDict& state, int64_t size) override;

@@ -55,6 +55,21 @@ class SegmentTree {
       tree_[k] = Op::combine(tree_[2 * k], tree_[2 * k + 1]);
     }
   }
+  /// The ancestors of leaves `leaf[0, n)` (set by `set_leaf`) recomputed,
+  /// one level at a time for every leaf, so that the cache misses of
+  /// different leaves overlap: what `set` of each leaf in turn gives.
+  void refresh(const int64_t* leaf, int64_t n) {
+    node_.resize(static_cast<size_t>(n));
+    for (int64_t q = 0; q < n; ++q) {
+      node_[static_cast<size_t>(q)] = static_cast<size_t>(leaves_ + leaf[q]);
+    }
+    for (int64_t span = leaves_; span > 1; span /= 2) {
+      for (size_t& k : node_) {
+        k /= 2;
+        tree_[k] = Op::combine(tree_[2 * k], tree_[2 * k + 1]);
+      }
+    }
+  }
   /// The reduction over every leaf.
   [[nodiscard]] double root() const { return tree_[1]; }
   /// Every leaf back to the identity.
@@ -63,6 +78,7 @@ class SegmentTree {
  protected:
   int64_t leaves_ = 1;
   std::vector<double> tree_;
+  std::vector<size_t> node_;  // refresh's nodes, kept to reuse the memory
 };
 
 struct MinOp {
@@ -156,6 +172,23 @@ class SumSegmentTree {
   void set_leaf(int64_t i, double v) {
     level(last_.size() - 1)[static_cast<size_t>(i)] = v;
   }
+  /// The ancestors of leaves `leaf[0, n)` (set by `set_leaf`) recomputed,
+  /// one level at a time for every leaf, so that the cache misses of
+  /// different leaves overlap: what `set` of each leaf in turn gives.
+  void refresh(const int64_t* leaf, int64_t n) {
+    node_.assign(leaf, leaf + n);
+    for (size_t d = last_.size() - 1; d > 0; --d) {
+      const double* c = level(d);
+      double* parent = level(d - 1);
+      for (int64_t& j : node_) {
+        j /= kFanout;
+        const double* group = c + j * kFanout;
+        double s = 0;
+        for (int64_t k = 0; k < kFanout; ++k) s += group[k];
+        parent[j] = s;
+      }
+    }
+  }
   /// Every inner node recomputed from its children, level by level from the
   /// leaves up: O(N), in sequential passes, for many leaves set at once.
   void rebuild() {
@@ -216,6 +249,7 @@ class SumSegmentTree {
   NodeArray nodes_;              // every level, root first
   std::vector<size_t> offsets_;  // level d is nodes_[offsets_[d]...]
   std::vector<int64_t> last_;    // per level: the last node that is not padding
+  std::vector<int64_t> node_;    // refresh's nodes, kept to reuse the memory
 };
 
 using MinSegmentTree = SegmentTree<MinOp>;
