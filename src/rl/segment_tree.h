@@ -1,12 +1,10 @@
 // Internal: the sum and min segment trees behind PrioritizedSampler.
 //
-// The min tree is a complete binary tree stored in one array (node 1 is the
-// root, node k has children 2k and 2k+1, leaf i is node `leaves + i`), with a
-// power-of-two number of leaves >= capacity. The sum tree is 8-ary (see
-// below). `set` is O(log N) in both; the sum tree's prefix-sum search is
-// O(log N) per query and walks a whole batch of queries level by level, so
-// that the memory loads of different queries overlap (at capacity 1e6 the
-// lower levels do not fit in cache).
+// Both are 8-ary (see `SegmentTree`). `set` is O(log N); the sum tree's
+// prefix-sum search is O(log N) per query and walks a whole batch of queries
+// level by level, as `refresh` walks a batch of updated leaves, so that the
+// memory loads of different queries overlap (at capacity 1e6 the lower
+// levels do not fit in cache).
 #pragma once
 
 #include <algorithm>
@@ -23,62 +21,9 @@
 namespace tensordict {
 namespace detail {
 
-template <typename Op>
-class SegmentTree {
- public:
-  explicit SegmentTree(int64_t capacity) {
-    leaves_ = 1;
-    while (leaves_ < capacity) leaves_ *= 2;
-    tree_.assign(static_cast<size_t>(2 * leaves_), Op::identity());
-  }
-
-  /// Leaf `i` := `v`, then every ancestor recomputed from its children (no
-  /// accumulated rounding drift).
-  void set(int64_t i, double v) {
-    size_t k = static_cast<size_t>(leaves_ + i);
-    tree_[k] = v;
-    for (k /= 2; k >= 1; k /= 2) {
-      tree_[k] = Op::combine(tree_[2 * k], tree_[2 * k + 1]);
-    }
-  }
-  [[nodiscard]] double get(int64_t i) const {
-    return tree_[static_cast<size_t>(leaves_ + i)];
-  }
-  /// Leaf `i` := `v` alone; `rebuild()` then recomputes the ancestors.
-  void set_leaf(int64_t i, double v) {
-    tree_[static_cast<size_t>(leaves_ + i)] = v;
-  }
-  /// Every inner node recomputed from its children, bottom up: O(N), for
-  /// many leaves set at once (reopening a buffer).
-  void rebuild() {
-    for (auto k = static_cast<size_t>(leaves_) - 1; k >= 1; --k) {
-      tree_[k] = Op::combine(tree_[2 * k], tree_[2 * k + 1]);
-    }
-  }
-  /// The ancestors of leaves `leaf[0, n)` (set by `set_leaf`) recomputed,
-  /// one level at a time for every leaf, so that the cache misses of
-  /// different leaves overlap: what `set` of each leaf in turn gives.
-  void refresh(const int64_t* leaf, int64_t n) {
-    node_.resize(static_cast<size_t>(n));
-    for (int64_t q = 0; q < n; ++q) {
-      node_[static_cast<size_t>(q)] = static_cast<size_t>(leaves_ + leaf[q]);
-    }
-    for (int64_t span = leaves_; span > 1; span /= 2) {
-      for (size_t& k : node_) {
-        k /= 2;
-        tree_[k] = Op::combine(tree_[2 * k], tree_[2 * k + 1]);
-      }
-    }
-  }
-  /// The reduction over every leaf.
-  [[nodiscard]] double root() const { return tree_[1]; }
-  /// Every leaf back to the identity.
-  void reset() { std::fill(tree_.begin(), tree_.end(), Op::identity()); }
-
- protected:
-  int64_t leaves_ = 1;
-  std::vector<double> tree_;
-  std::vector<size_t> node_;  // refresh's nodes, kept to reuse the memory
+struct SumOp {
+  static double identity() { return 0.0; }
+  static double combine(double a, double b) { return a + b; }
 };
 
 struct MinOp {
@@ -86,7 +31,7 @@ struct MinOp {
   static double combine(double a, double b) { return a < b ? a : b; }
 };
 
-/// Zero-initialized doubles; a large array is 2 MiB-aligned and backed by
+/// An array of doubles; a large one is 2 MiB-aligned and backed by
 /// transparent huge pages where Linux allows it (random descents through a
 /// tree of 1e6 leaves otherwise miss the TLB at nearly every level).
 class NodeArray {
@@ -96,7 +41,7 @@ class NodeArray {
   NodeArray& operator=(const NodeArray&) = delete;
   ~NodeArray() { std::free(data_); }
 
-  void allocate(size_t n) {
+  void allocate(size_t n, double value) {
     constexpr size_t kHuge = size_t{2} << 20;
     size_t bytes = std::max<size_t>(n, 1) * sizeof(double);
     const size_t align = bytes >= 2 * kHuge ? kHuge : 64;
@@ -109,9 +54,9 @@ class NodeArray {
     std::free(data_);
     data_ = static_cast<double*>(p);
     n_ = n;
-    zero();
+    fill(value);
   }
-  void zero() { std::fill(data_, data_ + n_, 0.0); }
+  void fill(double value) { std::fill(data_, data_ + n_, value); }
   [[nodiscard]] double* data() { return data_; }
   [[nodiscard]] const double* data() const { return data_; }
 
@@ -120,16 +65,19 @@ class NodeArray {
   size_t n_ = 0;
 };
 
-/// The sum tree is 8-ary: a node's 8 children are one 64-byte cache line, so
-/// a prefix-sum search at capacity 1e6 touches 7 lines per query instead of
-/// the 20 nodes of a binary tree.
-class SumSegmentTree {
+/// A tree whose nodes are `Op` (sum or min) of their children. It is 8-ary:
+/// a node's 8 children are one 64-byte cache line, so a walk at capacity 1e6
+/// touches 7 lines instead of the 20 nodes of a binary tree (10 instead of
+/// 28 at 10^8). The padding past the last leaf holds `Op::identity()`.
+template <typename Op>
+class SegmentTree {
  public:
   static constexpr int64_t kFanout = 8;
 
-  explicit SumSegmentTree(int64_t capacity) {
+  explicit SegmentTree(int64_t capacity) {
     // levels_[0] is the root; the last level holds the leaves. Each level is
-    // padded to a whole number of child groups (the padding stays 0).
+    // padded to a whole number of child groups (the padding stays the
+    // identity).
     std::vector<int64_t> counts;
     for (int64_t n = std::max<int64_t>(capacity, 1);;
          n = (n + kFanout - 1) / kFanout) {
@@ -147,7 +95,7 @@ class SumSegmentTree {
       offsets_[d + 1] = offsets_[d] + static_cast<size_t>(padded);
       last_[d] = counts[d] - 1;
     }
-    nodes_.allocate(offsets_.back());
+    nodes_.allocate(offsets_.back(), Op::identity());
   }
 
   /// Leaf `i` := `v`, then every ancestor recomputed from its children (no
@@ -157,12 +105,9 @@ class SumSegmentTree {
     auto j = static_cast<size_t>(i);
     level(d)[j] = v;
     while (d > 0) {
-      const double* c = level(d) + j / kFanout * kFanout;
-      double s = 0;
-      for (int64_t k = 0; k < kFanout; ++k) s += c[k];
       --d;
       j /= kFanout;
-      level(d)[j] = s;
+      level(d)[j] = reduce(level(d + 1) + j * kFanout);
     }
   }
   [[nodiscard]] double get(int64_t i) const {
@@ -182,10 +127,7 @@ class SumSegmentTree {
       double* parent = level(d - 1);
       for (int64_t& j : node_) {
         j /= kFanout;
-        const double* group = c + j * kFanout;
-        double s = 0;
-        for (int64_t k = 0; k < kFanout; ++k) s += group[k];
-        parent[j] = s;
+        parent[j] = reduce(c + j * kFanout);
       }
     }
   }
@@ -196,17 +138,13 @@ class SumSegmentTree {
       const double* c = level(d);
       double* parent = level(d - 1);
       const auto groups = static_cast<size_t>(last_[d - 1] + 1);
-      for (size_t j = 0; j < groups; ++j) {
-        double sum = 0;
-        for (int64_t k = 0; k < kFanout; ++k) sum += c[j * kFanout + k];
-        parent[j] = sum;
-      }
+      for (size_t j = 0; j < groups; ++j) parent[j] = reduce(c + j * kFanout);
     }
   }
   [[nodiscard]] double root() const { return nodes_.data()[0]; }
-  void reset() { nodes_.zero(); }
+  void reset() { nodes_.fill(Op::identity()); }
 
-  /// For each `mass[q]` in `[0, root())`, the smallest leaf `i` whose
+  /// (Sum trees.) For each `mass[q]` in `[0, root())`, the smallest leaf `i` whose
   /// inclusive prefix sum exceeds it, written to `out[q]`. Leaves of
   /// priority 0 are never returned, except for a mass at or past the total
   /// (rounding), which gives the last leaf (index capacity - 1), whatever
@@ -241,6 +179,12 @@ class SumSegmentTree {
   }
 
  private:
+  /// `Op` over the 8 children at `c`, in order.
+  static double reduce(const double* c) {
+    double r = Op::identity();
+    for (int64_t k = 0; k < kFanout; ++k) r = Op::combine(r, c[k]);
+    return r;
+  }
   [[nodiscard]] double* level(size_t d) { return nodes_.data() + offsets_[d]; }
   [[nodiscard]] const double* level(size_t d) const {
     return nodes_.data() + offsets_[d];
@@ -252,6 +196,7 @@ class SumSegmentTree {
   std::vector<int64_t> node_;    // refresh's nodes, kept to reuse the memory
 };
 
+using SumSegmentTree = SegmentTree<SumOp>;
 using MinSegmentTree = SegmentTree<MinOp>;
 
 }  // namespace detail
