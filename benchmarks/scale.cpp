@@ -193,6 +193,7 @@ int main(int argc, char** argv) {
       const int64_t anon0 = rss_anon();
       ReplayBuffer rb(options(rows, PrioritizedSampler(), dir("prioritized")));
       const double gbps = fill(rb, batch);
+      malloc_trim(0);  // the fill's freed batches, back to the system
       const int64_t anon1 = rss_anon();
       info("fill of a PrioritizedSampler buffer", gbps, "GB/s");
       report("PrioritizedSampler sample(256), median",

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <tensordict/tensordict.h>
 
+#include <sys/stat.h>
+
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -207,6 +209,38 @@ TEST(ReplayBufferTorchRL, ReopeningRewritesTheFilesForTheNewSampler) {
   EXPECT_EQ(ReadJson(dir + "/sampler/sampler_metadata.json")["_max_priority"],
             json::parse("[1.0, null]"));
   EXPECT_EQ(ReadJson(dir + "/storage/storage_metadata.json")["len"], 3);
+}
+
+// A reopened directory's tree files are corrected where they differ, in
+// place (the same file); one of another size is replaced.
+TEST(ReplayBufferTorchRL, ReopeningCorrectsTheTreeFiles) {
+  TempDir tmp;
+  const std::string dir = tmp / "rb";
+  const std::string sum = dir + "/sampler/sumtree.memmap";
+  const std::string min = dir + "/sampler/mintree.memmap";
+  {
+    ReplayBuffer rb(Disk(4, dir).sampler(PrioritizedSampler().alpha(1).eps(0)));
+    rb.extend(Rows(0, 2));
+    rb.update_priority(torch::tensor({1}), torch::tensor({3.0}));
+  }
+  const std::vector<double> garbage{7, NAN, -0.0, 2};
+  WriteFile(sum, std::string(reinterpret_cast<const char*>(garbage.data()),
+                             garbage.size() * sizeof(double)));
+  WriteFile(min, "short");
+  struct stat before {};
+  ASSERT_EQ(::stat(sum.c_str(), &before), 0);
+  // Another alpha: every mass changes.
+  ReplayBuffer rb(Disk(4, dir).sampler(PrioritizedSampler().alpha(0.5).eps(0)));
+  struct stat after {};
+  ASSERT_EQ(::stat(sum.c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino);
+  const std::vector<double> read = ReadDoubles(sum);
+  EXPECT_EQ(read, (std::vector<double>{1, std::sqrt(3.0), 0, 0}));
+  EXPECT_FALSE(std::signbit(read[2]));  // the bits, not only the value
+  EXPECT_EQ(ReadDoubles(min),
+            (std::vector<double>{1, std::sqrt(3.0), FLT_MAX, FLT_MAX}));
+  rb.update_priority(torch::tensor({0}), torch::tensor({4.0}));
+  EXPECT_EQ(ReadDoubles(sum), (std::vector<double>{2, std::sqrt(3.0), 0, 0}));
 }
 
 // ---- Opening a directory TorchRL dumped ----------------------------------------

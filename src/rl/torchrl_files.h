@@ -77,11 +77,13 @@ class JsonNumberField {
 class TorchRLFiles {
  public:
   // Writes every file for a storage of `capacity` rows, of which `size` are
-  // stored, with the write cursor at `cursor`, replacing what is there. For
-  // a PrioritizedSampler, `raw` holds the raw priorities of the stored rows
-  // and `max_priority` the largest one seen (both as the storage persists
-  // them). Removes the files of other samplers. Throws a c10::Error naming
-  // the file that cannot be written.
+  // stored, with the write cursor at `cursor`, replacing what is there (a
+  // PrioritizedSampler's tree files of the right size are corrected in
+  // place instead, where they differ). For a PrioritizedSampler, `raw`
+  // holds the raw priorities of the stored rows and `max_priority` the
+  // largest one seen (both as the storage persists them). Removes the files
+  // of other samplers. Throws a c10::Error naming the file that cannot be
+  // written.
   void write(const std::string& dir, const SamplerConfig& sampler,
              int64_t capacity, int64_t size, int64_t cursor, const double* raw,
              double max_priority, TorchRLVersion version);
