@@ -58,6 +58,27 @@ TEST(ReplayBufferTest, StorageIsAllocatedLazilyFromTheFirstRow) {
   EXPECT_EQ(rb.cursor(), 1);
 }
 
+// A large storage leaf ("obs", 8 MB) is fresh memory from the kernel, which
+// no one zero-fills, and a small one ("done") comes from LibTorch: the rows
+// written read back, the others are zeros, also where the process freed
+// memory before.
+TEST(ReplayBufferTest, ALargeStorageIsZerosWhereNoRowWasWritten) {
+  const int64_t n = int64_t{1} << 18;
+  {
+    const at::Tensor junk = at::full({16 * n}, 7.0f);
+    ASSERT_EQ(junk[0].item<float>(), 7.0f);
+  }
+  ReplayBuffer rb(ReplayBufferOptions(2 * n).seed(0));
+  const at::Tensor obs = at::arange(4 * n, at::kFloat).reshape({n, 4});
+  rb.extend(
+      TensorDict({{"obs", obs}, {"done", at::ones({n, 1}, at::kBool)}}, {n}));
+  const TensorDict st = rb.storage();
+  EXPECT_TRUE(at::equal(st.get("obs").narrow(0, 0, n), obs));
+  EXPECT_TRUE(st.get("done").narrow(0, 0, n).all().item<bool>());
+  EXPECT_EQ(st.get("obs").narrow(0, n, n).count_nonzero().item<int64_t>(), 0);
+  EXPECT_EQ(st.get("done").narrow(0, n, n).count_nonzero().item<int64_t>(), 0);
+}
+
 TEST(ReplayBufferTest, AddWritesInPlaceAndWrapsAroundOverwritingTheOldest) {
   ReplayBuffer rb(ReplayBufferOptions(3));
   rb.add(Row(0));

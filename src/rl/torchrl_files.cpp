@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -77,7 +78,10 @@ at::Tensor tree_file(const std::string& dir, const char* name, int64_t capacity,
 // `slot` := `value` unless it holds those bits already (an unchanged page
 // of a mapped file stays clean).
 void set_bits(double& slot, double value) {
-  if (std::memcmp(&slot, &value, sizeof(double)) != 0) slot = value;
+  uint64_t held = 0, bits = 0;
+  std::memcpy(&held, &slot, sizeof(double));
+  std::memcpy(&bits, &value, sizeof(double));
+  if (held != bits) slot = value;
 }
 
 // The JSON object in `path`; `what` says which TorchRL file it is.
