@@ -11,7 +11,17 @@
 //     the process's anonymous memory while a disk-backed buffer fills: its
 //     rows are file pages, so what grows is the sampler's).
 // Each number is printed with the machine's memory bandwidth (a memcpy of 1
-// GB) measured in the same run.
+// GB) measured in the same run, and the RAM fill and the reopen with this
+// machine's first-touch rate: the GB/s of writing fresh memory, advised to
+// use huge pages as the storage and the trees are, the raw baseline of a
+// process that must take new memory from the system.
+//
+// On a VM whose kernel returns free memory to the hypervisor (free page
+// reporting, a virtio-balloon feature), memory freed a few seconds ago and
+// memory never used cost very differently to touch. At 1 GB or more a buffer
+// the benchmark therefore pauses (kSettle) before the first touch, the RAM
+// fill and the reopen, so that each meets the state a new process meets,
+// rather than memory the previous step has just freed.
 //
 // Not a Google Benchmark: one fill per buffer costs seconds at 10^8 rows.
 // Without arguments (CI's smoke run) it uses 2^18 rows; the case is
@@ -20,6 +30,8 @@
 // one at a time).
 #include <ATen/Parallel.h>
 #include <malloc.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <tensordict/tensordict.h>
 #include <unistd.h>
 
@@ -32,6 +44,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "replay_case.h"
@@ -50,6 +63,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int64_t kBatch = 65536;
 constexpr int64_t kRowBytes = 45;
 constexpr int64_t kTrajectory = 1000;
+constexpr auto kSettle = std::chrono::seconds(5);
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -67,6 +81,13 @@ int64_t rss_anon() {
   return -1;
 }
 
+// The process's minor page faults so far.
+int64_t minor_faults() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
 // GB/s of one memcpy of `bytes` (the pages touched first).
 double memcpy_gbps(size_t bytes) {
   std::vector<char> a(bytes, 1), b(bytes, 2);
@@ -75,6 +96,20 @@ double memcpy_gbps(size_t bytes) {
   std::memcpy(b.data(), a.data(), bytes);
   const double s = seconds_since(t0);
   if (b[bytes / 2] != 1) std::abort();
+  return static_cast<double>(bytes) / s / 1e9;
+}
+
+// GB/s of the first write of `bytes` of fresh anonymous memory, advised to
+// use huge pages as ReplayBuffer's large RAM leaves and trees are.
+double first_touch_gbps(size_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) std::abort();
+  (void)::madvise(p, bytes, MADV_HUGEPAGE);
+  const auto t0 = Clock::now();
+  std::memset(p, 1, bytes);
+  const double s = seconds_since(t0);
+  ::munmap(p, bytes);
   return static_cast<double>(bytes) / s / 1e9;
 }
 
@@ -165,6 +200,15 @@ int main(int argc, char** argv) {
               static_cast<double>(rows * kRowBytes) / 1e9);
   info("memcpy of 1 GB (this machine's bandwidth)",
        memcpy_gbps(size_t{1} << 30), "GB/s");
+  const auto buffer_bytes = static_cast<size_t>(rows * kRowBytes);
+  const bool large = buffer_bytes >= (size_t{1} << 30);
+  const auto settle = [&] {
+    malloc_trim(0);
+    if (large) std::this_thread::sleep_for(kSettle);
+  };
+  settle();
+  const double touch = first_touch_gbps(buffer_bytes);
+  info("first touch of fresh memory (this machine's limit)", touch, "GB/s");
   const TensorDict batch = fill_batch();
   const int iters = 2000;
   tensordict_bench::Generator rng(1);
@@ -182,9 +226,12 @@ int main(int argc, char** argv) {
       ReplayBuffer rb(
           options(rows, tensordict::RandomSampler(), dir("uniform")));
       double first_s = 0;
-      report("fill, extend of 64k-row batches", fill(rb, batch, &first_s),
-             "GB/s", 1.0, /*at_most=*/false);
+      settle();
+      const double gbps = fill(rb, batch, &first_s);
+      report("fill, extend of 64k-row batches", gbps, "GB/s", 1.0,
+             /*at_most=*/false);
       info("  of which the first extend (allocates the storage)", first_s, "s");
+      if (!disk) info("  ratio to the first touch above", gbps / touch, "x");
       report("uniform sample(256), median",
              time_us(iters, [&] { (void)rb.sample(256); }).median_us, "us", 50);
     }
@@ -200,10 +247,16 @@ int main(int argc, char** argv) {
              time_us(iters, [&] { (void)rb.sample(256); }).median_us, "us",
              200);
       const at::Tensor prio = at::rand({256}, at::kDouble);
+      const int64_t faults0 = minor_faults();
       report(
           "update_priority of 256 rows, median",
           time_us(iters, [&] { rb.update_priority(draw(), prio); }).median_us,
           "us", 100);
+      // Each call's writes into pages the kernel has just written back to
+      // the files fault (the shared mappings' dirty tracking).
+      info("  page faults a call",
+           static_cast<double>(minor_faults() - faults0) / (iters + iters / 20),
+           "");
       if (disk) {
         // The rows are file pages: the anonymous memory that grew is the
         // sampler's (its trees; the priorities are a file too, 8 B/row).
@@ -213,11 +266,25 @@ int main(int argc, char** argv) {
       }
     }
     if (disk) {
-      const auto t0 = Clock::now();
-      ReplayBuffer rb(options(rows, PrioritizedSampler(), dir("prioritized")));
-      const double s = seconds_since(t0);
-      if (rb.size() != rows) std::abort();
-      report("reopen a full storage_dir (PrioritizedSampler)", s, "s", 1.0);
+      // Right after the buffer above freed its trees, then as a new process
+      // finds the memory (after kSettle).
+      for (const bool settled : {false, true}) {
+        if (settled) settle();
+        const int64_t anon0 = rss_anon();
+        const auto t0 = Clock::now();
+        ReplayBuffer rb(
+            options(rows, PrioritizedSampler(), dir("prioritized")));
+        const double s = seconds_since(t0);
+        if (rb.size() != rows) std::abort();
+        const auto trees = static_cast<double>(rss_anon() - anon0);
+        if (!settled) {
+          info("reopen (Prioritized), just after a buffer was freed", s, "s");
+          continue;
+        }
+        report("reopen a full storage_dir (PrioritizedSampler)", s, "s", 1.0);
+        info("  of which first touching its trees' bytes", trees / touch / 1e9,
+             "s");
+      }
       const auto t1 = Clock::now();
       ReplayBuffer rb2(
           options(rows, tensordict::RandomSampler(), dir("uniform")));
