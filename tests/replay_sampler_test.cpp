@@ -197,6 +197,39 @@ TEST(ReplayBufferTest,
   EXPECT_EQ(seen, std::set<int64_t>({1, 3, 5, 7}));
 }
 
+// The weights' p_min follows updates that raise the smallest priority or
+// set it to 0 (the min tree reads the sum tree's leaves).
+TEST(ReplayBufferTest, PrioritizedWeightsFollowTheSmallestPriority) {
+  ReplayBuffer rb(ReplayBufferOptions(4)
+                      .sampler(PrioritizedSampler().alpha(1).beta(1).eps(0))
+                      .seed(3));
+  rb.extend(Rows(4, 0));
+  // With beta = 1, weight = p_min / p_i.
+  const auto weights = [&rb] {
+    std::map<int64_t, float> weight;
+    auto [data, info] = rb.sample(400);
+    auto idx = Vec(info.index);
+    for (size_t k = 0; k < idx.size(); ++k) {
+      weight[idx[k]] = info.weight[static_cast<int64_t>(k)].item<float>();
+    }
+    return weight;
+  };
+  rb.update_priority(torch::arange(4), torch::tensor({1.0, 2.0, 4.0, 8.0}));
+  EXPECT_EQ(weights(), (std::map<int64_t, float>{
+                           {0, 1.f}, {1, 0.5f}, {2, 0.25f}, {3, 0.125f}}));
+  rb.update_priority(torch::tensor({0}), torch::tensor({16.0}));
+  EXPECT_EQ(weights(), (std::map<int64_t, float>{
+                           {0, 0.125f}, {1, 1.f}, {2, 0.5f}, {3, 0.25f}}));
+  rb.update_priority(torch::tensor({1}), torch::tensor({0.0}));
+  EXPECT_EQ(weights(),
+            (std::map<int64_t, float>{{0, 0.25f}, {2, 1.f}, {3, 0.5f}}));
+  rb.add(Row(4));  // row 0 again, with the largest priority seen (16)
+  EXPECT_EQ(weights(),
+            (std::map<int64_t, float>{{0, 0.25f}, {2, 1.f}, {3, 0.5f}}));
+  rb.update_priority(torch::tensor({0, 2, 3}), torch::tensor({0.0, 0.0, 2.0}));
+  EXPECT_EQ(weights(), (std::map<int64_t, float>{{3, 1.f}}));
+}
+
 // ---- Slices
 // ---------------------------------------------------------------------
 

@@ -237,22 +237,25 @@ void Timeline::ends(int64_t from, int64_t to, uint8_t* out) const {
 // ---- PrioritizedSampler -----------------------------------------------------
 
 PrioritizedSamplerImpl::PrioritizedSamplerImpl(int64_t capacity,
-                                               const PrioritizedSampler& spec)
+                                               const PrioritizedSampler& spec,
+                                               bool per_row_drawable)
     : alpha_(spec.alpha()),
       beta_(spec.beta()),
       eps_(spec.eps()),
       sum_tree_(capacity),
-      min_tree_(capacity) {}
+      // Every row drawable: the sum tree's leaves are the masses, which the
+      // min tree shares (8 B a row less).
+      min_tree_(capacity, per_row_drawable ? nullptr : sum_tree_.leaves()) {}
 
 // Row `i`'s probability mass `p` = (priority + eps)^alpha. The min tree
-// holds the positive masses only: a row of mass 0 is never sampled, and
+// is over the positive masses only: a row of mass 0 is never sampled, and
 // the importance weights (p_i / p_min)^-beta of the rows that are sampled
 // stay in (0, 1] (a p_min of 0 would make them all 0).
 void PrioritizedSamplerImpl::set_priority(int64_t i, double p) {
   const bool drawable =
       drawable_.empty() || drawable_[static_cast<size_t>(i)] != 0;
   sum_tree_.set(i, drawable ? p : 0.0);
-  min_tree_.set(i, p > 0 ? p : std::numeric_limits<double>::infinity());
+  min_tree_.set(i, p);
 }
 
 // set_priority's leaves, without their ancestors (the caller rebuilds).
@@ -260,7 +263,7 @@ void PrioritizedSamplerImpl::set_leaves(int64_t i, double p) {
   const bool drawable =
       drawable_.empty() || drawable_[static_cast<size_t>(i)] != 0;
   sum_tree_.set_leaf(i, drawable ? p : 0.0);
-  min_tree_.set_leaf(i, p > 0 ? p : std::numeric_limits<double>::infinity());
+  min_tree_.set_leaf(i, p);
 }
 
 // The sum-tree leaf is always `drawable_[i] ? mass : 0` (set_priority keeps
@@ -269,8 +272,7 @@ void PrioritizedSamplerImpl::set_drawable(int64_t i, bool drawable) {
   uint8_t& flag = drawable_[static_cast<size_t>(i)];
   if (flag == (drawable ? 1 : 0)) return;
   flag = drawable ? 1 : 0;
-  const double m = min_tree_.get(i);
-  sum_tree_.set(i, drawable && std::isfinite(m) ? m : 0.0);
+  sum_tree_.set(i, drawable ? min_tree_.get(i) : 0.0);
 }
 
 void PrioritizedSamplerImpl::draw(int64_t size, Generator& rng, int64_t n,
@@ -520,7 +522,8 @@ Sampler::Restore SliceSamplerImpl::load_state(const TensorDict& state,
 
 PrioritizedSliceSamplerImpl::PrioritizedSliceSamplerImpl(
     int64_t capacity, const PrioritizedSliceSampler& config)
-    : PrioritizedSamplerImpl(capacity, *priority_spec(config)),
+    : PrioritizedSamplerImpl(capacity, *priority_spec(config),
+                             /*per_row_drawable=*/true),
       spec_(*slice_spec(config)) {
   drawable_.assign(static_cast<size_t>(capacity), 0);
 }

@@ -146,7 +146,9 @@ class Timeline {
 class PrioritizedSamplerImpl : public Sampler {
  public:
   // alpha, beta and eps are >= 0 (checked by ReplayBuffer).
-  PrioritizedSamplerImpl(int64_t capacity, const PrioritizedSampler& spec);
+  // `per_row_drawable`: rows may be kept from being drawn (set_drawable).
+  PrioritizedSamplerImpl(int64_t capacity, const PrioritizedSampler& spec,
+                         bool per_row_drawable = false);
   at::Tensor sample(const ReplayStorage& storage, Generator& rng, int64_t n,
                     int64_t* out) override;
   void on_write(ReplayStorage& storage, int64_t first, int64_t count) override;
@@ -167,7 +169,7 @@ class PrioritizedSamplerImpl : public Sampler {
   // importance weights into `w`.
   void draw(int64_t size, Generator& rng, int64_t n, int64_t* out, float* w);
   // Whether row `i` may be drawn (its sum-tree leaf is its mass, else 0);
-  // the min tree always holds the mass.
+  // the min tree always holds the mass (its own leaves, per_row_drawable).
   void set_drawable(int64_t i, bool drawable);
   // The mass of the drawable rows.
   [[nodiscard]] double total_mass() const { return sum_tree_.root(); }
@@ -184,7 +186,7 @@ class PrioritizedSamplerImpl : public Sampler {
   // The largest raw priority seen (before eps and alpha).
   double max_priority_ = kInitialMaxPriority;
   detail::SumSegmentTree sum_tree_;
-  detail::MinSegmentTree min_tree_;
+  detail::MinSegmentTree min_tree_;  // after sum_tree_: may share its leaves
   std::vector<double> mass_;
 };
 

@@ -26,9 +26,12 @@ struct SumOp {
   static double combine(double a, double b) { return a + b; }
 };
 
-struct MinOp {
+// The least positive value (+inf when none): a leaf of 0 counts for
+// nothing, so that the min tree can hold the masses as the sum tree does,
+// and share its leaves.
+struct MinPositiveOp {
   static double identity() { return std::numeric_limits<double>::infinity(); }
-  static double combine(double a, double b) { return a < b ? a : b; }
+  static double combine(double a, double b) { return b > 0 && b < a ? b : a; }
 };
 
 /// An array of doubles; a large one is 2 MiB-aligned and backed by
@@ -74,7 +77,11 @@ class SegmentTree {
  public:
   static constexpr int64_t kFanout = 8;
 
-  explicit SegmentTree(int64_t capacity) {
+  /// `shared_leaves`: the leaf level of another tree of this capacity
+  /// (padding included), which this tree reads and never writes: its
+  /// owner sets the leaves, and this tree recomputes its own ancestors.
+  explicit SegmentTree(int64_t capacity,
+                       const double* shared_leaves = nullptr) {
     // levels_[0] is the root; the last level holds the leaves. Each level is
     // padded to a whole number of child groups (the padding stays the
     // identity).
@@ -95,15 +102,24 @@ class SegmentTree {
       offsets_[d + 1] = offsets_[d] + static_cast<size_t>(padded);
       last_[d] = counts[d] - 1;
     }
-    nodes_.allocate(offsets_.back(), Op::identity());
+    const size_t inner = offsets_[counts.size() - 1];
+    nodes_.allocate(shared_leaves != nullptr ? inner : offsets_.back(),
+                    Op::identity());
+    leaves_ = shared_leaves != nullptr ? const_cast<double*>(shared_leaves)
+                                       : nodes_.data() + inner;
+    owns_leaves_ = shared_leaves == nullptr;
   }
 
-  /// Leaf `i` := `v`, then every ancestor recomputed from its children (no
+  /// The leaf level (padding included), to share with another tree.
+  [[nodiscard]] const double* leaves() const { return leaves_; }
+
+  /// Leaf `i` := `v` (a tree that shares its leaves leaves them to their
+  /// owner), then every ancestor recomputed from its children (no
   /// accumulated rounding drift). O(log N).
   void set(int64_t i, double v) {
     size_t d = last_.size() - 1;
     auto j = static_cast<size_t>(i);
-    level(d)[j] = v;
+    if (owns_leaves_) level(d)[j] = v;
     while (d > 0) {
       --d;
       j /= kFanout;
@@ -113,9 +129,10 @@ class SegmentTree {
   [[nodiscard]] double get(int64_t i) const {
     return level(last_.size() - 1)[static_cast<size_t>(i)];
   }
-  /// Leaf `i` := `v` alone; `rebuild()` then recomputes the ancestors.
+  /// Leaf `i` := `v` alone (not in a tree that shares its leaves);
+  /// `rebuild()` then recomputes the ancestors.
   void set_leaf(int64_t i, double v) {
-    level(last_.size() - 1)[static_cast<size_t>(i)] = v;
+    if (owns_leaves_) level(last_.size() - 1)[static_cast<size_t>(i)] = v;
   }
   /// The ancestors of leaves `leaf[0, n)` (set by `set_leaf`) recomputed,
   /// one level at a time for every leaf, so that the cache misses of
@@ -142,6 +159,7 @@ class SegmentTree {
     }
   }
   [[nodiscard]] double root() const { return nodes_.data()[0]; }
+  /// Every node the identity (the leaves too, unless shared).
   void reset() { nodes_.fill(Op::identity()); }
 
   /// (Sum trees.) For each `mass[q]` in `[0, root())`, the smallest leaf `i` whose
@@ -185,19 +203,24 @@ class SegmentTree {
     for (int64_t k = 0; k < kFanout; ++k) r = Op::combine(r, c[k]);
     return r;
   }
-  [[nodiscard]] double* level(size_t d) { return nodes_.data() + offsets_[d]; }
+  [[nodiscard]] double* level(size_t d) {
+    return d + 1 == last_.size() ? leaves_ : nodes_.data() + offsets_[d];
+  }
   [[nodiscard]] const double* level(size_t d) const {
-    return nodes_.data() + offsets_[d];
+    return d + 1 == last_.size() ? leaves_ : nodes_.data() + offsets_[d];
   }
 
-  NodeArray nodes_;              // every level, root first
+  NodeArray nodes_;  // the levels above the leaves, root first; then the
+                     // leaves, unless shared
+  double* leaves_ = nullptr;  // the leaf level (in nodes_, or shared)
+  bool owns_leaves_ = true;
   std::vector<size_t> offsets_;  // level d is nodes_[offsets_[d]...]
   std::vector<int64_t> last_;    // per level: the last node that is not padding
   std::vector<int64_t> node_;    // refresh's nodes, kept to reuse the memory
 };
 
 using SumSegmentTree = SegmentTree<SumOp>;
-using MinSegmentTree = SegmentTree<MinOp>;
+using MinSegmentTree = SegmentTree<MinPositiveOp>;
 
 }  // namespace detail
 }  // namespace tensordict
