@@ -505,16 +505,23 @@ void SetCheckpointRng(const std::string& dir, const std::string& text) {
   state.memmap_(path);
 }
 
+// The checkpoint, in a fresh directory `name`, of a buffer of `options`
+// holding Rows(6, 0).
+std::string DumpSixRows(const ReplayBufferOptions& options, const char* name) {
+  ReplayBuffer a(options);
+  a.extend(Rows(6, 0));
+  const std::string dir = FreshDir(name);
+  a.dumps(dir);
+  return dir;
+}
+
 }  // namespace
 
 TEST(ReplayBufferTest, ACheckpointOf010WithAMersenneTwisterStateLoads) {
   // 0.1.0 saved a std::mt19937_64 state: the generator is seeded from its
   // next draw.
   const auto options = ReplayBufferOptions(10).seed(3);
-  ReplayBuffer a(options);
-  a.extend(Rows(6, 0));
-  const std::string dir = FreshDir("mt19937");
-  a.dumps(dir);
+  const std::string dir = DumpSixRows(options, "mt19937");
   std::mt19937_64 mt(42);
   (void)mt();
   std::ostringstream text;
@@ -533,10 +540,7 @@ TEST(ReplayBufferTest, ACheckpointOf010WithAMersenneTwisterStateLoads) {
 
 TEST(ReplayBufferTest, ACheckpointWithoutAGeneratorStateChangesNothing) {
   const auto options = ReplayBufferOptions(10).seed(3);
-  ReplayBuffer a(options);
-  a.extend(Rows(6, 0));
-  const std::string dir = FreshDir("bad_rng");
-  a.dumps(dir);
+  const std::string dir = DumpSixRows(options, "bad_rng");
   ReplayBuffer b(options);
   b.extend(Rows(2, 50));
   ReplayBuffer twin(options);  // b's generator, untouched
