@@ -9,6 +9,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -241,6 +242,71 @@ TEST(ReplayBufferTorchRL, ReopeningCorrectsTheTreeFiles) {
             (std::vector<double>{1, std::sqrt(3.0), FLT_MAX, FLT_MAX}));
   rb.update_priority(torch::tensor({0}), torch::tensor({4.0}));
   EXPECT_EQ(ReadDoubles(sum), (std::vector<double>{2, std::sqrt(3.0), 0, 0}));
+}
+
+namespace {
+
+// The indices and weights of `rb.sample(n)` after manual_seed(seed).
+std::pair<std::vector<int64_t>, std::vector<float>> Draw(ReplayBuffer& rb,
+                                                         int64_t n,
+                                                         uint64_t seed) {
+  rb.manual_seed(seed);
+  auto [data, info] = rb.sample(n);
+  const int64_t* i = info.index.data_ptr<int64_t>();
+  const float* w = info.weight.data_ptr<float>();
+  return {std::vector<int64_t>(i, i + n), std::vector<float>(w, w + n)};
+}
+
+}  // namespace
+
+// A reopened PrioritizedSampler's trees hold what they held before closing:
+// at capacity 16 its sum tree's leaves are the mapped sumtree.memmap
+// (corrected on reopening, then written by updates and clear), at capacity
+// 12 (not a multiple of 8) its own. It samples, updates and clears as a
+// buffer in RAM that went through the same calls.
+TEST(ReplayBufferTorchRL, AReopenedPrioritizedBufferSamplesAsOneInRam) {
+  for (const int64_t capacity : {16, 12}) {
+    SCOPED_TRACE(capacity);
+    TempDir tmp;
+    const std::string dir = tmp / "rb";
+    const std::string sum = dir + "/sampler/sumtree.memmap";
+    const auto sampler = PrioritizedSampler().alpha(1).beta(1).eps(0);
+    ReplayBuffer ram(ReplayBufferOptions(capacity).sampler(sampler));
+    const auto calls = [](ReplayBuffer& rb) {
+      rb.extend(Rows(0, 20));  // wraps
+      rb.update_priority(torch::tensor({0, 3, 5}),
+                         torch::tensor({4.0, 0.0, 2.5}));
+    };
+    calls(ram);
+    {
+      ReplayBuffer rb(Disk(capacity, dir).sampler(sampler));
+      calls(rb);
+    }
+    // Damaged entries, which reopening corrects.
+    const std::vector<double> garbage{NAN, -1, 1e300};
+    std::fstream(sum, std::ios::binary | std::ios::in | std::ios::out)
+        .write(reinterpret_cast<const char*>(garbage.data()),
+               static_cast<std::streamsize>(garbage.size() * sizeof(double)));
+    ReplayBuffer rb(Disk(capacity, dir).sampler(sampler));
+    EXPECT_EQ(Draw(rb, 64, 7), Draw(ram, 64, 7));
+    for (ReplayBuffer* b : {&rb, &ram}) {
+      b->update_priority(torch::tensor({1, 3}), torch::tensor({9.0, 0.5}));
+      b->extend(Rows(20, 5));
+    }
+    EXPECT_EQ(Draw(rb, 64, 8), Draw(ram, 64, 8));
+    for (ReplayBuffer* b : {&rb, &ram}) {
+      b->clear();
+      b->extend(Rows(0, 6));
+      b->update_priority(torch::tensor({2}), torch::tensor({3.0}));
+    }
+    EXPECT_EQ(Draw(rb, 64, 9), Draw(ram, 64, 9));
+    std::vector<double> expected(static_cast<size_t>(capacity), 0.0);
+    std::fill(expected.begin(), expected.begin() + 6, 1.0);
+    expected[2] = 3;
+    EXPECT_EQ(ReadDoubles(sum), expected);
+    std::replace(expected.begin(), expected.end(), 0.0, double{FLT_MAX});
+    EXPECT_EQ(ReadDoubles(dir + "/sampler/mintree.memmap"), expected);
+  }
 }
 
 // ---- Opening a directory TorchRL dumped ----------------------------------------

@@ -343,6 +343,7 @@ void PrioritizedSamplerImpl::clear(ReplayStorage& storage) {
   min_tree_.reset();
   std::fill(drawable_.begin(), drawable_.end(), uint8_t{0});
   max_priority_ = kInitialMaxPriority;
+  storage.priorities().clear_masses();
   storage.priorities().set_max(kInitialMaxPriority);
 }
 
@@ -398,22 +399,35 @@ void PrioritizedSamplerImpl::restore(ReplayStorage& storage) {
   const PersistedPriorities& persisted = storage.priorities();
   if (persisted.raw == nullptr) return;  // nothing was reopened
   max_priority_ = *persisted.max;
-  // Every leaf set, then the trees rebuilt once: O(N) instead of an
-  // O(log N) walk per row (20 s at 10^8 rows). Runs of one priority (rows
-  // never updated) reuse the power.
-  const int64_t size = storage.size();
-  at::parallel_for(0, size, int64_t{1} << 16, [&](int64_t begin, int64_t end) {
-    double last_raw = std::numeric_limits<double>::quiet_NaN(), last_p = 0;
-    for (int64_t i = begin; i < end; ++i) {
-      double raw = persisted.raw[i];
-      if (!(std::isfinite(raw) && raw >= 0)) raw = max_priority_;
-      if (raw != last_raw) {
-        last_raw = raw;
-        last_p = std::pow(raw + eps_, alpha_);
-      }
-      set_leaves(i, last_p);
-    }
-  });
+  const at::Tensor masses = persisted.torchrl != nullptr
+                                ? persisted.torchrl->sum_file()
+                                : at::Tensor();
+  if (drawable_.empty() && sum_tree_.can_adopt(masses)) {
+    // TorchRL's mapped sumtree.memmap, which reopening the storage has just
+    // made every row's mass as below, becomes the sum tree's leaves (and so
+    // the min tree's): no leaf is written, and the trees keep only their
+    // inner nodes in memory (2.3 instead of 10.3 bytes a row).
+    sum_tree_.adopt_leaves(masses);
+    min_tree_.share_leaves(sum_tree_.leaves());
+  } else {
+    // Every leaf set, then the trees rebuilt once: O(N) instead of an
+    // O(log N) walk per row (20 s at 10^8 rows). Runs of one priority (rows
+    // never updated) reuse the power.
+    const int64_t size = storage.size();
+    at::parallel_for(
+        0, size, int64_t{1} << 16, [&](int64_t begin, int64_t end) {
+          double last_raw = std::numeric_limits<double>::quiet_NaN();
+          double last_p = 0;
+          for (int64_t i = begin; i < end; ++i) {
+            const double raw = persisted.raw[i];
+            if (!(raw == last_raw)) {
+              last_raw = raw;
+              last_p = row_mass(raw, max_priority_, eps_, alpha_);
+            }
+            set_leaves(i, last_p);
+          }
+        });
+  }
   sum_tree_.rebuild();
   min_tree_.rebuild();
 }

@@ -7,16 +7,14 @@
 // levels do not fit in cache).
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
-#include <new>
 #include <vector>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
+#include "rl/storage.h"
 
 namespace tensordict {
 namespace detail {
@@ -34,36 +32,29 @@ struct MinPositiveOp {
   static double combine(double a, double b) { return b > 0 && b < a ? b : a; }
 };
 
-/// An array of doubles; a large one is 2 MiB-aligned and backed by
-/// transparent huge pages where Linux allows it (random descents through a
-/// tree of 1e6 leaves otherwise miss the TLB at nearly every level).
+/// An array of doubles (zeros_cpu's memory: a large one is fresh memory
+/// advised to use huge pages, since random descents through a tree of 1e6
+/// leaves otherwise miss the TLB at nearly every level; a large array of
+/// zeros is not touched until used).
 class NodeArray {
  public:
   NodeArray() = default;
   NodeArray(const NodeArray&) = delete;
   NodeArray& operator=(const NodeArray&) = delete;
-  ~NodeArray() { std::free(data_); }
 
   void allocate(size_t n, double value) {
-    constexpr size_t kHuge = size_t{2} << 20;
-    size_t bytes = std::max<size_t>(n, 1) * sizeof(double);
-    const size_t align = bytes >= 2 * kHuge ? kHuge : 64;
-    bytes = (bytes + align - 1) / align * align;
-    void* p = std::aligned_alloc(align, bytes);
-    if (p == nullptr) throw std::bad_alloc();
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (align == kHuge) (void)madvise(p, bytes, MADV_HUGEPAGE);
-#endif
-    std::free(data_);
-    data_ = static_cast<double*>(p);
+    tensor_ = zeros_cpu({static_cast<int64_t>(std::max<size_t>(n, 1))},
+                        at::kDouble, "a priority tree");
+    data_ = tensor_.data_ptr<double>();
     n_ = n;
-    fill(value);
+    if (value != 0.0) fill(value);
   }
   void fill(double value) { std::fill(data_, data_ + n_, value); }
   [[nodiscard]] double* data() { return data_; }
   [[nodiscard]] const double* data() const { return data_; }
 
  private:
+  at::Tensor tensor_;
   double* data_ = nullptr;
   size_t n_ = 0;
 };
@@ -107,11 +98,33 @@ class SegmentTree {
                     Op::identity());
     leaves_ = shared_leaves != nullptr ? const_cast<double*>(shared_leaves)
                                        : nodes_.data() + inner;
-    owns_leaves_ = shared_leaves == nullptr;
+    writes_leaves_ = shared_leaves == nullptr;
   }
 
   /// The leaf level (padding included), to share with another tree.
   [[nodiscard]] const double* leaves() const { return leaves_; }
+  /// Whether `adopt_leaves` takes `leaves`: float64, contiguous, one per
+  /// leaf, and no padding (the capacity a multiple of 8).
+  [[nodiscard]] bool can_adopt(const at::Tensor& leaves) const {
+    const size_t d = last_.size() - 1;
+    const auto n = static_cast<int64_t>(offsets_[d + 1] - offsets_[d]);
+    return leaves.defined() && leaves.scalar_type() == at::kDouble &&
+           leaves.is_contiguous() && leaves.numel() == n && last_[d] + 1 == n;
+  }
+  /// The leaves become `leaves` (can_adopt), as they are, in place of the
+  /// tree's own (freed): another copy of them, such as a mapped file,
+  /// which this tree then writes. The ancestors are the identity until
+  /// `rebuild()`. A tree sharing the old leaves must `share_leaves` anew.
+  void adopt_leaves(at::Tensor leaves) {
+    nodes_.allocate(offsets_[last_.size() - 1], Op::identity());
+    leaves_ = leaves.data_ptr<double>();
+    adopted_ = std::move(leaves);
+    writes_leaves_ = true;
+  }
+  /// Reads `leaves` (another tree's `leaves()`) from now on.
+  void share_leaves(const double* leaves) {
+    leaves_ = const_cast<double*>(leaves);
+  }
 
   /// Leaf `i` := `v` (a tree that shares its leaves leaves them to their
   /// owner), then every ancestor recomputed from its children (no
@@ -119,7 +132,7 @@ class SegmentTree {
   void set(int64_t i, double v) {
     size_t d = last_.size() - 1;
     auto j = static_cast<size_t>(i);
-    if (owns_leaves_) level(d)[j] = v;
+    if (writes_leaves_) level(d)[j] = v;
     while (d > 0) {
       --d;
       j /= kFanout;
@@ -132,7 +145,7 @@ class SegmentTree {
   /// Leaf `i` := `v` alone (not in a tree that shares its leaves);
   /// `rebuild()` then recomputes the ancestors.
   void set_leaf(int64_t i, double v) {
-    if (owns_leaves_) level(last_.size() - 1)[static_cast<size_t>(i)] = v;
+    if (writes_leaves_) level(last_.size() - 1)[static_cast<size_t>(i)] = v;
   }
   /// The ancestors of leaves `leaf[0, n)` (set by `set_leaf`) recomputed,
   /// one level at a time for every leaf, so that the cache misses of
@@ -160,7 +173,15 @@ class SegmentTree {
   }
   [[nodiscard]] double root() const { return nodes_.data()[0]; }
   /// Every node the identity (the leaves too, unless shared).
-  void reset() { nodes_.fill(Op::identity()); }
+  void reset() {
+    nodes_.fill(Op::identity());
+    // Adopted leaves (a mapped file) are written only where they differ,
+    // so that the pages of rows never written stay clean.
+    const double identity = Op::identity();
+    for (int64_t i = 0; adopted_.defined() && i < adopted_.numel(); ++i) {
+      if (leaves_[i] != identity) leaves_[i] = identity;
+    }
+  }
 
   /// (Sum trees.) For each `mass[q]` in `[0, root())`, the smallest leaf `i` whose
   /// inclusive prefix sum exceeds it, written to `out[q]`. Leaves of
@@ -211,9 +232,10 @@ class SegmentTree {
   }
 
   NodeArray nodes_;  // the levels above the leaves, root first; then the
-                     // leaves, unless shared
-  double* leaves_ = nullptr;  // the leaf level (in nodes_, or shared)
-  bool owns_leaves_ = true;
+                     // leaves, unless shared or adopted
+  double* leaves_ = nullptr;   // the leaf level (in nodes_, shared or adopted)
+  bool writes_leaves_ = true;  // not shared
+  at::Tensor adopted_;         // adopt_leaves's, kept alive
   std::vector<size_t> offsets_;  // level d is nodes_[offsets_[d]...]
   std::vector<int64_t> last_;    // per level: the last node that is not padding
   std::vector<int64_t> node_;    // refresh's nodes, kept to reuse the memory

@@ -51,38 +51,6 @@ void advise_huge_pages(const at::Tensor& t) {
 #endif
 }
 
-// A zero-filled CPU tensor of `shape` and `dtype`. A large one is fresh
-// anonymous memory, advised to use huge pages: the kernel's pages read as
-// zero until first written, so the rows' own writes are the first touch
-// (at::zeros wrote every byte up front: seconds for the 4.5 GB of 10^8 rlox
-// rows). It is page-aligned, as LibTorch's allocator aligns to 64 bytes.
-at::Tensor zeros_cpu(c10::IntArrayRef shape, at::ScalarType dtype) {
-  const at::TensorOptions options = at::TensorOptions().dtype(dtype);
-#if defined(__linux__)
-  auto nbytes = static_cast<int64_t>(c10::elementSize(dtype));
-  for (const int64_t d : shape) {
-    TORCH_CHECK(!__builtin_mul_overflow(nbytes, d, &nbytes),
-                "ReplayBuffer: a storage leaf of shape ", shape,
-                " has too many elements");
-  }
-  constexpr int64_t kLarge = int64_t{4} << 20;
-  if (nbytes >= kLarge) {
-    const auto length = static_cast<size_t>(nbytes);
-    void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    const int err = errno;
-    TORCH_CHECK(p != MAP_FAILED, "ReplayBuffer: cannot allocate ", nbytes,
-                " bytes for a storage leaf of shape ", shape, ": ",
-                std::strerror(err));
-    at::Tensor t = at::from_blob(
-        p, shape, [length](void* q) { ::munmap(q, length); }, options);
-    advise_huge_pages(t);
-    return t;
-  }
-#endif
-  return at::zeros(shape, options);
-}
-
 // TorchRL's TensorDictReplayBuffer stores each row's index in "index".
 bool has_torchrl_index(const TensorDictImpl& st, int64_t capacity) {
   const Node* n = st.find("index");
@@ -116,6 +84,35 @@ void remove_tree(const std::string& dir) {
 }
 
 }  // namespace
+
+// (storage.h)
+at::Tensor zeros_cpu(c10::IntArrayRef shape, at::ScalarType dtype,
+                     const char* what) {
+  const at::TensorOptions options = at::TensorOptions().dtype(dtype);
+#if defined(__linux__)
+  auto nbytes = static_cast<int64_t>(c10::elementSize(dtype));
+  for (const int64_t d : shape) {
+    TORCH_CHECK(!__builtin_mul_overflow(nbytes, d, &nbytes),
+                "ReplayBuffer: ", what, " of shape ", shape,
+                " has too many elements");
+  }
+  constexpr int64_t kLarge = int64_t{4} << 20;
+  if (nbytes >= kLarge) {
+    const auto length = static_cast<size_t>(nbytes);
+    void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    const int err = errno;
+    TORCH_CHECK(p != MAP_FAILED, "ReplayBuffer: cannot allocate ", nbytes,
+                " bytes for ", what, " of shape ", shape, ": ",
+                std::strerror(err));
+    at::Tensor t = at::from_blob(
+        p, shape, [length](void* q) { ::munmap(q, length); }, options);
+    advise_huge_pages(t);
+    return t;
+  }
+#endif
+  return at::zeros(shape, options);
+}
 
 ReplayStorage::ReplayStorage(const ReplayBufferOptions& options)
     : capacity_(options.capacity()),
@@ -192,7 +189,9 @@ ImplPtr ReplayStorage::allocate_storage(const TensorDictImpl& value,
       value, value_bd, std::move(batch),
       [&](const at::Tensor& src, const std::vector<int64_t>& shape) {
         const c10::Device device = device_ ? *device_ : src.device();
-        if (device.is_cpu()) return zeros_cpu(shape, src.scalar_type());
+        if (device.is_cpu()) {
+          return zeros_cpu(shape, src.scalar_type(), "a storage leaf");
+        }
         return at::zeros(shape, src.options().device(device));
       });
 }

@@ -71,6 +71,15 @@ using Sources = RowWritePlan::Sources;
 // The priorities a disk-backed storage persists: priority/ and two scalars
 // of state/, mapped, plus their mirror in TorchRL's sampler files. All null
 // while the storage is in RAM or before the first write created them.
+// A zero-filled CPU tensor of `shape` and `dtype`. A large one (4 MB or
+// more, on Linux) is fresh anonymous memory advised to use huge pages: the
+// kernel's pages read as zero until first written, so its first writes are
+// its first touch (at::zeros writes every byte up front: seconds for the
+// 4.5 GB of 10^8 rlox rows). It is page-aligned, as LibTorch's allocator
+// aligns to 64 bytes. `what` names it in errors ("a storage leaf").
+at::Tensor zeros_cpu(c10::IntArrayRef shape, at::ScalarType dtype,
+                     const char* what);
+
 struct PersistedPriorities {
   double* raw = nullptr;     // priority/priority, [capacity]
   double* max = nullptr;     // state/max_priority
@@ -82,6 +91,10 @@ struct PersistedPriorities {
     if (raw == nullptr) return;
     raw[i] = priority;
     if (torchrl != nullptr) torchrl->set_mass(i, mass);
+  }
+  // Every row's mass 0 in TorchRL's files (clear()).
+  void clear_masses() const {
+    if (torchrl != nullptr) torchrl->clear_masses();
   }
   void set_max(double priority) const {
     if (max == nullptr) return;

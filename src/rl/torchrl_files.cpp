@@ -219,7 +219,7 @@ void TorchRLFiles::write(const std::string& dir, const SamplerConfig& sampler,
       if (i < size) {
         if (!(raw[i] == last_raw)) {
           last_raw = raw[i];
-          mass = std::pow(raw[i] + p->eps(), p->alpha());
+          mass = row_mass(raw[i], max_priority, p->eps(), p->alpha());
         }
         sum = mass;
         if (mass > 0) min = mass;
@@ -252,6 +252,15 @@ void TorchRLFiles::set_mass(int64_t i, double mass) const {
   if (sum_ == nullptr) return;
   sum_[i] = mass;
   min_[i] = mass > 0 ? mass : std::numeric_limits<float>::max();
+}
+
+void TorchRLFiles::clear_masses() const {
+  if (sum_ == nullptr) return;
+  const int64_t n = sum_file_.numel() / static_cast<int64_t>(sizeof(double));
+  for (int64_t i = 0; i < n; ++i) {
+    set_bits(sum_[i], 0.0);
+    set_bits(min_[i], std::numeric_limits<float>::max());
+  }
 }
 
 // ---- Reading ----------------------------------------------------------------

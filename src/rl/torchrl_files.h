@@ -74,6 +74,15 @@ class JsonNumberField {
 };
 
 // TorchRL's files of a disk-backed storage in `dir`, kept up to date.
+// The mass (priority + eps)^alpha of a stored row of raw priority `raw`,
+// as a reopened buffer has it: a raw priority that is not finite and >= 0
+// (a damaged priority/ file) counts as `max_priority`.
+inline double row_mass(double raw, double max_priority, double eps,
+                       double alpha) {
+  if (!(std::isfinite(raw) && raw >= 0)) raw = max_priority;
+  return std::pow(raw + eps, alpha);
+}
+
 class TorchRLFiles {
  public:
   // Writes every file for a storage of `capacity` rows, of which `size` are
@@ -95,7 +104,16 @@ class TorchRLFiles {
   }
   // The mass (priority + eps)^alpha of row `i` (PrioritizedSampler).
   void set_mass(int64_t i, double mass) const;
+  // Every row's mass 0, as TorchRL's emptied sampler has them (after
+  // clear()); entries that hold it already are not written.
+  void clear_masses() const;
   void set_max_priority(double p) const { max_priority_.set(p); }
+  // The mapped `sampler/sumtree.memmap` as float64 [capacity], which
+  // `write` left holding every row's mass as a PrioritizedSampler's restore
+  // computes it (row_mass); undefined for other samplers.
+  [[nodiscard]] at::Tensor sum_file() const {
+    return sum_file_.defined() ? sum_file_.view(at::kDouble) : at::Tensor();
+  }
 
  private:
   JsonNumberField len_, cursor_, max_priority_;
