@@ -68,9 +68,6 @@ namespace detail {
 // The sources of one write, in the storage's leaf order.
 using Sources = RowWritePlan::Sources;
 
-// The priorities a disk-backed storage persists: priority/ and two scalars
-// of state/, mapped, plus their mirror in TorchRL's sampler files. All null
-// while the storage is in RAM or before the first write created them.
 // A zero-filled CPU tensor of `shape` and `dtype`. A large one (4 MB or
 // more, on Linux) is fresh anonymous memory advised to use huge pages: the
 // kernel's pages read as zero until first written, so its first writes are
@@ -80,6 +77,9 @@ using Sources = RowWritePlan::Sources;
 at::Tensor zeros_cpu(c10::IntArrayRef shape, at::ScalarType dtype,
                      const char* what);
 
+// The priorities a disk-backed storage persists: priority/ and two scalars
+// of state/, mapped, plus their mirror in TorchRL's sampler files. All null
+// while the storage is in RAM or before the first write created them.
 struct PersistedPriorities {
   double* raw = nullptr;     // priority/priority, [capacity]
   double* max = nullptr;     // state/max_priority
