@@ -177,8 +177,9 @@ class SegmentTree {
     nodes_.fill(Op::identity());
     // Adopted leaves (a mapped file) are written only where they differ,
     // so that the pages of rows never written stay clean.
+    if (!adopted_.defined()) return;
     const double identity = Op::identity();
-    for (int64_t i = 0; adopted_.defined() && i < adopted_.numel(); ++i) {
+    for (int64_t i = 0; i < adopted_.numel(); ++i) {
       if (leaves_[i] != identity) leaves_[i] = identity;
     }
   }
