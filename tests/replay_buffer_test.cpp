@@ -195,6 +195,32 @@ TEST(ReplayBufferTest, SampleReturnsACopyOfTheIndexedRows) {
   EXPECT_EQ(ObsValues(rb.storage())[0], 100.f);
 }
 
+TEST(ReplayBufferTest, ASampleStillHeldIsNeverReusedAndADroppedOneIs) {
+  ReplayBuffer rb(ReplayBufferOptions(10).seed(3));
+  rb.extend(Rows(6, 100));
+  auto [held, held_info] = rb.sample(32);
+  const TensorDict held_copy = held.clone();
+  const at::Tensor held_index = held_info.index.clone();
+  // Only the index of this one is kept: it shares the rows' allocation.
+  const at::Tensor index_only = rb.sample(16).second.index;
+  const at::Tensor index_only_copy = index_only.clone();
+  for (int i = 0; i < 4; ++i) {
+    auto [data, info] = rb.sample(32);
+    EXPECT_NE(info.index.data_ptr(), held_info.index.data_ptr());
+    EXPECT_NE(info.index.data_ptr(), index_only.data_ptr());
+    EXPECT_TRUE((data == rb.storage()[info.index].value()).all());
+  }
+  EXPECT_TRUE((held == held_copy).all());
+  EXPECT_TRUE(at::equal(held_info.index, held_index));
+  EXPECT_TRUE(at::equal(index_only, index_only_copy));
+  // A sample nothing holds any more lends its memory to the next one, whose
+  // rows are its own.
+  const void* dropped = rb.sample(32).second.index.data_ptr();
+  auto [next, next_info] = rb.sample(8);
+  EXPECT_EQ(next_info.index.data_ptr(), dropped);
+  EXPECT_TRUE((next == rb.storage()[next_info.index].value()).all());
+}
+
 TEST(ReplayBufferTest, UniformSamplingDrawsEveryRowAboutEquallyOften) {
   ReplayBuffer rb(ReplayBufferOptions(8).seed(11));
   rb.extend(Rows(8, 0));

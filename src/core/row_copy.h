@@ -191,8 +191,9 @@ struct GatheredRows {
 /// allows it: every leaf in one kernel launch when all are dense CUDA
 /// leaves on one device (CUDA builds); otherwise each `cpu_bytes` leaf of at
 /// least one dim, untracked under the current grad mode. The index (CPU
-/// int64 [n]) and the CPU rows share one allocation, so that a small sample
-/// costs one. `rows` has an undefined tensor for each leaf gathered neither
+/// int64 [n]) and the CPU rows share one allocation, which the next gather
+/// on the same thread reuses once nothing holds it (a small one, at most
+/// 1 MiB). `rows` has an undefined tensor for each leaf gathered neither
 /// way.
 GatheredRows gather_leaf_rows(const std::vector<const at::Tensor*>& leaves,
                               int64_t n,
