@@ -270,6 +270,24 @@ TEST(ProbabilisticModule, RejectsBadConstruction) {
       },
       "ProbabilisticTensorDictModule: n_empirical_estimate must be positive, "
       "got 0");
+  ExpectThrowsMsg<c10::ValueError>(
+      [] {
+        ProbabilisticTensorDictModule(
+            {"loc", "scale"}, {"a"}, D::normal(),
+            ProbabilisticOptions().default_interaction_type(
+                static_cast<InteractionType>(42)));
+      },
+      "ProbabilisticTensorDictModule: default_interaction_type 42 is not an "
+      "InteractionType (MODE, MEDIAN, MEAN, RANDOM, DETERMINISTIC)");
+}
+
+TEST(ProbabilisticModule, AGuardOfAnUnknownTypeThrowsAndSetsNothing) {
+  const InteractionTypeGuard random(InteractionType::RANDOM);
+  ExpectThrowsMsg<c10::ValueError>(
+      [] { const InteractionTypeGuard bad(static_cast<InteractionType>(-1)); },
+      "InteractionTypeGuard: -1 is not an InteractionType (MODE, MEDIAN, "
+      "MEAN, RANDOM, DETERMINISTIC)");
+  EXPECT_EQ(tensordict::interaction_type(), InteractionType::RANDOM);
 }
 
 // ---- ProbabilisticTensorDictSequential --------------------------------------

@@ -89,7 +89,9 @@ c10::optional<InteractionType> interaction_type();
 /// so that collector threads choose their own.
 class InteractionTypeGuard {
  public:
-  /// Sets `type` (Python's default argument, `DETERMINISTIC`).
+  /// Sets `type` (Python's default argument, `DETERMINISTIC`); throws a
+  /// `c10::ValueError`, setting nothing, for a value that is none of
+  /// InteractionType's (an integer cast to it).
   explicit InteractionTypeGuard(
       c10::optional<InteractionType> type = InteractionType::DETERMINISTIC);
   ~InteractionTypeGuard();
@@ -105,7 +107,8 @@ class InteractionTypeGuard {
 /// The options of a `ProbabilisticTensorDictModule` (Python's keyword
 /// arguments): `ProbabilisticOptions().return_log_prob(true)`.
 struct ProbabilisticOptions {
-  /// The interaction type when no guard is set.
+  /// The interaction type when no guard is set (one of InteractionType's
+  /// values: the module's constructor rejects another).
   TORCH_ARG(InteractionType,
             default_interaction_type) = InteractionType::DETERMINISTIC;
   /// Whether to set the value's log-probability too.

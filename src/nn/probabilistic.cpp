@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <iterator>
 #include <utility>
 
 #include "core/internal.h"
@@ -62,8 +63,23 @@ InteractionType interaction_type_from_string(const std::string& name) {
 
 c10::optional<InteractionType> interaction_type() { return g_interaction_type; }
 
+namespace {
+
+// Throws a c10::ValueError, prefixed by `what`, when `type` is none of
+// InteractionType's values (an integer cast to it).
+void check_known(InteractionType type, const char* what) {
+  const bool known = std::find(std::begin(kAllTypes), std::end(kAllTypes),
+                               type) != std::end(kAllTypes);
+  TORCH_CHECK_VALUE(known, what, static_cast<int>(type),
+                    " is not an InteractionType (MODE, MEDIAN, MEAN, RANDOM, "
+                    "DETERMINISTIC)");
+}
+
+}  // namespace
+
 InteractionTypeGuard::InteractionTypeGuard(c10::optional<InteractionType> type)
     : previous_(g_interaction_type) {
+  if (type) check_known(*type, "InteractionTypeGuard: ");
   g_interaction_type = type;
 }
 
@@ -136,6 +152,7 @@ struct ProbabilisticTensorDictModule::State {
         return d.has_rsample() ? d.rsample({}, options.generator())
                                : d.sample({}, options.generator());
     }
+    // The guard and the constructor let no other value through.
     TORCH_INTERNAL_ASSERT(false, "unknown interaction type ", to_string(type));
   }
 };
@@ -155,6 +172,8 @@ std::shared_ptr<const State> make_state(std::vector<NestedKey> in_keys,
   TORCH_CHECK_VALUE(factory != nullptr,
                     "ProbabilisticTensorDictModule: the distribution factory "
                     "is empty");
+  check_known(options.default_interaction_type(),
+              "ProbabilisticTensorDictModule: default_interaction_type ");
   TORCH_CHECK_VALUE(options.n_empirical_estimate() >= 1,
                     "ProbabilisticTensorDictModule: n_empirical_estimate must "
                     "be positive, got ",
