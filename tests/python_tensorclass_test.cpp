@@ -12,26 +12,18 @@
 #include <vector>
 
 #include "python_reference.h"
+#include "tensorclass_test_util.h"
 #include "test_util.h"
 
 namespace {
 
-struct Next : tensordict::TensorClass<Next> {
-  TENSORDICT_TENSORCLASS(Next)
-  TENSORDICT_FIELDS(obs, reward, done)
-};
-
-struct Transition : tensordict::TensorClass<Transition> {
-  TENSORDICT_TENSORCLASS(Transition)
-  TENSORDICT_FIELDS(obs, action)
-  TENSORDICT_CLASS_FIELDS(Next, next)
-};
-
 using tensordict::TensorDict;
 using tensordict_test::kSkipMessage;
+using tensordict_test::Next;
 using tensordict_test::PyRef;
 using tensordict_test::RunPython;
 using tensordict_test::TempDir;
+using tensordict_test::Transition;
 
 // The same classes in Python. "write DIR": the full transition under
 // DIR/full and one whose `next` is None under DIR/none. "read DIR": loads

@@ -13,27 +13,19 @@
 #include <vector>
 
 #include "fs_util.h"
+#include "tensorclass_test_util.h"
 #include "test_util.h"
 
 namespace {
-
-struct Next : tensordict::TensorClass<Next> {
-  TENSORDICT_TENSORCLASS(Next)
-  TENSORDICT_FIELDS(obs, reward, done)
-};
-
-struct Transition : tensordict::TensorClass<Transition> {
-  TENSORDICT_TENSORCLASS(Transition)
-  TENSORDICT_FIELDS(obs, action)
-  TENSORDICT_CLASS_FIELDS(Next, next)
-};
 
 using tensordict::TensorDict;
 using tensordict_test::ExpectThrowsMsg;
 using tensordict_test::ExpectUnchanged;
 using tensordict_test::Keys;
+using tensordict_test::Next;
 using tensordict_test::TakeSnapshot;
 using tensordict_test::TempDir;
+using tensordict_test::Transition;
 using namespace torch::indexing;  // NOLINT(google-build-using-namespace)
 
 TensorDict MakeDict(int64_t n) {
