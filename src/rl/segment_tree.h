@@ -172,17 +172,10 @@ class SegmentTree {
     }
   }
   [[nodiscard]] double root() const { return nodes_.data()[0]; }
-  /// Every node the identity (the leaves too, unless shared).
-  void reset() {
-    nodes_.fill(Op::identity());
-    // Adopted leaves (a mapped file) are written only where they differ,
-    // so that the pages of rows never written stay clean.
-    if (!adopted_.defined()) return;
-    const double identity = Op::identity();
-    for (int64_t i = 0; i < adopted_.numel(); ++i) {
-      if (leaves_[i] != identity) leaves_[i] = identity;
-    }
-  }
+  /// Every node the identity (the leaves too, unless shared or adopted:
+  /// adopted leaves are a file that its owner resets, as
+  /// `TorchRLFiles::clear_masses` does).
+  void reset() { nodes_.fill(Op::identity()); }
 
   /// (Sum trees.) For each `mass[q]` in `[0, root())`, the smallest leaf `i` whose
   /// inclusive prefix sum exceeds it, written to `out[q]`. Leaves of
