@@ -1,0 +1,333 @@
+// EnvBase (tensordict/envs.h): TorchRL's reset/step/step_mdp calls and the
+// spec setters. The rollout loop is in rollout.cpp, the spec check in
+// check_env_specs.cpp.
+//
+// Every call that TorchRL makes out of place works here in a dict of its
+// own: `reset(td)` copies the leaves it will write before the hook writes
+// into them, and `step` gives the hook fresh "next" entries, so that no
+// tensor a caller holds is ever written. The hooks themselves write in
+// place into those dicts (`flags.h`: the done flags by bytes).
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/util/Exception.h>
+
+#include <utility>
+
+#include "core/names.h"
+#include "envs/flags.h"
+#include "rl/random.h"
+#include "tensordict/envs.h"
+
+namespace tensordict {
+
+using detail::dtype_name;
+using detail::shape_str;
+
+namespace {
+
+const char* const kReset = "_reset";
+const char* const kStep = "_step";
+
+Composite leaf_composite(const char* key, const SpecEntry& spec,
+                         c10::IntArrayRef batch) {
+  return Composite({{key, spec}},
+                   std::vector<int64_t>(batch.begin(), batch.end()));
+}
+
+}  // namespace
+
+EnvBase::EnvBase(std::vector<int64_t> batch_size, at::Device device)
+    : batch_size_(std::move(batch_size)),
+      device_(device),
+      observation_spec_(batch_size_, device),
+      action_spec_(batch_size_, device),
+      reward_spec_(batch_size_, device),
+      done_spec_(batch_size_, device),
+      state_spec_(batch_size_, device),
+      generator_(at::make_generator<at::CPUGeneratorImpl>(0)) {
+  for (const int64_t d : batch_size_) {
+    TORCH_CHECK_VALUE(d >= 0, "EnvBase: batch size ", shape_str(batch_size_),
+                      " has a negative dim");
+  }
+  std::vector<int64_t> flag_shape = batch_size_;
+  flag_shape.push_back(1);
+  reward_spec_.set("reward", Unbounded(flag_shape, at::kFloat, device));
+  done_spec_.set("done", Categorical(2, flag_shape, at::kBool, device));
+  done_spec_.set("terminated", Categorical(2, flag_shape, at::kBool, device));
+}
+
+// ---- Specs ----------------------------------------------------------------
+
+std::vector<NestedKey> EnvBase::observation_keys() const {
+  return observation_spec_.keys(true, true);
+}
+std::vector<NestedKey> EnvBase::action_keys() const {
+  return action_spec_.keys(true, true);
+}
+std::vector<NestedKey> EnvBase::reward_keys() const {
+  return reward_spec_.keys(true, true);
+}
+std::vector<NestedKey> EnvBase::done_keys() const {
+  return done_spec_.keys(true, true);
+}
+std::vector<NestedKey> EnvBase::state_keys() const {
+  return state_spec_.keys(true, true);
+}
+
+namespace {
+
+void check_spec_shape(const EnvBase& env, const char* what,
+                      const Composite& spec) {
+  TORCH_CHECK_VALUE(spec.shape() == env.batch_size(), env.name(), ": the ",
+                    what, " spec has shape ", shape_str(spec.shape()),
+                    ", but the env's batch size is ",
+                    shape_str(env.batch_size()));
+}
+
+}  // namespace
+
+void EnvBase::set_observation_spec(Composite spec) {
+  check_spec_shape(*this, "observation", spec);
+  observation_spec_ = std::move(spec);
+}
+void EnvBase::set_action_spec(Composite spec) {
+  check_spec_shape(*this, "action", spec);
+  action_spec_ = std::move(spec);
+}
+void EnvBase::set_action_spec(const SpecEntry& spec) {
+  set_action_spec(leaf_composite("action", spec, batch_size_));
+}
+void EnvBase::set_reward_spec(Composite spec) {
+  check_spec_shape(*this, "reward", spec);
+  reward_spec_ = std::move(spec);
+}
+void EnvBase::set_reward_spec(const SpecEntry& spec) {
+  set_reward_spec(leaf_composite("reward", spec, batch_size_));
+}
+void EnvBase::set_state_spec(Composite spec) {
+  check_spec_shape(*this, "state", spec);
+  state_spec_ = std::move(spec);
+}
+
+void EnvBase::set_done_spec(Composite spec) {
+  check_spec_shape(*this, "done", spec);
+  std::vector<int64_t> flag_shape = batch_size_;
+  flag_shape.push_back(1);
+  for (const auto& entry : spec.entries()) {
+    const std::string& key = entry.first;
+    TORCH_CHECK_VALUE(
+        key == "done" || key == "terminated" || key == "truncated", name(),
+        ": the done spec holds \"done\", \"terminated\" ",
+        "and \"truncated\", got a key \"", key, "\"");
+    const TensorSpec& leaf = entry.second.leaf();
+    TORCH_CHECK_VALUE(leaf.dtype() == at::kBool && leaf.shape() == flag_shape,
+                      name(), ": the done entry \"", key,
+                      "\" must be a bool spec of shape ", shape_str(flag_shape),
+                      ", got ", dtype_name(leaf.dtype()), " of shape ",
+                      shape_str(leaf.shape()));
+  }
+  // TorchRL's _create_done_specs: "done" alone gets a "terminated" like it,
+  // and "terminated" alone a "done".
+  if (spec.contains("done") && !spec.contains("terminated")) {
+    spec.set("terminated", spec.get("done"));
+  } else if (spec.contains("terminated") && !spec.contains("done")) {
+    spec.set("done", spec.get("terminated"));
+  }
+  TORCH_CHECK_VALUE(
+      spec.contains("done"), name(),
+      ": the done spec needs a \"done\" or a \"terminated\" entry");
+  done_spec_ = std::move(spec);
+}
+
+// ---- Working dicts -----------------------------------------------------------
+
+TensorDict EnvBase::zeros_of(
+    std::initializer_list<const Composite*> specs) const {
+  TensorDict out(batch_size_, device_);
+  for (const Composite* spec : specs) {
+    for (const NestedKey& key : spec->keys(true, true)) {
+      if (!out.contains(key)) out.set(key, spec->leaf(key).zero());
+    }
+  }
+  return out;
+}
+
+TensorDict EnvBase::fake_tensordict() const {
+  TensorDict root =
+      zeros_of({&observation_spec_, &state_spec_, &action_spec_, &done_spec_});
+  root.set("next", zeros_of({&observation_spec_, &reward_spec_, &done_spec_}));
+  return root;
+}
+
+void EnvBase::complete_done(const TensorDict& next) const {
+  const at::Tensor done = next.get("done");
+  if (done_spec_.contains("terminated")) {
+    detail::or_flags(done, next.get("terminated"));
+  }
+  if (done_spec_.contains("truncated")) {
+    detail::or_flags(done, next.get("truncated"));
+  }
+}
+
+void EnvBase::reset_rows(const TensorDict& work, const at::Tensor& mask) {
+  for (const auto& entry : done_spec_.entries()) {
+    detail::clear_flags(work.get(entry.first), mask);
+  }
+  if (mask.defined()) work.set(kReset, mask);
+  try {
+    reset_impl(work);
+  } catch (...) {
+    if (mask.defined() && work.contains(kReset)) work.erase(kReset);
+    throw;
+  }
+  if (mask.defined()) work.erase(kReset);
+  for (const auto& entry : done_spec_.entries()) {
+    TORCH_CHECK(!detail::any_flag(work.get(entry.first), mask), name(),
+                ": the done entry \"", entry.first,
+                "\" was true after a reset of that env, which TorchRL "
+                "does not allow");
+  }
+}
+
+// ---- TorchRL's calls ----------------------------------------------------------
+
+namespace {
+
+void check_batch(const EnvBase& env, const char* call, const TensorDict& td) {
+  TORCH_CHECK_VALUE(td.batch_size() == env.batch_size(), env.name(), "::", call,
+                    ": expected a dict of batch size ",
+                    shape_str(env.batch_size()), ", got ",
+                    shape_str(td.batch_size()));
+}
+
+}  // namespace
+
+TensorDict EnvBase::reset() {
+  TensorDict work = zeros_of({&observation_spec_, &state_spec_, &done_spec_});
+  reset_rows(work, at::Tensor());
+  return work;
+}
+
+TensorDict EnvBase::own_input(const TensorDict& td, const char* call,
+                              bool spec_keys_only) const {
+  check_batch(*this, call, td);
+  TensorDict work(batch_size_, device_);
+  for (const Composite* spec :
+       {&observation_spec_, &state_spec_, &done_spec_}) {
+    for (const NestedKey& key : spec->keys(true, true)) {
+      if (work.contains(key)) continue;
+      const TensorSpec& leaf = spec->leaf(key);
+      if (!td.contains(key) || !td.get_entry(key).is_tensor()) {
+        work.set(key, leaf.zero());
+        continue;
+      }
+      const at::Tensor value = td.get(key);
+      TORCH_CHECK_VALUE(value.sizes() == leaf.shape(), name(), "::", call,
+                        ": key ", key.str(), ": expected shape ",
+                        shape_str(leaf.shape()), ", got ",
+                        shape_str(value.sizes()));
+      work.set(key, value.to(leaf.device(), leaf.dtype(), false, true,
+                             at::MemoryFormat::Contiguous));
+    }
+  }
+  if (!spec_keys_only) {
+    for (const NestedKey& key : td.keys(true, true)) {
+      if (key.front() == "next" || work.contains(key)) continue;
+      work.set(key, td.get(key).clone(at::MemoryFormat::Contiguous));
+    }
+  }
+  return work;
+}
+
+TensorDict EnvBase::reset(const TensorDict& td) {
+  check_batch(*this, "reset", td);
+  at::Tensor mask;
+  if (td.contains(kReset)) {
+    mask = detail::checked_mask(td.get(kReset), batch_size_,
+                                name() + "::reset: \"_reset\"");
+  }
+  // The hook writes into copies of what `td` holds, so that nothing a
+  // caller holds changes.
+  const TensorDict work = own_input(td, "reset", true);
+  reset_rows(work, mask);
+  if (td.contains(kReset)) td.erase(kReset);
+  td.update(work);
+  return td;
+}
+
+TensorDict EnvBase::step(const TensorDict& td) {
+  check_batch(*this, "step", td);
+  for (const NestedKey& key : action_keys()) {
+    TORCH_CHECK_VALUE(td.contains(key), name(), "::step: the action key ",
+                      key.str(), " is missing");
+  }
+  TensorDict next = zeros_of({&observation_spec_, &reward_spec_, &done_spec_});
+  step_impl(td, next);
+  complete_done(next);
+  if (td.contains("next") && td.get_entry("next").is_tensordict()) {
+    // TorchRL: entries of a "next" already there that the step does not
+    // write stay.
+    const TensorDict preset = td.get_tensordict("next");
+    for (const NestedKey& key : preset.keys(true, true)) {
+      if (!next.contains(key)) next.set(key, preset.get(key));
+    }
+  }
+  td.set("next", next);
+  return td;
+}
+
+TensorDict EnvBase::step_mdp(const TensorDict& td) const {
+  check_batch(*this, "step_mdp", td);
+  TORCH_CHECK_VALUE(td.contains("next") && td.get_entry("next").is_tensordict(),
+                    name(), "::step_mdp: the dict has no \"next\" sub-dict");
+  std::vector<NestedKey> excluded = {"next", kReset, kStep};
+  for (const NestedKey& key : reward_keys()) excluded.push_back(key);
+  for (const NestedKey& key : done_keys()) excluded.push_back(key);
+  TensorDict out = td.exclude(excluded);
+  const TensorDict next = td.get_tensordict("next");
+  for (const auto* keys : {&observation_spec_, &done_spec_}) {
+    for (const NestedKey& key : keys->keys(true, true)) {
+      if (next.contains(key)) out.set(key, next.get(key));
+    }
+  }
+  return out;
+}
+
+TensorDict EnvBase::maybe_reset(const TensorDict& td) {
+  check_batch(*this, "maybe_reset", td);
+  if (!td.contains("done")) return td;
+  const at::Tensor done = td.get("done");
+  if (!detail::any_flag(done, at::Tensor())) return td;
+  td.set(kReset, done.to(at::kBool).clone(at::MemoryFormat::Contiguous));
+  return reset(td);
+}
+
+std::pair<TensorDict, TensorDict> EnvBase::step_and_maybe_reset(
+    const TensorDict& td) {
+  TensorDict stepped = step(td);
+  TensorDict next = maybe_reset(step_mdp(stepped));
+  return {stepped, next};
+}
+
+TensorDict EnvBase::rand_action(const c10::optional<TensorDict>& td) {
+  TensorDict out = td.has_value() ? *td : TensorDict(batch_size_, device_);
+  check_batch(*this, "rand_action", out);
+  for (const NestedKey& key : action_keys()) {
+    out.set(key, action_spec_.leaf(key).rand({}, generator_));
+  }
+  return out;
+}
+
+TensorDict EnvBase::rand_step(const c10::optional<TensorDict>& td) {
+  return step(rand_action(td));
+}
+
+uint64_t EnvBase::set_seed(uint64_t seed) {
+  set_seed_impl(seed);
+  // The base's own draws (random actions) follow the seed too, from a
+  // stream of their own.
+  generator_.set_current_seed(detail::Generator(seed ^ 0x5eedULL)());
+  return detail::Generator(seed)();
+}
+
+}  // namespace tensordict
