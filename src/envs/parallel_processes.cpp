@@ -1,0 +1,419 @@
+// The worker processes of a ParallelEnv (envs/parallel_workers.h): forked
+// at construction, each makes its envs and loops on a process-shared
+// semaphore. The batch they read and write is one anonymous shared mapping
+// (inputs, next step, reset data, and a slot per worker: command, status,
+// error text), which each call fills from the caller's dicts and copies
+// back once all succeeded. The caller waits on each worker's semaphore in
+// slices of 50 ms, checking with waitpid that the worker lives; a worker
+// dies with its parent (PR_SET_PDEATHSIG).
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <c10/util/StringUtil.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "core/row_copy.h"
+#include "envs/batched.h"
+#include "envs/parallel_workers.h"
+#include "envs/row_views.h"
+
+namespace tensordict {
+namespace detail {
+
+namespace {
+
+// A worker's slot in the shared mapping.
+struct Slot {
+  sem_t go;
+  sem_t done;
+  int cmd;
+  int64_t failed;  // the env that threw, or -1
+  uint64_t seed;
+  char error[4096];
+};
+
+// An anonymous shared mapping, unmapped with its owner (in each process).
+struct SharedMap {
+  void* base = MAP_FAILED;
+  size_t bytes = 0;
+  explicit SharedMap(size_t n) : bytes(n) {
+    base = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                -1, 0);
+    TORCH_CHECK(base != MAP_FAILED, "ParallelEnv: mmap of ", n,
+                " shared bytes failed: ", std::strerror(errno));
+  }
+  ~SharedMap() {
+    if (base != MAP_FAILED) munmap(base, bytes);
+  }
+  SharedMap(const SharedMap&) = delete;
+  SharedMap& operator=(const SharedMap&) = delete;
+};
+
+// The shared batch: each key of `specs` as a tensor in the mapping.
+struct SharedLayout {
+  struct Leaf {
+    NestedKey key;
+    std::vector<int64_t> shape;
+    at::ScalarType dtype;
+    size_t offset;
+  };
+  std::vector<Leaf> leaves;
+  size_t bytes = 0;
+  void add(const NestedKey& key, std::vector<int64_t> shape,
+           at::ScalarType dtype) {
+    bytes = (bytes + 63) / 64 * 64;
+    leaves.push_back({key, shape, dtype, bytes});
+    bytes += static_cast<size_t>(c10::multiply_integers(shape)) *
+             c10::elementSize(dtype);
+  }
+  void add_specs(std::initializer_list<const Composite*> specs) {
+    for (const Composite* spec : specs) {
+      for (const NestedKey& key : spec->keys(true, true)) {
+        bool seen = false;
+        for (const Leaf& leaf : leaves) seen = seen || leaf.key == key;
+        if (seen) continue;
+        const TensorSpec& leaf = spec->leaf(key);
+        add(key, std::vector<int64_t>(leaf.shape().begin(), leaf.shape().end()),
+            leaf.dtype());
+      }
+    }
+  }
+  [[nodiscard]] TensorDict dict(char* base, c10::IntArrayRef batch) const {
+    TensorDict out(batch);
+    for (const Leaf& leaf : leaves) {
+      out.set(leaf.key, at::from_blob(base + leaf.offset, leaf.shape,
+                                      at::TensorOptions().dtype(leaf.dtype)));
+    }
+    return out;
+  }
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
+struct ProcessWorkers final : ParallelEnv::Workers {
+  ProcessWorkers(int64_t n, int64_t workers, const EnvFactory& factory,
+                 const EnvBase& meta, double timeout)
+      : timeout_s(timeout) {
+    num_envs = n;
+    const std::vector<int64_t> row(meta.batch_size().begin(),
+                                   meta.batch_size().end());
+    per_env = c10::multiply_integers(row);
+    const std::vector<int64_t> batch = batched_shape(meta, n);
+    batch_ = batch;
+    // The batch's specs, as the ParallelEnv's.
+    const c10::IntArrayRef shape(batch);
+    const Composite obs = meta.observation_spec().expand(shape);
+    const Composite state = meta.state_spec().expand(shape);
+    const Composite action = meta.action_spec().expand(shape);
+    const Composite reward = meta.reward_spec().expand(shape);
+    const Composite done = meta.done_spec().expand(shape);
+    std::vector<int64_t> flags = batch;
+    in_.add_specs({&action, &state});
+    in_.add("_step", batch, at::kBool);
+    next_.add_specs({&obs, &reward, &done});
+    reset_.add_specs({&obs, &state, &done});
+    flags.push_back(1);
+    reset_.add("_reset", flags, at::kBool);
+    const size_t slots =
+        (static_cast<size_t>(workers) * sizeof(Slot) + 63) / 64 * 64;
+    map_ = std::make_unique<SharedMap>(slots + in_.bytes + next_.bytes +
+                                       reset_.bytes + 64 * 3);
+    auto* base = static_cast<char*>(map_->base);
+    slots_ = reinterpret_cast<Slot*>(base);
+    char* in_base = base + slots;
+    char* next_base = in_base + (in_.bytes + 63) / 64 * 64;
+    char* reset_base = next_base + (next_.bytes + 63) / 64 * 64;
+    shm_in = in_.dict(in_base, batch);
+    shm_next = next_.dict(next_base, batch);
+    shm_reset = reset_.dict(reset_base, batch);
+    for (int64_t w = 0; w < workers; ++w) {
+      Slot& slot = slots_[w];
+      TORCH_CHECK(
+          sem_init(&slot.go, 1, 0) == 0 && sem_init(&slot.done, 1, 0) == 0,
+          "ParallelEnv: sem_init failed: ", std::strerror(errno));
+    }
+    const pid_t parent = getpid();
+    for (int64_t w = 0; w < workers; ++w) {
+      const auto [begin, end] = env_range(w, workers, n);
+      const pid_t pid = fork();
+      TORCH_CHECK(pid >= 0, "ParallelEnv: fork failed: ", std::strerror(errno));
+      if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(1);
+        try {
+          child_main(w, begin, end, factory, row);
+        } catch (...) {  // NOLINT(bugprone-empty-catch): never unwind here
+        }
+        _exit(1);
+      }
+      pids_.push_back(pid);
+      ranges_.emplace_back(begin, end);
+    }
+    // Each worker reports once its envs are made.
+    std::string error;
+    for (size_t w = 0; w < pids_.size(); ++w) {
+      wait_worker(w, "construction");
+      if (error.empty() && slots_[w].failed >= 0) {
+        error = "ParallelEnv: env " + std::to_string(slots_[w].failed) +
+                " could not be made: " + slots_[w].error;
+      }
+      if (!broken.empty()) break;
+    }
+    if (error.empty()) error = broken;
+    if (!error.empty()) {
+      close();
+      TORCH_CHECK(false, error);
+    }
+  }
+  ~ProcessWorkers() override { close(); }
+
+  [[noreturn]] void child_main(int64_t w, int64_t begin, int64_t end,
+                               const EnvFactory& factory,
+                               const std::vector<int64_t>& row) {
+    Slot& slot = slots_[w];
+    std::vector<std::unique_ptr<EnvBase>> envs;
+    slot.failed = -1;
+    for (int64_t e = begin; e < end && slot.failed < 0; ++e) {
+      try {
+        envs.push_back(factory());
+        TORCH_CHECK_VALUE(envs.back() != nullptr,
+                          "the factory returned no env");
+      } catch (...) {
+        write_error(slot, e, current_message());
+      }
+    }
+    sem_post(&slot.done);
+    if (slot.failed >= 0) _exit(0);
+    RowViews in(begin, end, row), out(begin, end, row), reset(begin, end, row);
+    const std::vector<TensorDict>& in_rows = in.of(shm_in);
+    const std::vector<TensorDict>& out_rows = out.of(shm_next);
+    const std::vector<TensorDict>& reset_rows = reset.of(shm_reset);
+    for (;;) {
+      while (sem_wait(&slot.go) != 0) {
+        if (errno != EINTR) _exit(1);
+      }
+      const auto cmd = static_cast<Command>(slot.cmd);
+      if (cmd == Command::kClose) break;
+      std::string error;
+      uint64_t seed = slot.seed;
+      const std::vector<TensorDict>* rows =
+          cmd == Command::kReset ? &reset_rows : &in_rows;
+      slot.failed = run_share(cmd, envs, begin, rows, &out_rows, per_env, seed,
+                              error, nullptr);
+      slot.seed = seed;
+      if (slot.failed >= 0) write_error(slot, slot.failed, error);
+      sem_post(&slot.done);
+    }
+    envs.clear();
+    _exit(0);
+  }
+
+  static void write_error(Slot& slot, int64_t env, const std::string& message) {
+    slot.failed = env;
+    const size_t n = std::min(message.size(), sizeof(slot.error) - 1);
+    std::memcpy(slot.error, message.data(), n);
+    slot.error[n] = '\0';
+  }
+
+  // Waits for worker `w`'s done semaphore; on death or timeout sets
+  // `broken` (and kills a stuck worker) and returns false.
+  bool wait_worker(size_t w, const std::string& what) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (;;) {
+      timespec until{};
+      clock_gettime(CLOCK_REALTIME, &until);
+      until.tv_nsec += 50 * 1000 * 1000;
+      if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec += 1;
+        until.tv_nsec -= 1000000000L;
+      }
+      if (sem_timedwait(&slots_[w].done, &until) == 0) return true;
+      if (errno != ETIMEDOUT && errno != EINTR) {
+        broken = std::string("ParallelEnv: sem_timedwait failed: ") +
+                 std::strerror(errno);
+        return false;
+      }
+      int status = 0;
+      if (pids_[w] > 0 && waitpid(pids_[w], &status, WNOHANG) == pids_[w]) {
+        broken = "ParallelEnv: worker " + std::to_string(w) + " (pid " +
+                 std::to_string(pids_[w]) + ") died: " +
+                 (WIFSIGNALED(status)
+                      ? "signal " + std::to_string(WTERMSIG(status))
+                      : "exit status " + std::to_string(WEXITSTATUS(status)));
+        pids_[w] = -pids_[w];  // reaped
+        return false;
+      }
+      if (seconds_since(t0) > timeout_s) {
+        broken = "ParallelEnv: worker " + std::to_string(w) + " (pid " +
+                 std::to_string(pids_[w]) + ", envs " +
+                 std::to_string(ranges_[w].first) + " to " +
+                 std::to_string(ranges_[w].second - 1) + ") did not finish " +
+                 what + " within " + c10::str(timeout_s) + " s";
+        kill(pids_[w], SIGKILL);
+        return false;
+      }
+    }
+  }
+
+  void run(Command cmd, const TensorDict* td, const TensorDict* next,
+           uint64_t& seed) override {
+    check_usable();
+    const TensorDict* shm = cmd == Command::kReset ? &shm_reset : &shm_in;
+    if (cmd != Command::kSeed) {
+      // The caller's inputs into the shared batch (a missing mask: all).
+      for (const NestedKey& key : shm->keys(true, true)) {
+        const at::Tensor dst = shm->get(key);
+        if (td->contains(key)) {
+          copy_in(dst, td->get(key));
+        } else if (key.front() == "_reset" || key.front() == "_step") {
+          dst.fill_(true);
+        }
+      }
+    }
+    const size_t workers = pids_.size();
+    std::vector<bool> started(workers, false);
+    for (size_t w = 0; w < workers; ++w) {
+      if (cmd == Command::kSeed) break;
+      slots_[w].cmd = static_cast<int>(cmd);
+      slots_[w].failed = -1;
+      sem_post(&slots_[w].go);
+      started[w] = true;
+    }
+    int64_t failed = -1;
+    std::string error;
+    for (size_t w = 0; w < workers; ++w) {
+      if (cmd == Command::kSeed) {
+        // Each env's seed is the previous env's result: one worker after
+        // the other.
+        slots_[w].cmd = static_cast<int>(cmd);
+        slots_[w].seed = seed;
+        slots_[w].failed = -1;
+        sem_post(&slots_[w].go);
+      }
+      if (!wait_worker(w, call_name(cmd, steps))) {
+        // Wait for the others too, so that none runs on.
+        for (size_t o = w + 1; o < workers; ++o) {
+          if (started[o] && pids_[o] > 0) {
+            const std::string keep = broken;
+            wait_worker(o, call_name(cmd, steps));
+            broken = keep;
+          }
+        }
+        TORCH_CHECK(false, broken);
+      }
+      if (cmd == Command::kSeed) seed = slots_[w].seed;
+      if (slots_[w].failed >= 0 && failed < 0) {
+        failed = slots_[w].failed;
+        error = slots_[w].error;
+      }
+      if (cmd == Command::kSeed && failed >= 0) break;
+    }
+    if (failed >= 0) TORCH_CHECK(false, failure(failed, cmd, steps, error));
+    // All succeeded: the results into the caller's dicts.
+    if (cmd == Command::kStep) {
+      for (const NestedKey& key : next->keys(true, true)) {
+        if (shm_next.contains(key)) copy_in(next->get(key), shm_next.get(key));
+      }
+    } else if (cmd == Command::kReset) {
+      for (const NestedKey& key : td->keys(true, true)) {
+        if (key.front() != "_reset" && shm_reset.contains(key)) {
+          copy_in(td->get(key), shm_reset.get(key));
+        }
+      }
+    }
+  }
+
+  static void copy_in(const at::Tensor& dst, const at::Tensor& src) {
+    if (dst.is_contiguous() && src.is_contiguous() &&
+        dst.scalar_type() == src.scalar_type() && src.device().is_cpu() &&
+        dst.device().is_cpu() && dst.numel() == src.numel()) {
+      copy_bytes(static_cast<char*>(dst.data_ptr()),
+                 static_cast<const char*>(src.data_ptr()),
+                 static_cast<size_t>(src.nbytes()));
+      bump(version_of(dst));
+      return;
+    }
+    dst.copy_(src.reshape(dst.sizes()));
+  }
+
+  void close() override {
+    if (slots_ == nullptr) return;
+    for (size_t w = 0; w < pids_.size(); ++w) {
+      if (pids_[w] <= 0) continue;
+      slots_[w].cmd = static_cast<int>(Command::kClose);
+      sem_post(&slots_[w].go);
+    }
+    // Each worker gets a second to exit, then SIGKILL; all are reaped.
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t w = 0; w < pids_.size(); ++w) {
+      if (pids_[w] <= 0) continue;
+      int status = 0;
+      for (;;) {
+        const pid_t r = waitpid(pids_[w], &status, WNOHANG);
+        if (r == pids_[w] || (r < 0 && errno != EINTR)) break;
+        if (seconds_since(t0) > 1.0) {
+          kill(pids_[w], SIGKILL);
+          while (waitpid(pids_[w], &status, 0) < 0 && errno == EINTR) {
+          }
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      pids_[w] = -pids_[w];
+    }
+    for (size_t w = 0; w < pids_.size(); ++w) {
+      sem_destroy(&slots_[w].go);
+      sem_destroy(&slots_[w].done);
+    }
+    if (broken.empty()) broken = "ParallelEnv: closed";
+    shm_in = TensorDict();
+    shm_next = TensorDict();
+    shm_reset = TensorDict();
+    slots_ = nullptr;
+    map_.reset();
+  }
+
+  [[nodiscard]] std::vector<int64_t> pids() const override {
+    std::vector<int64_t> out;
+    for (const pid_t pid : pids_) out.push_back(pid > 0 ? pid : -pid);
+    return out;
+  }
+
+  double timeout_s;
+  int64_t per_env = 1;
+  std::vector<int64_t> batch_;
+  SharedLayout in_, next_, reset_;
+  std::unique_ptr<SharedMap> map_;
+  Slot* slots_ = nullptr;
+  TensorDict shm_in, shm_next, shm_reset;
+  std::vector<pid_t> pids_;
+  std::vector<std::pair<int64_t, int64_t>> ranges_;
+};
+
+}  // namespace
+
+std::unique_ptr<ParallelEnv::Workers> make_process_workers(
+    int64_t n, int64_t workers, const EnvFactory& factory, const EnvBase& meta,
+    double timeout) {
+  return std::make_unique<ProcessWorkers>(n, workers, factory, meta, timeout);
+}
+
+}  // namespace detail
+}  // namespace tensordict

@@ -1,0 +1,77 @@
+// Internal: the workers of a ParallelEnv (tensordict/envs.h), threads
+// (parallel_threads.cpp) or forked processes (parallel_processes.cpp),
+// behind one interface, and what both run.
+//
+// A call (reset, step, seed) is published to every worker and the caller
+// waits for all of them, with the options' timeout; each worker catches
+// what its envs throw, and the caller raises the failure of the lowest env
+// once every worker is done, so no worker is ever left running a call
+// behind the caller's back (but a stuck one, past the timeout).
+#pragma once
+
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensordict/envs.h"
+
+namespace tensordict {
+
+namespace detail {
+
+enum class Command : int { kReset = 0, kStep = 1, kSeed = 2, kClose = 3 };
+
+/// The message of the exception in flight (inside a catch block).
+std::string current_message();
+/// What a call is, for errors: "step 17", "reset", "set_seed".
+std::string call_name(Command cmd, int64_t step);
+/// "ParallelEnv: env 3 failed at step 17: <message>".
+std::string failure(int64_t env, Command cmd, int64_t step,
+                    const std::string& message);
+/// The env range [begin, end) of worker `w` of `workers` over `n` envs.
+std::pair<int64_t, int64_t> env_range(int64_t w, int64_t workers, int64_t n);
+/// Runs `cmd` on `envs` (envs begin, begin + 1, ...) with their row dicts
+/// `in` and `out` (`in` holds the call's "_reset" or "_step" mask, whose
+/// rows are `per_env` flags each: an env with no row set is skipped).
+/// Returns the index of the env that threw, its message in `error`, or -1.
+/// `seed` is the first env's seed on the way in and the next one's on the
+/// way out. `current`, when given, follows the env being run.
+int64_t run_share(Command cmd, std::vector<std::unique_ptr<EnvBase>>& envs,
+                  int64_t begin, const std::vector<TensorDict>* in,
+                  const std::vector<TensorDict>* out, int64_t per_env,
+                  uint64_t& seed, std::string& error,
+                  std::atomic<int64_t>* current);
+
+}  // namespace detail
+
+struct ParallelEnv::Workers {
+  virtual ~Workers() = default;
+  /// Runs `cmd`: `td` is the reset dict or the step's input, `next` the
+  /// step's output. Throws the first env's failure.
+  virtual void run(detail::Command cmd, const TensorDict* td,
+                   const TensorDict* next, uint64_t& seed) = 0;
+  virtual void close() = 0;
+  [[nodiscard]] virtual std::vector<int64_t> pids() const { return {}; }
+
+  int64_t num_envs = 0;
+  int64_t steps = 0;   // step calls so far
+  std::string broken;  // set once a call left the workers unusable
+  void check_usable() const { TORCH_CHECK(broken.empty(), broken); }
+};
+
+namespace detail {
+
+std::unique_ptr<ParallelEnv::Workers> make_thread_workers(
+    int64_t n, int64_t workers, const EnvFactory& factory,
+    const std::vector<int64_t>& row_batch, double timeout);
+std::unique_ptr<ParallelEnv::Workers> make_process_workers(
+    int64_t n, int64_t workers, const EnvFactory& factory, const EnvBase& meta,
+    double timeout);
+
+}  // namespace detail
+}  // namespace tensordict

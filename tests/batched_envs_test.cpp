@@ -1,0 +1,268 @@
+// SerialEnv and ParallelEnv (tensordict/envs.h): batched specs, the same
+// rollouts as the envs they batch, partial resets, and the fault model of
+// ParallelEnv (an env that throws, a killed worker, a stuck worker, the
+// destructor), with threads and with processes.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <tensordict/tensordict.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+using tensordict::CartPoleEnv;
+using tensordict::Categorical;
+using tensordict::Composite;
+using tensordict::EnvBase;
+using tensordict::EnvFactory;
+using tensordict::NestedKey;
+using tensordict::ParallelEnv;
+using tensordict::ParallelEnvOptions;
+using tensordict::PendulumEnv;
+using tensordict::RolloutOptions;
+using tensordict::SerialEnv;
+using tensordict::TensorDict;
+using tensordict::Unbounded;
+using tensordict_test::ExpectThrowsMsg;
+using tensordict_test::ExpectUnchanged;
+using tensordict_test::TakeSnapshot;
+
+namespace {
+
+// One counter: "obs" counts the steps since the reset. The action picks
+// what a step does: 0 counts, 1 hangs for `hang_s` seconds, 2 throws. A
+// reset throws when the state "trigger" of its row is set. Resets are
+// counted in the observation "resets".
+class FaultEnv final : public EnvBase {
+ public:
+  explicit FaultEnv(double hang_s) : EnvBase({}), hang_s_(hang_s) {
+    set_observation_spec(
+        Composite({{"obs", Unbounded({1})}, {"resets", Unbounded({1})}}, {}));
+    // The step reads "obs" and "resets" back (as PendulumEnv its state):
+    // worker processes see the action and state keys only.
+    set_state_spec(Composite({{"obs", Unbounded({1})},
+                              {"resets", Unbounded({1})},
+                              {"trigger", Unbounded({1})}},
+                             {}));
+    set_action_spec(Categorical(3, {}));
+  }
+  [[nodiscard]] std::string name() const override { return "FaultEnv"; }
+
+ protected:
+  void reset_impl(const TensorDict& td) override {
+    TORCH_CHECK(td.get("trigger").item<float>() == 0.0F, "reset boom");
+    td.get("obs").zero_();
+    td.get("resets").add_(1.0);
+  }
+  void step_impl(const TensorDict& td, const TensorDict& next) override {
+    const int64_t action = td.get("action").item<int64_t>();
+    if (action == 1) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(hang_s_));
+    }
+    TORCH_CHECK(action != 2, "step boom");
+    next.get("obs").copy_(td.get("obs") + 1);
+    next.get("resets").copy_(td.get("resets"));
+  }
+  void set_seed_impl(uint64_t /*seed*/) override {}
+
+ private:
+  double hang_s_;
+};
+
+EnvFactory fault_factory(double hang_s) {
+  return [hang_s] { return std::make_unique<FaultEnv>(hang_s); };
+}
+
+EnvFactory cartpole_factory() {
+  return [] { return std::make_unique<CartPoleEnv>(); };
+}
+
+TensorDict with_actions(TensorDict td, std::vector<int64_t> actions) {
+  td.set("action", at::tensor(actions));
+  return td;
+}
+
+bool reaped(int64_t pid) {
+  return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+class ParallelModes : public ::testing::TestWithParam<bool> {
+ protected:
+  ParallelEnvOptions options() const {
+    return ParallelEnvOptions().processes(GetParam());
+  }
+};
+
+}  // namespace
+
+TEST(BatchedEnvs, SerialEnvBatchesItsEnvsSpecs) {
+  SerialEnv env(3, cartpole_factory());
+  EXPECT_EQ(env.batch_size(), c10::IntArrayRef({3}));
+  EXPECT_EQ(env.num_envs(), 3);
+  EXPECT_EQ(env.observation_spec().leaf("observation").shape(),
+            c10::IntArrayRef({3, 4}));
+  EXPECT_EQ(env.action_spec().leaf("action").shape(), c10::IntArrayRef({3, 2}));
+  EXPECT_EQ(env.done_spec().leaf("truncated").shape(),
+            c10::IntArrayRef({3, 1}));
+  tensordict::check_env_specs(env);
+}
+
+TEST(BatchedEnvs, SerialEnvRefusesEnvsWithOtherSpecs) {
+  int made = 0;
+  const EnvFactory factory = [&made]() -> std::unique_ptr<EnvBase> {
+    return std::make_unique<CartPoleEnv>(std::vector<int64_t>{}, made++ == 1);
+  };
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { SerialEnv env(2, factory); },
+      "SerialEnv: env 1's action spec differs from the first env's");
+}
+
+TEST(BatchedEnvs, SerialEnvResetsOnlyTheEnvsOfTheMask) {
+  SerialEnv env(3, fault_factory(0));
+  TensorDict td = env.reset();
+  EXPECT_TRUE(at::equal(td.get("resets"), at::ones({3, 1})));
+  td.set("_reset", at::tensor(std::vector<int64_t>{0, 1, 0}).to(at::kBool));
+  env.reset(td);
+  EXPECT_TRUE(
+      at::equal(td.get("resets").squeeze(-1), at::tensor({1.F, 2.F, 1.F})));
+}
+
+TEST_P(ParallelModes, RolloutsEqualSerialEnvsForTheSameSeed) {
+  SerialEnv serial(4, cartpole_factory());
+  ParallelEnv parallel(4, cartpole_factory(), options().num_workers(2));
+  serial.set_seed(11);
+  parallel.set_seed(11);
+  const auto opts = RolloutOptions().break_when_any_done(false);
+  const TensorDict a = serial.rollout(120, opts);
+  const TensorDict b = parallel.rollout(120, opts);
+  EXPECT_EQ(b.batch_size(), c10::IntArrayRef({4, 120}));
+  EXPECT_TRUE(a.allclose(b, 0, 0));
+  // Episodes ended and were reset on the way.
+  EXPECT_TRUE(b.get({"next", "done"}).any().item<bool>());
+}
+
+TEST_P(ParallelModes, PendulumRolloutsEqualSerialEnvs) {
+  const EnvFactory factory = [] { return std::make_unique<PendulumEnv>(); };
+  SerialEnv serial(3, factory);
+  ParallelEnv parallel(3, factory, options());
+  serial.set_seed(5);
+  parallel.set_seed(5);
+  const TensorDict a = serial.rollout(50);
+  const TensorDict b = parallel.rollout(50);
+  EXPECT_TRUE(a.allclose(b, 0, 0));
+}
+
+TEST_P(ParallelModes, AnEnvThatThrowsNamesItselfAndLeavesTheCallersDict) {
+  ParallelEnv env(4, fault_factory(0), options());
+  TensorDict td = with_actions(env.reset(), {0, 0, 0, 0});
+  env.step(td);
+  TensorDict next = with_actions(env.step_mdp(td), {0, 0, 2, 0});
+  const auto snapshot = TakeSnapshot(next);
+  ExpectThrowsMsg([&] { env.step(next); },
+                  "ParallelEnv: env 2 failed at step 2: step boom");
+  ExpectUnchanged(next, snapshot);
+  // The env stays usable.
+  next.set("action", at::zeros({4}, at::kLong));
+  env.step(next);
+  EXPECT_TRUE(at::equal(next.get({"next", "obs"}), at::full({4, 1}, 2.0F)));
+  // A reset that throws.
+  TensorDict again = env.step_mdp(next);
+  again.set("trigger", at::tensor({0.F, 1.F, 0.F, 1.F}).unsqueeze(-1));
+  ExpectThrowsMsg([&] { env.reset(again); },
+                  "ParallelEnv: env 1 failed at reset: reset boom");
+}
+
+TEST_P(ParallelModes, AFactoryThatThrowsFailsTheConstruction) {
+  // The meta env is made in the caller; the workers' envs fail.
+  auto made = std::make_shared<int>(0);
+  const EnvFactory factory = [made]() -> std::unique_ptr<EnvBase> {
+    TORCH_CHECK((*made)++ == 0, "nope");
+    return std::make_unique<CartPoleEnv>();
+  };
+  ExpectThrowsMsg([&] { ParallelEnv env(2, factory, options()); },
+                  "ParallelEnv: env 0 could not be made: nope");
+}
+
+TEST(BatchedEnvs, AKilledWorkerProcessFailsTheNextCallWithinASecond) {
+  std::vector<int64_t> pids;
+  {
+    ParallelEnv env(4, fault_factory(0), ParallelEnvOptions().processes(true));
+    pids = env.worker_pids();
+    ASSERT_EQ(pids.size(), 4U);
+    TensorDict td = with_actions(env.reset(), {0, 0, 0, 0});
+    ASSERT_EQ(kill(static_cast<pid_t>(pids[3]), SIGKILL), 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string died = "ParallelEnv: worker 3 (pid " +
+                             std::to_string(pids[3]) + ") died: signal 9";
+    ExpectThrowsMsg([&] { env.step(td); }, died);
+    EXPECT_LT(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count(),
+        1.0);
+    // Every later call says the same.
+    ExpectThrowsMsg([&] { (void)env.reset(); }, died);
+  }
+  // The destructor reaped every worker: no zombie is left.
+  for (const int64_t pid : pids) EXPECT_TRUE(reaped(pid)) << pid;
+}
+
+TEST(BatchedEnvs, AStuckWorkerProcessTimesOutAndIsKilled) {
+  std::vector<int64_t> pids;
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    ParallelEnv env(2, fault_factory(1000.0),
+                    ParallelEnvOptions().processes(true).timeout(0.3));
+    pids = env.worker_pids();
+    TensorDict td = with_actions(env.reset(), {0, 1});
+    ExpectThrowsMsg([&] { env.step(td); },
+                    "ParallelEnv: worker 1 (pid " + std::to_string(pids[1]) +
+                        ", envs 1 to 1) did not finish step 1 within 0.3 s");
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                .count(),
+            3.0);
+  for (const int64_t pid : pids) EXPECT_TRUE(reaped(pid)) << pid;
+}
+
+TEST(BatchedEnvs, AStuckWorkerThreadTimesOutAndTheDestructorReturns) {
+  ParallelEnv env(2, fault_factory(1.0),
+                  ParallelEnvOptions().num_workers(2).timeout(0.2));
+  TensorDict td = with_actions(env.reset(), {0, 1});
+  ExpectThrowsMsg([&] { env.step(td); },
+                  "ParallelEnv: env 1 did not finish step 1 within 0.2 s");
+  ExpectThrowsMsg([&] { env.step(td); },
+                  "ParallelEnv: env 1 did not finish step 1 within 0.2 s");
+}
+
+TEST(BatchedEnvs, TheDestructorReapsEveryWorkerProcess) {
+  std::vector<int64_t> pids;
+  {
+    ParallelEnv env(3, cartpole_factory(),
+                    ParallelEnvOptions().processes(true));
+    pids = env.worker_pids();
+    (void)env.rollout(10);
+  }
+  for (const int64_t pid : pids) EXPECT_TRUE(reaped(pid)) << pid;
+}
+
+TEST(BatchedEnvs, ParallelEnvChecksItsOptions) {
+  ExpectThrowsMsg<c10::ValueError>(
+      [] { ParallelEnv env(0, cartpole_factory()); },
+      "ParallelEnv: num_envs must be positive, got 0");
+  ExpectThrowsMsg<c10::ValueError>(
+      [] {
+        ParallelEnv env(2, cartpole_factory(), ParallelEnvOptions().timeout(0));
+      },
+      "ParallelEnv: timeout must be positive, got 0");
+}
+
+INSTANTIATE_TEST_SUITE_P(BatchedEnvs, ParallelModes, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& param) {
+                           return param.param ? "Processes" : "Threads";
+                         });
