@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <tensordict/envs.h>
 #include <tensordict/tensordict.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -180,7 +182,8 @@ TEST_P(ParallelModes, AnEnvThatThrowsNamesItselfAndLeavesTheCallersDict) {
 
 TEST_P(ParallelModes, AFactoryThatThrowsFailsTheConstruction) {
   // The meta env is made in the caller; the workers' envs fail.
-  auto made = std::make_shared<int>(0);
+  // With threads, the workers call the factory at the same time.
+  auto made = std::make_shared<std::atomic<int>>(0);
   const EnvFactory factory = [made]() -> std::unique_ptr<EnvBase> {
     TORCH_CHECK((*made)++ == 0, "nope");
     return std::make_unique<CartPoleEnv>();
@@ -231,13 +234,24 @@ TEST(BatchedEnvs, AStuckWorkerProcessTimesOutAndIsKilled) {
 }
 
 TEST(BatchedEnvs, AStuckWorkerThreadTimesOutAndTheDestructorReturns) {
-  ParallelEnv env(2, fault_factory(1.0),
-                  ParallelEnvOptions().num_workers(2).timeout(0.2));
-  TensorDict td = with_actions(env.reset(), {0, 1});
-  ExpectThrowsMsg([&] { env.step(td); },
-                  "ParallelEnv: env 1 did not finish step 1 within 0.2 s");
-  ExpectThrowsMsg([&] { env.step(td); },
-                  "ParallelEnv: env 1 did not finish step 1 within 0.2 s");
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    ParallelEnv env(2, fault_factory(1.0),
+                    ParallelEnvOptions().num_workers(2).timeout(0.2));
+    TensorDict td = with_actions(env.reset(), {0, 1});
+    ExpectThrowsMsg([&] { env.step(td); },
+                    "ParallelEnv: env 1 did not finish step 1 within 0.2 s");
+    ExpectThrowsMsg([&] { env.step(td); },
+                    "ParallelEnv: env 1 did not finish step 1 within 0.2 s");
+  }
+  // The destructor returned before the stuck step did (1 s), leaving the
+  // thread to finish it, detached.
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                .count(),
+            0.9);
+  // Let it finish before the process may exit (a thread still running
+  // then would meet LibTorch's static destructors).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
 }
 
 TEST(BatchedEnvs, TheDestructorReapsEveryWorkerProcess) {

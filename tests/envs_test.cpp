@@ -2,11 +2,13 @@
 // rollout's layouts and stop rules, the spec check, allocation, and the
 // library's CartPole and Pendulum.
 #include <gtest/gtest.h>
+#include <tensordict/envs.h>
 #include <tensordict/tensordict.h>
 
 #include <cmath>
 #include <vector>
 
+#include "alloc_util.h"
 #include "test_util.h"
 
 using tensordict::CartPoleEnv;

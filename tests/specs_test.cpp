@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "alloc_util.h"
 #include "test_util.h"
 
 namespace {

@@ -3,7 +3,7 @@
 // Brings in the whole public API (`NestedKey`, `TensorDict`, printing,
 // transfers between processes, persistence, tensor classes, modules and
 // module parameters, distributions and probabilistic modules, the replay
-// and rollout buffers, specs and environments, the version) plus
+// and rollout buffers, the version) plus
 // `<torch/types.h>`, so that code using the library can also write
 // `torch::rand(...)` and `torch::indexing::Slice` without further includes.
 // For faster compiles, translation units that only pass dicts around may
@@ -14,7 +14,6 @@
 
 #include "tensordict/distributed.h"
 #include "tensordict/distributions.h"
-#include "tensordict/envs.h"
 #include "tensordict/format.h"
 #include "tensordict/functional.h"
 #include "tensordict/jit.h"
@@ -25,7 +24,6 @@
 #include "tensordict/probabilistic.h"
 #include "tensordict/replay_buffer.h"
 #include "tensordict/rollout_buffer.h"
-#include "tensordict/specs.h"
 #include "tensordict/tensor_dict.h"
 #include "tensordict/tensorclass.h"
 #include "tensordict/version.h"
