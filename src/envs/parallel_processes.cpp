@@ -10,17 +10,17 @@
 #include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
 #include <semaphore.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <utility>
@@ -73,7 +73,7 @@ struct SharedLayout {
   };
   std::vector<Leaf> leaves;
   size_t bytes = 0;
-  void add(const NestedKey& key, std::vector<int64_t> shape,
+  void add(const NestedKey& key, const std::vector<int64_t>& shape,
            at::ScalarType dtype) {
     bytes = (bytes + 63) / 64 * 64;
     leaves.push_back({key, shape, dtype, bytes});
@@ -134,7 +134,7 @@ struct ProcessWorkers final : ParallelEnv::Workers {
     const size_t slots =
         (static_cast<size_t>(workers) * sizeof(Slot) + 63) / 64 * 64;
     map_ = std::make_unique<SharedMap>(slots + in_.bytes + next_.bytes +
-                                       reset_.bytes + 64 * 3);
+                                       reset_.bytes + size_t{64} * 3);
     auto* base = static_cast<char*>(map_->base);
     slots_ = reinterpret_cast<Slot*>(base);
     char* in_base = base + slots;
@@ -239,7 +239,7 @@ struct ProcessWorkers final : ParallelEnv::Workers {
     for (;;) {
       timespec until{};
       clock_gettime(CLOCK_REALTIME, &until);
-      until.tv_nsec += 50 * 1000 * 1000;
+      until.tv_nsec += 50L * 1000 * 1000;
       if (until.tv_nsec >= 1000000000L) {
         until.tv_sec += 1;
         until.tv_nsec -= 1000000000L;
@@ -362,21 +362,21 @@ struct ProcessWorkers final : ParallelEnv::Workers {
     }
     // Each worker gets a second to exit, then SIGKILL; all are reaped.
     const auto t0 = std::chrono::steady_clock::now();
-    for (size_t w = 0; w < pids_.size(); ++w) {
-      if (pids_[w] <= 0) continue;
+    for (pid_t& pid : pids_) {
+      if (pid <= 0) continue;
       int status = 0;
       for (;;) {
-        const pid_t r = waitpid(pids_[w], &status, WNOHANG);
-        if (r == pids_[w] || (r < 0 && errno != EINTR)) break;
+        const pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid || (r < 0 && errno != EINTR)) break;
         if (seconds_since(t0) > 1.0) {
-          kill(pids_[w], SIGKILL);
-          while (waitpid(pids_[w], &status, 0) < 0 && errno == EINTR) {
+          kill(pid, SIGKILL);
+          while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
           }
           break;
         }
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
-      pids_[w] = -pids_[w];
+      pid = -pid;
     }
     for (size_t w = 0; w < pids_.size(); ++w) {
       sem_destroy(&slots_[w].go);

@@ -78,7 +78,7 @@ void run_thread_share(ThreadState& s, ThreadShare& share) {
                            share.seed, share.error, &share.current);
 }
 
-void thread_main(std::shared_ptr<ThreadState> state, size_t w,
+void thread_main(const std::shared_ptr<ThreadState>& state, size_t w,
                  const EnvFactory* factory, std::promise<std::string>* made) {
   ThreadState& s = *state;
   ThreadShare& share = s.shares[w];

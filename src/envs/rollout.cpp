@@ -9,7 +9,9 @@
 //   2. `step_impl(work, next)`, then done |= terminated | truncated;
 //   3. `store[t] = work`: one indexed write into the `[T, *batch]` storage,
 //      which that write preallocates at t = 0 ("Lazy preallocation",
-//      tensor_dict.h) and fills by byte copies after;
+//      tensor_dict.h); after it, the storage seen as `[T * numel]` rows
+//      takes each step through one kept `RowWritePlan` (the replay
+//      storage's), a byte copy per leaf;
 //   4. TorchRL's step_mdp, in place: next's observations and flags are
 //      copied to the root (the storage already holds the step, so nothing
 //      that was handed out is overwritten);
@@ -22,8 +24,10 @@
 
 #include <vector>
 
+#include "core/internal.h"
 #include "core/names.h"
 #include "core/row_copy.h"
+#include "core/write_plan.h"
 #include "envs/flags.h"
 #include "tensordict/envs.h"
 
@@ -120,6 +124,32 @@ TensorDict EnvBase::run_rollout(int64_t max_steps, const Policy* policy,
   std::vector<int64_t> store_batch = {max_steps};
   store_batch.insert(store_batch.end(), batch_size_.begin(), batch_size_.end());
   const TensorDict store(store_batch, device_);
+  // Step t's rows of the storage as [T * numel] rows, through one plan
+  // made after the first write (which made the storage's leaves); a step
+  // whose keys differ from the plan's (a policy that adds an output late)
+  // goes through the indexed write, which allocates its new keys, and the
+  // plan is made again.
+  const int64_t numel = c10::multiply_integers(batch_size_);
+  const int64_t value_bd = batch_size_.empty() ? 0 : 1;
+  const bool flat_rows = batch_size_.size() <= 1;
+  detail::RowWritePlan plan;
+  detail::RowWritePlan::Sources sources;
+  auto write_step = [&](int64_t step, const TensorDict& value) {
+    if (flat_rows && !plan.empty()) {
+      try {
+        plan.bind("rollout", "step", detail::TensorDictImpl::of(value),
+                  value_bd, sources);
+        plan.write_rows(sources, value_bd, step * numel, 0, numel);
+        return;
+      } catch (const c10::Error&) {  // other keys: the indexed write below
+      }
+    }
+    store[step] = value;
+    if (flat_rows) {
+      plan = detail::RowWritePlan(store.reshape({max_steps * numel}),
+                                  "rollout storage");
+    }
+  };
 
   int64_t t = 0;
   for (;; ++t) {
@@ -144,7 +174,7 @@ TensorDict EnvBase::run_rollout(int64_t max_steps, const Policy* policy,
     }
     if (partial) work.erase(kStep);
     complete_done(next);
-    store[t] = work;
+    write_step(t, work);
     if (partial) {
       // The envs that are done repeat their last step (TorchRL's
       // torch.where over the step mask).

@@ -6,7 +6,8 @@
 namespace tensordict {
 namespace detail {
 
-RowViews::RowViews(int64_t begin, int64_t end, std::vector<int64_t> row_batch)
+RowViews::RowViews(int64_t begin, int64_t end,
+                   const std::vector<int64_t>& row_batch)
     : begin_(begin) {
   for (int64_t i = begin; i < end; ++i) rows_.emplace_back(row_batch);
 }

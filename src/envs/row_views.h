@@ -21,7 +21,7 @@ namespace detail {
 class RowViews {
  public:
   /// The rows [begin, end) of parents of batch `[n, *row_batch]`.
-  RowViews(int64_t begin, int64_t end, std::vector<int64_t> row_batch);
+  RowViews(int64_t begin, int64_t end, const std::vector<int64_t>& row_batch);
   /// The row dicts of `parent` (every leaf but those under "next"),
   /// `rows[i - begin]` for row `i`.
   const std::vector<TensorDict>& of(const TensorDict& parent);
