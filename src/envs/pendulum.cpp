@@ -110,6 +110,12 @@ void PendulumEnv::step_impl(const TensorDict& td, const TensorDict& next) {
   const float* l = param_t[5].data_ptr<float>();
   const bool* stepping =
       td.contains("_step") ? detail::flag_bytes(td.get("_step")) : nullptr;
+  // sin(th) from torch's kernel, as TorchRL's `th.sin()`: its vectorized
+  // sin (SLEEF) and std::sin differ by an ulp now and then, which parts the
+  // trajectories by 1e-5 within 200 steps. Into th_draw_, a scratch buffer
+  // outside reset_impl, so that a step allocates nothing.
+  at::sin_out(th_draw_, th_t.reshape({th_draw_.numel()}));
+  const float* sin_th = th_draw_.data_ptr<float>();
   float* next_th = next.get("th").data_ptr<float>();
   float* next_thdot = next.get("thdot").data_ptr<float>();
   float* reward = next.get("reward").data_ptr<float>();
@@ -122,8 +128,10 @@ void PendulumEnv::step_impl(const TensorDict& td, const TensorDict& next) {
     const float an = angle_normalize(th[e]);
     const float costs =
         an * an + 0.1F * (thdot[e] * thdot[e]) + 0.001F * (u * u);
-    const float gravity = 3.0F * g[e] / (2.0F * l[e]) * std::sin(th[e]);
-    const float torque = 3.0F / (m[e] * (l[e] * l[e])) * u;
+    const float gravity = 3.0F * g[e] / (2.0F * l[e]) * sin_th[e];
+    // TorchRL's `3.0 / (mass * length**2)` is Tensor.__rtruediv__:
+    // reciprocal(mass * length**2) * 3.0.
+    const float torque = 1.0F / (m[e] * (l[e] * l[e])) * 3.0F * u;
     float new_thdot = thdot[e] + (gravity + torque) * dt[e];
     new_thdot = std::min(std::max(new_thdot, -max_speed[e]), max_speed[e]);
     next_th[e] = angle_normalize(th[e] + new_thdot * dt[e]);
