@@ -69,7 +69,9 @@ class TensorSpec {
 
   /// The whole shape of the tensor described, batch dims included.
   [[nodiscard]] c10::IntArrayRef shape() const { return shape_; }
+  /// The dtype of the tensor described.
   [[nodiscard]] at::ScalarType dtype() const { return dtype_; }
+  /// The device of the tensor described.
   [[nodiscard]] at::Device device() const { return device_; }
   /// "continuous" or "discrete", as TorchRL's `domain`.
   [[nodiscard]] virtual std::string domain() const = 0;
@@ -106,9 +108,11 @@ class TensorSpec {
   [[nodiscard]] std::string repr() const;
   /// Same class, shape, dtype, device and space.
   bool operator==(const TensorSpec& other) const;
+  /// Not `==`.
   bool operator!=(const TensorSpec& other) const { return !(*this == other); }
 
  protected:
+  /// A spec of `shape`, `dtype` and `device` (for the subclasses).
   TensorSpec(std::vector<int64_t> shape, at::ScalarType dtype,
              at::Device device);
   /// The `space=...` part of the repr.
@@ -124,8 +128,11 @@ class TensorSpec {
   /// The shape of `value` ends with `shape()`; returns the batch dims before.
   [[nodiscard]] bool has_spec_shape(const at::Tensor& value) const;
 
+  /// The whole shape (`shape()`).
   std::vector<int64_t> shape_;
+  /// The dtype (`dtype()`).
   at::ScalarType dtype_;
+  /// The device (`device()`).
   at::Device device_;
 };
 
@@ -133,6 +140,7 @@ class TensorSpec {
 /// for floating dtypes, `UnboundedDiscrete` for the others).
 class Unbounded final : public TensorSpec {
  public:
+  /// Any value of `dtype`, of shape `shape`, on `device`.
   explicit Unbounded(std::vector<int64_t> shape = {},
                      at::ScalarType dtype = at::kFloat,
                      at::Device device = at::kCPU);
@@ -156,13 +164,16 @@ class Unbounded final : public TensorSpec {
 /// others). `low` and `high` broadcast to `shape`; `low <= high` is checked.
 class Bounded final : public TensorSpec {
  public:
+  /// Values in [`low`, `high`] (the same bounds for every element).
   Bounded(double low, double high, std::vector<int64_t> shape = {},
           at::ScalarType dtype = at::kFloat, at::Device device = at::kCPU);
+  /// Values between `low` and `high`, which broadcast to `shape`.
   Bounded(const at::Tensor& low, const at::Tensor& high,
           std::vector<int64_t> shape, at::ScalarType dtype = at::kFloat,
           at::Device device = at::kCPU);
   /// The bounds, of shape `shape()`.
   [[nodiscard]] const at::Tensor& low() const { return low_; }
+  /// The upper bound, of shape `shape()`.
   [[nodiscard]] const at::Tensor& high() const { return high_; }
   [[nodiscard]] std::string domain() const override;
   [[nodiscard]] std::string type_name() const override;
@@ -190,8 +201,10 @@ class Bounded final : public TensorSpec {
 /// default, bool for n = 2 done flags).
 class Categorical : public TensorSpec {
  public:
+  /// Integers in [0, `n`), of shape `shape`.
   Categorical(int64_t n, std::vector<int64_t> shape = {},
               at::ScalarType dtype = at::kLong, at::Device device = at::kCPU);
+  /// The number of values (categories, entries) of an element.
   [[nodiscard]] int64_t n() const { return n_; }
   [[nodiscard]] std::string domain() const override;
   [[nodiscard]] std::string type_name() const override;
@@ -215,9 +228,11 @@ class Categorical : public TensorSpec {
 /// `shape` is `n` (the default shape is `{n}`), exactly one entry is 1.
 class OneHot final : public TensorSpec {
  public:
+  /// One-hot vectors of `n` entries (`shape` ends with `n`; `{n}` when empty).
   explicit OneHot(int64_t n, std::vector<int64_t> shape = {},
                   at::ScalarType dtype = at::kBool,
                   at::Device device = at::kCPU);
+  /// The number of values (categories, entries) of an element.
   [[nodiscard]] int64_t n() const { return n_; }
   [[nodiscard]] std::string domain() const override;
   [[nodiscard]] std::string type_name() const override;
@@ -241,9 +256,11 @@ class OneHot final : public TensorSpec {
 /// (the default shape is `{n}`); int8 by default.
 class Binary final : public TensorSpec {
  public:
+  /// `n` values in {0, 1} (`shape` ends with `n`; `{n}` when empty).
   explicit Binary(int64_t n, std::vector<int64_t> shape = {},
                   at::ScalarType dtype = at::kChar,
                   at::Device device = at::kCPU);
+  /// The number of values (categories, entries) of an element.
   [[nodiscard]] int64_t n() const { return n_; }
   [[nodiscard]] std::string domain() const override;
   [[nodiscard]] std::string type_name() const override;
@@ -268,10 +285,13 @@ class Binary final : public TensorSpec {
 /// shape is `{nvec.size()}`).
 class MultiCategorical final : public TensorSpec {
  public:
+  /// Integers in [0, `nvec[i]`) along the last dim (`shape` ends with
+  /// `nvec.size()`; `{nvec.size()}` when empty).
   explicit MultiCategorical(std::vector<int64_t> nvec,
                             std::vector<int64_t> shape = {},
                             at::ScalarType dtype = at::kLong,
                             at::Device device = at::kCPU);
+  /// The number of categories of each entry of the last dim.
   [[nodiscard]] const std::vector<int64_t>& nvec() const { return nvec_; }
   [[nodiscard]] std::string domain() const override;
   [[nodiscard]] std::string type_name() const override;
@@ -297,24 +317,34 @@ class Composite;
 /// implicitly from any leaf spec value, a `SpecPtr` or a `Composite`.
 class SpecEntry {
  public:
+  /// A leaf spec value (`Unbounded({4})`), copied into a shared one.
   template <typename S, std::enable_if_t<std::is_base_of_v<TensorSpec, S>,
                                          int> = 0>
   SpecEntry(S spec)  // NOLINT(google-explicit-constructor)
       : leaf_(std::make_shared<const S>(std::move(spec))) {}
-  SpecEntry(SpecPtr spec);           // NOLINT(google-explicit-constructor)
+  /// A shared leaf spec.
+  SpecEntry(SpecPtr spec);  // NOLINT(google-explicit-constructor)
+  /// A sub-composite (copied).
   SpecEntry(const Composite& spec);  // NOLINT(google-explicit-constructor)
+  /// Copies a sub-composite, shares a leaf.
   SpecEntry(const SpecEntry& other);
+  /// Moves.
   SpecEntry(SpecEntry&& other) noexcept = default;
+  /// Copies a sub-composite, shares a leaf.
   SpecEntry& operator=(const SpecEntry& other);
+  /// Moves.
   SpecEntry& operator=(SpecEntry&& other) noexcept = default;
   ~SpecEntry();
 
+  /// Whether the entry is a sub-composite.
   [[nodiscard]] bool is_composite() const noexcept { return leaf_ == nullptr; }
   /// The leaf; throws for a sub-composite.
   [[nodiscard]] const TensorSpec& leaf() const;
+  /// The leaf, shared; throws for a sub-composite.
   [[nodiscard]] const SpecPtr& leaf_ptr() const;
   /// The sub-composite; throws for a leaf.
   [[nodiscard]] const Composite& composite() const;
+  /// The sub-composite, to edit; throws for a leaf.
   [[nodiscard]] Composite& composite();
 
  private:
@@ -345,10 +375,15 @@ class Composite {
             std::vector<int64_t> shape = {},
             c10::optional<at::Device> device = c10::nullopt);
 
+  /// The batch shape every entry starts with.
   [[nodiscard]] c10::IntArrayRef shape() const { return shape_; }
+  /// The device of every entry, if one was given.
   [[nodiscard]] c10::optional<at::Device> device() const { return device_; }
+  /// The number of top-level entries.
   [[nodiscard]] size_t size() const { return entries_.size(); }
+  /// Whether there is no entry.
   [[nodiscard]] bool empty() const { return entries_.empty(); }
+  /// Whether `key` (nested or not) is an entry.
   [[nodiscard]] bool contains(const NestedKey& key) const;
   /// The keys in order; with `include_nested`, the sub-composites' keys too
   /// (depth first, each before the sub-composite's own key, as TorchRL),
@@ -384,12 +419,14 @@ class Composite {
   /// Every entry expanded to `[*shape, ...]`; `shape` must end with
   /// `shape()`.
   [[nodiscard]] Composite expand(c10::IntArrayRef shape) const;
+  /// Every entry on `device`.
   [[nodiscard]] Composite to(at::Device device) const;
 
   /// TorchRL 0.14's repr.
   [[nodiscard]] std::string repr() const;
   /// Same keys (in any order, as TorchRL), shape, device and entries.
   bool operator==(const Composite& other) const;
+  /// Not `==`.
   bool operator!=(const Composite& other) const { return !(*this == other); }
 
   /// The entries in order.

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# benchmarks/envs.cpp's Pendulum cases next to TorchRL 0.14's
+# (benchmarks/python/torchrl_envs.py), in the same run, inside the Debian
+# sid root (LibTorch 2.14 for this library; TorchRL 0.14 on torch 2.14):
+#   benchmarks/compare_torchrl_envs.sh
+# Builds bench_envs in build-sid-bench/, runs both sides one after the other
+# on a quiet machine, and prints frames per second and the ratios.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+CHROOT="$ROOT/../shared/debian-chroot/chroot.sh"
+SETUP="$ROOT/../shared/python-reference/setup-newest.sh"
+bash "$CHROOT" sid run "set -e
+  export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
+  cmake -S . -B build-sid-bench -DCMAKE_BUILD_TYPE=Release \
+    -DTENSORDICT_BUILD_TESTS=OFF -DTENSORDICT_BUILD_EXAMPLES=OFF \
+    -DTENSORDICT_BUILD_BENCHMARKS=ON -DTENSORDICT_INSTALL=OFF > /dev/null
+  cmake --build build-sid-bench -j2 --target bench_envs > /dev/null
+  ours=\$(./build-sid-bench/bench_envs --benchmark_filter=Pendulum \
+    --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+    --benchmark_format=csv 2>/dev/null | grep '_median' )
+  pyref=\"\$(bash '$SETUP' | tail -n 1)\"
+  theirs=\$(env \$pyref benchmarks/python/torchrl_envs.py)
+  python3 - \"\$ours\" \"\$theirs\" <<'PY'
+import csv, io, sys
+ours = {}
+rows = list(csv.reader(io.StringIO(sys.argv[1])))
+for row in rows:
+    name = row[0].strip('\"').split('/')[0].replace('BM_', '').replace('_median', '')
+    # The frames_per_s counter is the last column Google Benchmark wrote.
+    values = [v for v in row[1:] if v]
+    ours[name] = float(values[-1])
+theirs = {l.split()[0]: float(l.split()[1]) for l in sys.argv[2].splitlines() if l.strip()}
+targets = {'PendulumBatched16Rollout200': 30, 'PendulumSerialEnv16Rollout200': 50,
+           'PendulumParallelEnv2Rollout200': 50}
+for name, fps in theirs.items():
+    mine = ours.get(name)
+    if mine is None:
+        continue
+    ratio = mine / fps
+    t = targets.get(name)
+    verdict = '' if t is None else f'  (target >= {t}x: {\"met\" if ratio >= t else \"NOT met\"})'
+    print(f'{name:34s} ours {mine:12,.0f} frames/s  TorchRL 0.14 {fps:10,.0f} frames/s  {ratio:7.1f}x{verdict}')
+PY
+"
