@@ -365,6 +365,43 @@ TEST(Envs, RolloutRunsAPolicyModule) {
             std::vector<float>({0, 1, 2, 0}));
 }
 
+TEST(Envs, RolloutFollowsAPolicyThatReplacesTheEntriesItWrites) {
+  CountEnv env({0, 0, 0}, {0, 0, 0});
+  // The policy moves "obs" to the end of the dict as a new tensor (a copy)
+  // at every step, which shifts the entries after it: the step's
+  // observation and flags must still reach the tensors the dict holds now.
+  const tensordict::Policy policy = [](const TensorDict& td) {
+    const at::Tensor obs = td.get("obs");
+    td.erase("obs");
+    td.set("obs", obs.clone());
+    td.set("action", obs.squeeze(-1).to(at::kLong).remainder(3));
+  };
+  const TensorDict data =
+      env.rollout(4, policy, RolloutOptions().break_when_any_done(false));
+  EXPECT_EQ(column(data.get("obs"), 1), std::vector<float>({0, 1, 2, 3}));
+  EXPECT_EQ(column(data.get({"next", "obs"}), 1),
+            std::vector<float>({1, 2, 3, 4}));
+  EXPECT_EQ(column(data.get("action"), 1), std::vector<float>({0, 1, 2, 0}));
+}
+
+TEST(Envs, RolloutStoresNonContiguousAndLateEntries) {
+  CountEnv env({0, 0, 0}, {0, 0, 0});
+  int64_t calls = 0;
+  // A strided action (every other element of a [3, 2] tensor), and an
+  // "extra" entry from the third step on: the earlier steps hold zeros.
+  const tensordict::Policy policy = [&](const TensorDict& td) {
+    const at::Tensor a = td.get("obs").squeeze(-1).to(at::kLong).remainder(3);
+    td.set("action", at::stack({a, a}, 1).select(1, 0));
+    if (++calls >= 3) td.set("extra", at::full({3}, 7.0));
+  };
+  const TensorDict data =
+      env.rollout(5, policy, RolloutOptions().break_when_any_done(false));
+  EXPECT_EQ(data.batch_size(), c10::IntArrayRef({3, 5}));
+  EXPECT_EQ(column(data.get("action"), 2), std::vector<float>({0, 1, 2, 0, 1}));
+  EXPECT_EQ(column(data.get("extra"), 0), std::vector<float>({0, 0, 7, 7, 7}));
+  EXPECT_EQ(column(data.get("obs"), 0), std::vector<float>({0, 1, 2, 3, 4}));
+}
+
 TEST(Envs, RolloutAllocatesNothingAfterItsFirstStep) {
   CartPoleEnv env({16});
   env.set_seed(0);

@@ -246,6 +246,8 @@ class EnvBase {
   at::Device device_;
   Composite observation_spec_, action_spec_, reward_spec_, done_spec_,
       state_spec_;
+  // The keys of done_spec_'s flags, in its order, made once.
+  std::vector<NestedKey> flag_keys_;
   // The base's own draws (random actions), seeded by set_seed.
   at::Generator generator_;
 };

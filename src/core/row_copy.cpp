@@ -134,6 +134,18 @@ CopyIndexedRows copy_indexed_rows_for(size_t row_bytes) {
   }
 }
 
+// Copies rows `[0, rows)` from `src + i * src_step` to `dst + i *
+// dst_step`, `row_bytes` long (the template's N when it is not 0).
+template <size_t N>
+void copy_strided(char* dst, size_t dst_step, const char* src, size_t src_step,
+                  int64_t rows, size_t row_bytes) {
+  for (int64_t i = 0; i < rows; ++i) {
+    std::memcpy(dst, src, N ? N : row_bytes);
+    dst += dst_step;
+    src += src_step;
+  }
+}
+
 // Whether every leaf takes the fused device gather: dense CUDA leaves of at
 // least one dim on one device, untracked.
 bool device_gatherable(const std::vector<const at::Tensor*>& leaves,
@@ -169,6 +181,28 @@ c10::Storage gather_storage(size_t total) {
 }
 
 }  // namespace
+
+void copy_strided_rows(char* dst, size_t dst_step, const char* src,
+                       size_t src_step, int64_t rows, size_t row_bytes) {
+  switch (row_bytes) {
+    case 1:
+      return copy_strided<1>(dst, dst_step, src, src_step, rows, row_bytes);
+    case 2:
+      return copy_strided<2>(dst, dst_step, src, src_step, rows, row_bytes);
+    case 4:
+      return copy_strided<4>(dst, dst_step, src, src_step, rows, row_bytes);
+    case 8:
+      return copy_strided<8>(dst, dst_step, src, src_step, rows, row_bytes);
+    case 16:
+      return copy_strided<16>(dst, dst_step, src, src_step, rows, row_bytes);
+    default:
+      for (int64_t i = 0; i < rows; ++i) {
+        copy_bytes(dst, src, row_bytes);
+        dst += dst_step;
+        src += src_step;
+      }
+  }
+}
 
 GatheredRows gather_leaf_rows(const std::vector<const at::Tensor*>& leaves,
                               int64_t n,

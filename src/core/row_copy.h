@@ -8,7 +8,7 @@
 //    autograd (`untracked`), or copyable into CUDA memory (`device_bytes`);
 //  - row geometry (`row_bytes`, `bytes_of`, `rows_disjoint`);
 //  - the version bump a write owes (`version_of`, `bump`);
-//  - the byte copy (`copy_bytes`), the row copies (`collect_rows`,
+//  - the byte copy (`copy_bytes`), the row copies (`collect_rows`, `copy_strided_rows`,
 //    `gather_leaf_rows`) and the hand-off of CUDA destinations to
 //    cuda/device_copy.h (`ByteCopy`, `ByteCopies`);
 //  - prefetching, behind `prefetch`, `prefetch_lines` and one look-ahead
@@ -179,6 +179,13 @@ inline void copy_bytes(char* dst, const char* src, size_t n);
 /// copy of one key of a stack, whose rows come from many inputs.
 void collect_rows(char* dst, size_t step, const char* const* src, size_t stride,
                   int64_t rows, size_t row_bytes);
+
+/// Copies `rows` rows of `row_bytes` bytes, row `i` from `src + i *
+/// src_step` to `dst + i * dst_step` (a column of a `[n, T]` buffer written
+/// from `n` contiguous rows, as a rollout writes one step of n envs):
+/// common row sizes compile to plain moves.
+void copy_strided_rows(char* dst, size_t dst_step, const char* src,
+                       size_t src_step, int64_t rows, size_t row_bytes);
 
 /// What `gather_leaf_rows` gives: the index drawn, and each leaf's rows.
 struct GatheredRows {

@@ -747,8 +747,8 @@ bool RowWritePlan::reads_destination(const Sources& sources) const {
 }
 
 void RowWritePlan::write_rows(const Sources& sources, int64_t value_bd,
-                              int64_t row, int64_t src_row,
-                              int64_t count) const {
+                              int64_t row, int64_t src_row, int64_t count,
+                              int64_t row_step) const {
   ByteCopies copies;
   for (size_t i = 0; i < leaves_.size(); ++i) {
     const Leaf& l = leaves_[i];
@@ -763,13 +763,27 @@ void RowWritePlan::write_rows(const Sources& sources, int64_t value_bd,
              static_cast<size_t>(src_row) * l.row_bytes;
     };
     const size_t nbytes = static_cast<size_t>(count) * l.row_bytes;
+    const bool cpu_bytes_ok = l.cpu_rows &&
+                              src.scalar_type() == l.tensor.scalar_type() &&
+                              cpu_bytes(src);
+    if (row_step != 1 && count > 1) {
+      if (cpu_bytes_ok) {
+        copy_strided_rows(to(), static_cast<size_t>(row_step) * l.row_bytes,
+                          from(), l.row_bytes, count, l.row_bytes);
+        bump(l.version);
+        continue;
+      }
+      at::NoGradGuard no_grad;
+      l.tensor.slice(0, row, row + (count - 1) * row_step + 1, row_step)
+          .copy_(src.narrow(0, src_row, count));
+      continue;
+    }
     if (l.cuda_rows && device_bytes(l.tensor, src)) {
       copies.add(ByteCopy{l.version, to(), from(), nbytes,
                           l.tensor.device().index(), src.is_cpu()});
       continue;
     }
-    if (l.cpu_rows && src.scalar_type() == l.tensor.scalar_type() &&
-        cpu_bytes(src)) {
+    if (cpu_bytes_ok) {
       copies.add(ByteCopy{l.version, to(), from(), nbytes});
       continue;
     }

@@ -300,9 +300,11 @@ class RowWritePlan {
 
   /// `dst[row:row + count] = value[src_row:src_row + count]` for sources
   /// that `bind` checked (`value_bd` 0: `count` is 1 and the value is the
-  /// row). Bumps each written leaf's version, as `copy_` does.
+  /// row). With `row_step`, the destination rows are `row`, `row +
+  /// row_step`, ... (`dst[row::row_step][:count]`). Bumps each written
+  /// leaf's version, as `copy_` does.
   void write_rows(const Sources& sources, int64_t value_bd, int64_t row,
-                  int64_t src_row, int64_t count) const;
+                  int64_t src_row, int64_t count, int64_t row_step = 1) const;
 
  private:
   struct Leaf {

@@ -54,6 +54,7 @@ EnvBase::EnvBase(std::vector<int64_t> batch_size, at::Device device)
   reward_spec_.set("reward", Unbounded(flag_shape, at::kFloat, device));
   done_spec_.set("done", Categorical(2, flag_shape, at::kBool, device));
   done_spec_.set("terminated", Categorical(2, flag_shape, at::kBool, device));
+  flag_keys_ = done_spec_.keys(true, true);
 }
 
 // ---- Specs ----------------------------------------------------------------
@@ -137,6 +138,7 @@ void EnvBase::set_done_spec(Composite spec) {
       spec.contains("done"), name(),
       ": the done spec needs a \"done\" or a \"terminated\" entry");
   done_spec_ = std::move(spec);
+  flag_keys_ = done_spec_.keys(true, true);
 }
 
 // ---- Working dicts -----------------------------------------------------------
@@ -160,30 +162,29 @@ TensorDict EnvBase::fake_tensordict() const {
 }
 
 void EnvBase::complete_done(const TensorDict& next) const {
-  const at::Tensor done = next.get("done");
-  if (done_spec_.contains("terminated")) {
-    detail::or_flags(done, next.get("terminated"));
-  }
-  if (done_spec_.contains("truncated")) {
-    detail::or_flags(done, next.get("truncated"));
+  const NestedKey& done_key = detail::flag_keys().done;
+  const at::Tensor done = next.get(done_key);
+  for (const NestedKey& key : flag_keys_) {
+    if (key != done_key) detail::or_flags(done, next.get(key));
   }
 }
 
 void EnvBase::reset_rows(const TensorDict& work, const at::Tensor& mask) {
-  for (const auto& entry : done_spec_.entries()) {
-    detail::clear_flags(work.get(entry.first), mask);
+  const NestedKey& reset_key = detail::flag_keys().reset;
+  for (const NestedKey& key : flag_keys_) {
+    detail::clear_flags(work.get(key), mask);
   }
-  if (mask.defined()) work.set(kReset, mask);
+  if (mask.defined()) work.set(reset_key, mask);
   try {
     reset_impl(work);
   } catch (...) {
-    if (mask.defined() && work.contains(kReset)) work.erase(kReset);
+    if (mask.defined() && work.contains(reset_key)) work.erase(reset_key);
     throw;
   }
-  if (mask.defined()) work.erase(kReset);
-  for (const auto& entry : done_spec_.entries()) {
-    TORCH_CHECK(!detail::any_flag(work.get(entry.first), mask), name(),
-                ": the done entry \"", entry.first,
+  if (mask.defined()) work.erase(reset_key);
+  for (const NestedKey& key : flag_keys_) {
+    TORCH_CHECK(!detail::any_flag(work.get(key), mask), name(),
+                ": the done entry \"", key.str(),
                 "\" was true after a reset of that env, which TorchRL "
                 "does not allow");
   }

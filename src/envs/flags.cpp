@@ -1,19 +1,43 @@
-// The done flags and row masks of envs (envs/flags.h).
+// The done flags, row masks and leaf copies of envs (envs/flags.h).
 #include "envs/flags.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "core/names.h"
+#include "core/row_copy.h"
 
 namespace tensordict {
 
 using detail::dtype_name;
 using detail::shape_str;
 namespace detail {
+
+const FlagKeys& flag_keys() {
+  static const FlagKeys keys;
+  return keys;
+}
+
+bool byte_copyable(const at::Tensor& dst, const at::Tensor& src) {
+  return cpu_bytes(dst) && cpu_bytes(src) &&
+         dst.scalar_type() == src.scalar_type() && dst.numel() == src.numel() &&
+         untracked(dst.unsafeGetTensorImpl(), at::GradMode::is_enabled());
+}
+
+void copy_all(const at::Tensor& dst, const at::Tensor& src) {
+  if (byte_copyable(dst, src)) {
+    copy_bytes(static_cast<char*>(dst.data_ptr()),
+               static_cast<const char*>(src.data_ptr()),
+               static_cast<size_t>(src.nbytes()));
+    bump(version_of(dst));
+    return;
+  }
+  dst.copy_(src.reshape(dst.sizes()));
+}
 
 bool* flag_bytes(const at::Tensor& t) {
   if (!t.defined() || t.scalar_type() != at::kBool || !t.device().is_cpu() ||

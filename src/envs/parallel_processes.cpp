@@ -26,8 +26,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/row_copy.h"
 #include "envs/batched.h"
+#include "envs/flags.h"
 #include "envs/parallel_workers.h"
 #include "envs/row_views.h"
 
@@ -281,7 +281,7 @@ struct ProcessWorkers final : ParallelEnv::Workers {
       for (const NestedKey& key : shm->keys(true, true)) {
         const at::Tensor dst = shm->get(key);
         if (td->contains(key)) {
-          copy_in(dst, td->get(key));
+          copy_all(dst, td->get(key));
         } else if (key.front() == "_reset" || key.front() == "_step") {
           dst.fill_(true);
         }
@@ -329,28 +329,15 @@ struct ProcessWorkers final : ParallelEnv::Workers {
     // All succeeded: the results into the caller's dicts.
     if (cmd == Command::kStep) {
       for (const NestedKey& key : next->keys(true, true)) {
-        if (shm_next.contains(key)) copy_in(next->get(key), shm_next.get(key));
+        if (shm_next.contains(key)) copy_all(next->get(key), shm_next.get(key));
       }
     } else if (cmd == Command::kReset) {
       for (const NestedKey& key : td->keys(true, true)) {
         if (key.front() != "_reset" && shm_reset.contains(key)) {
-          copy_in(td->get(key), shm_reset.get(key));
+          copy_all(td->get(key), shm_reset.get(key));
         }
       }
     }
-  }
-
-  static void copy_in(const at::Tensor& dst, const at::Tensor& src) {
-    if (dst.is_contiguous() && src.is_contiguous() &&
-        dst.scalar_type() == src.scalar_type() && src.device().is_cpu() &&
-        dst.device().is_cpu() && dst.numel() == src.numel()) {
-      copy_bytes(static_cast<char*>(dst.data_ptr()),
-                 static_cast<const char*>(src.data_ptr()),
-                 static_cast<size_t>(src.nbytes()));
-      bump(version_of(dst));
-      return;
-    }
-    dst.copy_(src.reshape(dst.sizes()));
   }
 
   void close() override {

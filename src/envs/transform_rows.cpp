@@ -18,14 +18,6 @@ namespace detail {
 
 namespace {
 
-// Whether `dst` and `src` take a byte copy: contiguous CPU tensors of one
-// dtype and numel, the destination untracked by autograd.
-bool byte_copyable(const at::Tensor& dst, const at::Tensor& src) {
-  return cpu_bytes(dst) && cpu_bytes(src) &&
-         dst.scalar_type() == src.scalar_type() && dst.numel() == src.numel() &&
-         untracked(dst.unsafeGetTensorImpl(), at::GradMode::is_enabled());
-}
-
 // `mask` reshaped to broadcast over the rows of `t` (`[rows, 1, ...]` of
 // t's dims), on t's device.
 at::Tensor row_mask(const at::Tensor& mask, const at::Tensor& t) {
@@ -51,17 +43,6 @@ at::Tensor reset_mask_of(const TensorDict& td) {
 bool plain_cpu(const at::Tensor& t, at::ScalarType dtype) {
   return t.defined() && t.scalar_type() == dtype && cpu_bytes(t) &&
          untracked(t.unsafeGetTensorImpl(), at::GradMode::is_enabled());
-}
-
-void copy_all(const at::Tensor& dst, const at::Tensor& src) {
-  if (byte_copyable(dst, src)) {
-    copy_bytes(static_cast<char*>(dst.data_ptr()),
-               static_cast<const char*>(src.data_ptr()),
-               static_cast<size_t>(src.nbytes()));
-    bump(version_of(dst));
-    return;
-  }
-  dst.copy_(src.reshape(dst.sizes()));
 }
 
 void copy_rows(const at::Tensor& dst, const at::Tensor& src,

@@ -24,9 +24,6 @@ namespace detail {
 /// The reset mask of `td` ("_reset"), undefined when it has none.
 [[nodiscard]] at::Tensor reset_mask_of(const TensorDict& td);
 
-/// `dst = src`, two tensors of one numel (`src` cast to `dst`'s dtype).
-void copy_all(const at::Tensor& dst, const at::Tensor& src);
-
 /// The rows of `mask` (every row when undefined) of `dst` set to `src`'s:
 /// `dst` and `src` have one numel, a multiple of the mask's (its rows).
 void copy_rows(const at::Tensor& dst, const at::Tensor& src,

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/names.h"
+#include "envs/flags.h"
 #include "envs/transform_rows.h"
 #include "tensordict/envs.h"
 
