@@ -241,8 +241,6 @@ def main():
     for target, *_ in programs:
         cmake.append(f"add_executable({target} src/{target}.cpp)")
         cmake.append(f"target_link_libraries({target} PRIVATE tensordict::tensordict)")
-        # The examples' helpers that pages link to (cartpole.h), not installed.
-        cmake.append(f'target_include_directories({target} PRIVATE "{ROOT}/examples")')
     cmake_text = "\n".join(cmake) + "\n"
     cml = os.path.join(args.build, "CMakeLists.txt")
     if not os.path.exists(cml) or open(cml).read() != cmake_text:

@@ -16,9 +16,11 @@ bash "$CHROOT" sid run "set -e
     -DTENSORDICT_BUILD_TESTS=OFF -DTENSORDICT_BUILD_EXAMPLES=OFF \
     -DTENSORDICT_BUILD_BENCHMARKS=ON -DTENSORDICT_INSTALL=OFF > /dev/null
   cmake --build build-sid-bench -j2 --target bench_envs > /dev/null
-  ours=\$(./build-sid-bench/bench_envs --benchmark_filter=Pendulum \
+  ./build-sid-bench/bench_envs --benchmark_filter=Pendulum \
     --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
-    --benchmark_format=csv 2>/dev/null | grep '_median' )
+    --benchmark_out=build-sid-bench/envs.csv --benchmark_out_format=csv \
+    > /dev/null 2>&1
+  ours=\$(grep '_median' build-sid-bench/envs.csv)
   pyref=\"\$(bash '$SETUP' | tail -n 1)\"
   theirs=\$(env \$pyref benchmarks/python/torchrl_envs.py)
   python3 - \"\$ours\" \"\$theirs\" <<'PY'

@@ -1,8 +1,9 @@
 // DQN on CartPole-v1 with a prioritized ReplayBuffer.
 //
 // Double DQN with a Polyak-averaged target network and epsilon-greedy
-// exploration over 4 vectorized environments (examples/cartpole.h). Every
-// environment step's transitions go into a ReplayBuffer with a
+// exploration over 4 of the library's CartPoleEnv (tensordict/envs.h, with
+// RewardSum for the episodes' returns). Every environment step's
+// transitions (`step_and_maybe_reset`) go into a ReplayBuffer with a
 // PrioritizedSampler; each gradient step samples a batch, weights the Huber
 // loss by the importance weights, and writes the new |TD errors| back as the
 // rows' priorities.
@@ -13,16 +14,17 @@
 // (exit code 0); otherwise the program exits with 1 after `kMaxEnvSteps`.
 // Under TENSORDICT_EXAMPLE_QUICK=1 (sanitized CI runs) it trains for a few
 // hundred steps and does not require the target.
+#include <tensordict/envs.h>
 #include <tensordict/tensordict.h>
 #include <torch/torch.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <numeric>
 #include <random>
-
-#include "cartpole.h"
+#include <vector>
 
 using tensordict::PrioritizedSampler;
 using tensordict::ReplayBuffer;
@@ -43,12 +45,14 @@ constexpr double kTau = 0.01;  // target network Polyak factor per update
 constexpr double kLr = 1e-3;
 constexpr int64_t kWindow = 20;  // episodes in the success criterion
 constexpr double kTarget = 195.0;
+constexpr int64_t kObsDim = 4;
+constexpr int64_t kActions = 2;
 
 torch::nn::Sequential make_qnet() {
-  return torch::nn::Sequential(
-      torch::nn::Linear(cartpole::CartPoleVec::kObsDim, 64), torch::nn::ReLU(),
-      torch::nn::Linear(64, 64), torch::nn::ReLU(),
-      torch::nn::Linear(64, cartpole::CartPoleVec::kNumActions));
+  return torch::nn::Sequential(torch::nn::Linear(kObsDim, 64),
+                               torch::nn::ReLU(), torch::nn::Linear(64, 64),
+                               torch::nn::ReLU(),
+                               torch::nn::Linear(64, kActions));
 }
 
 double mean_last(const std::vector<double>& v, size_t n) {
@@ -70,7 +74,15 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> unif(0.0, 1.0);
 
-  cartpole::CartPoleVec env(kEnvs, seed);
+  // Categorical actions (int64 [E]: 0 pushes left, 1 right); RewardSum
+  // keeps each episode's return in "episode_reward".
+  tensordict::TransformedEnv env(
+      std::make_unique<tensordict::CartPoleEnv>(
+          std::vector<int64_t>{kEnvs}, /*categorical_action_encoding=*/true),
+      std::make_shared<tensordict::RewardSum>());
+  env.set_seed(seed);
+  TensorDict td = env.reset();
+  std::vector<double> returns;  // of every finished episode, in order
   ReplayBuffer rb(ReplayBufferOptions(50000)
                       .sampler(PrioritizedSampler().alpha(0.6).beta(0.4))
                       .seed(seed));
@@ -97,7 +109,7 @@ int main(int argc, char** argv) {
     const double frac =
         std::min(1.0, static_cast<double>(env_steps) / kEpsilonSteps);
     const double epsilon = 1.0 + frac * (kEpsilonEnd - 1.0);
-    at::Tensor obs = env.observation();
+    const at::Tensor obs = td.get("observation");
     at::Tensor greedy;
     {
       torch::NoGradGuard no_grad;
@@ -109,10 +121,18 @@ int main(int argc, char** argv) {
     for (int64_t e = 0; e < kEnvs; ++e) {
       a[e] = unif(rng) < epsilon ? static_cast<int64_t>(rng() % 2) : g[e];
     }
-    TensorDict step = env.step(action);  // ("next", ...) keys, batch [E]
-    step.set("observation", obs);
-    step.set("action", action.unsqueeze(1));
+    td.set("action", action);
+    // The step (its ("next", ...) keys), and the next step's input with the
+    // finished episodes reset.
+    auto [step, next] = env.step_and_maybe_reset(td);
+    const at::Tensor ended = at::masked_select(
+        step.get({"next", "episode_reward"}), step.get({"next", "done"}));
+    for (int64_t i = 0; i < ended.numel(); ++i) {
+      returns.push_back(ended[i].item<double>());
+    }
+    step.set("action", action.unsqueeze(1));  // [E, 1], for gather below
     rb.extend(step);
+    td = next;
     env_steps += kEnvs;
 
     // ---- Learn: one gradient step per vectorized env step ------------------
@@ -155,7 +175,6 @@ int main(int argc, char** argv) {
     }
 
     // ---- Progress ---------------------------------------------------------
-    const auto& returns = env.finished_returns();
     const double mean = mean_last(returns, kWindow);
     if (env_steps >= next_report) {
       next_report += 5000;
@@ -179,7 +198,6 @@ int main(int argc, char** argv) {
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
           .count();
-  const auto& returns = env.finished_returns();
   std::printf(
       "\n%s after %lld env steps, %lld gradient steps, %zu episodes, %.1fs: "
       "mean return of the last %lld episodes %.1f (target %.0f)\n",

@@ -5,6 +5,7 @@
 // one clipped-objective update on a minibatch dict.
 #pragma once
 
+#include <tensordict/envs.h>
 #include <tensordict/tensordict.h>
 #include <torch/torch.h>
 
@@ -57,6 +58,40 @@ inline double mean_last(const std::vector<double>& v, size_t n) {
   return std::accumulate(v.end() - static_cast<std::ptrdiff_t>(k), v.end(),
                          0.0) /
          static_cast<double>(k);
+}
+
+// What a rollout step holds that PPO learns from (the envs' flags at the
+// root, their state and the episodes' returns aside).
+inline const std::vector<tensordict::NestedKey> kLearned = {
+    "observation",          "action",
+    "sample_log_prob",      {"next", "observation"},
+    {"next", "reward"},     {"next", "done"},
+    {"next", "terminated"}, {"next", "truncated"}};
+
+// `steps` steps of `env` with `policy` (`[*batch, steps]`), going on from
+// where the last call stopped: `carry` holds the next step's input (its
+// last step's step_mdp), finished episodes are reset on the way. The
+// returns of the episodes that ended (which the env keeps in
+// "episode_reward": RewardSum) are appended to `returns`. The policy runs
+// under `InteractionType::RANDOM`: it draws its actions, as TorchRL's
+// collectors have it.
+inline tensordict::TensorDict rollout(
+    tensordict::EnvBase& env, const tensordict::Policy& policy, int64_t steps,
+    c10::optional<tensordict::TensorDict>& carry,
+    std::vector<double>& returns) {
+  const tensordict::InteractionTypeGuard explore(
+      tensordict::InteractionType::RANDOM);
+  tensordict::RolloutOptions options =
+      tensordict::RolloutOptions().break_when_any_done(false);
+  if (carry) options.auto_reset(false).tensordict(*carry);
+  const tensordict::TensorDict data = env.rollout(steps, policy, options);
+  carry = env.step_mdp(data.index({at::indexing::Ellipsis, -1}));
+  const at::Tensor ended = at::masked_select(
+      data.get({"next", "episode_reward"}), data.get({"next", "done"}));
+  for (int64_t i = 0; i < ended.numel(); ++i) {
+    returns.push_back(ended[i].item<double>());
+  }
+  return data;
 }
 
 // The action spaces an Agent acts in.
@@ -242,7 +277,8 @@ struct Agent {
   // generator differently and pick different actions. The learning is the
   // same: seed 1 solved CartPole after 41,984 env steps before and 37,888
   // after, and seeds 1 to 12 within 37,888-65,536 before and
-  // 34,816-47,104 after.
+  // 34,816-47,104 after (on the old examples/cartpole.h; on the library's
+  // CartPoleEnv, whose resets draw differently, within 39,936-53,248).
   static tensordict::ProbabilisticTensorDictSequential make_policy(
       const tensordict::TensorDictModule& head,
       std::vector<tensordict::NestedKey> dist_params,

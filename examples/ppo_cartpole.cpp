@@ -1,16 +1,18 @@
 // examples/ppo_cartpole.cpp — PPO solves CartPole-v1 with RolloutBuffer.
 //
-// A complete on-policy training loop built on TensorDict: every env step is
-// one `[E]` dict written into a `[T, E]` RolloutBuffer, the critic's values
-// are computed in one batched forward pass over the whole rollout, GAE fills
-// "advantage" and "value_target", and the PPO epochs iterate over shuffled
-// minibatch dicts.
+// A complete on-policy training loop built on TensorDict: the library's
+// CartPoleEnv (tensordict/envs.h, batched over E envs, with RewardSum for
+// the episodes' returns) runs the policy for T steps per iteration with
+// `rollout`, whose `[E, T]` result goes into a `[T, E]` RolloutBuffer; the
+// critic's values are computed in one batched forward pass over the whole
+// rollout, GAE fills "advantage" and "value_target", and the PPO epochs
+// iterate over shuffled minibatch dicts.
 //
 // Usage: ppo_cartpole [--seed N] [--max-steps N] [--device cpu|cuda]
 //
 // With --device cuda the policy, the critic and the rollout buffer live on
-// the GPU; the environments stay on the CPU, and each step's dict crosses
-// over (observations to the GPU, actions back).
+// the GPU; the environments stay on the CPU, and each step's observations
+// cross over to the GPU and its actions back.
 //
 // It stops as soon as the mean return of the last 20 finished episodes
 // reaches 475 (CartPole-v1's "solved" threshold; episodes are truncated at
@@ -18,6 +20,7 @@
 // steps. With TENSORDICT_EXAMPLE_QUICK=1 (sanitizer CI) it runs two
 // iterations and exits 0.
 #include <ATen/CPUGeneratorImpl.h>
+#include <tensordict/envs.h>
 #include <tensordict/tensordict.h>
 #include <torch/torch.h>
 
@@ -27,11 +30,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <numeric>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "cartpole.h"
 #include "ppo.h"
 
 using tensordict::RolloutBuffer;
@@ -98,15 +100,28 @@ int main(int argc, char** argv) {
 
   const int64_t E = cfg.num_envs;
   const int64_t T = cfg.num_steps;
-  cartpole::CartPoleVec env(E, cfg.seed);
+  // E CartPoles with categorical actions (0: push left, 1: push right);
+  // RewardSum keeps each episode's return in "episode_reward".
+  tensordict::TransformedEnv env(
+      std::make_unique<tensordict::CartPoleEnv>(
+          std::vector<int64_t>{E}, /*categorical_action_encoding=*/true),
+      std::make_shared<tensordict::RewardSum>());
+  env.set_seed(cfg.seed);
   const ppo::Hyper& h = cfg.hyper;
   const at::Device device = cfg.device;
-  ppo::Agent agent(cartpole::CartPoleVec::kObsDim,
-                   ppo::Discrete{cartpole::CartPoleVec::kNumActions}, h.lr, gen,
-                   device);
+  ppo::Agent agent(/*obs_dim=*/4, ppo::Discrete{2}, h.lr, gen, device);
+  // The policy on `device`, acting on the envs' CPU dicts.
+  const tensordict::Policy act = [&](const TensorDict& td) {
+    const TensorDict in({{"observation", td.get("observation").to(device)}},
+                        {E});
+    agent.policy(in);  // "action", "sample_log_prob"
+    td.set("action", in.get("action").cpu());
+    td.set("sample_log_prob", in.get("sample_log_prob").cpu());
+  };
 
   RolloutBuffer buffer(T, E, device);
-  at::Tensor obs = env.observation();
+  std::vector<double> returns;      // of every finished episode, in order
+  c10::optional<TensorDict> carry;  // the next rollout's first input
   int64_t env_steps = 0;
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
@@ -115,9 +130,8 @@ int main(int argc, char** argv) {
         .count();
   };
   auto solved = [&] {
-    return env.finished_returns().size() >= h.solved_window &&
-           mean_last(env.finished_returns(), h.solved_window) >=
-               h.solved_return;
+    return returns.size() >= h.solved_window &&
+           mean_last(returns, h.solved_window) >= h.solved_return;
   };
 
   const int64_t max_iters = quick ? 2 : cfg.max_steps / (T * E);
@@ -130,21 +144,12 @@ int main(int argc, char** argv) {
       quick ? " (quick mode: 2 iterations)" : "");
   int64_t iter = 0;
   for (; iter < max_iters && !solved(); ++iter) {
-    // ---- Rollout: one [E] dict per step, written into the [T, E] buffer.
+    // ---- Rollout: T steps of the E envs, [E, T], into the [T, E] buffer.
     {
-      torch::NoGradGuard no_grad;
-      // Exploration: the policy draws its actions (TorchRL's collectors do
-      // the same with set_interaction_type).
-      const tensordict::InteractionTypeGuard explore(
-          tensordict::InteractionType::RANDOM);
-      for (int64_t t = 0; t < T; ++t) {
-        TensorDict step({{"observation", obs.to(device)}}, {E});
-        agent.policy(step);  // "action", "sample_log_prob"
-        // ("next", ...) keys, from the CPU environments.
-        step.update(env.step(step.get("action").cpu()).to(device));
-        buffer.step(t, step);
-        obs = env.observation();  // already reset where an episode ended
-      }
+      const TensorDict data = ppo::rollout(env, act, T, carry, returns);
+      // Into the [T, E] buffer: the keys PPO learns from, time first.
+      const TensorDict steps = data.select(ppo::kLearned).transpose(0, 1);
+      for (int64_t t = 0; t < T; ++t) buffer.step(t, steps.index({t}));
       env_steps += T * E;
     }
     // ---- Values in one batched forward each, then GAE.
@@ -159,14 +164,13 @@ int main(int argc, char** argv) {
         "iter %4lld  env steps %7lld  episodes %5zu  "
         "mean return (last %zu) %6.1f  loss %8.4f  %6.0f steps/s\n",
         static_cast<long long>(iter + 1), static_cast<long long>(env_steps),
-        env.finished_returns().size(), h.solved_window,
-        mean_last(env.finished_returns(), h.solved_window), last_loss,
-        static_cast<double>(env_steps) / secs);
+        returns.size(), h.solved_window, mean_last(returns, h.solved_window),
+        last_loss, static_cast<double>(env_steps) / secs);
     std::fflush(stdout);
   }
 
   const double secs = elapsed();
-  const double ret = mean_last(env.finished_returns(), h.solved_window);
+  const double ret = mean_last(returns, h.solved_window);
   if (quick) {
     std::printf("quick mode: %lld iterations, %lld env steps in %.1f s\n",
                 static_cast<long long>(iter), static_cast<long long>(env_steps),

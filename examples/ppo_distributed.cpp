@@ -9,8 +9,9 @@
 //  1. the learner broadcasts the weights: a TensorDict of the actor's and
 //     critic's parameters (plus a "stop" flag), written in place into every
 //     actor's own parameters (`broadcast`: one fused message);
-//  2. each actor runs its vectorized CartPole for T steps into a
-//     RolloutBuffer, computes GAE with its critic, and sends the rollout
+//  2. each actor runs its batch of the library's CartPoleEnv for T steps
+//     (`rollout`) into a RolloutBuffer, computes GAE with its critic, and
+//     sends the rollout
 //     dict to the learner: the first time with its structure
 //     (`init_remote` / `from_remote_init`), then as one consolidated
 //     message into the dict the learner made of it
@@ -27,6 +28,7 @@
 // exits 1 if that does not happen within --max-steps env steps. With
 // TENSORDICT_EXAMPLE_QUICK=1 (sanitizer CI) it runs two iterations.
 #include <ATen/CPUGeneratorImpl.h>
+#include <tensordict/envs.h>
 #include <tensordict/tensordict.h>
 #include <torch/torch.h>
 
@@ -39,11 +41,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "cartpole.h"
 #include "loopback.h"
 #include "ppo.h"
 
@@ -93,43 +95,34 @@ int run_actor(const Config& cfg) {
   const uint64_t seed = cfg.seed * 1000 + static_cast<uint64_t>(cfg.rank);
   torch::manual_seed(seed);
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  cartpole::CartPoleVec env(E, seed);
-  ppo::Agent agent(cartpole::CartPoleVec::kObsDim,
-                   ppo::Discrete{cartpole::CartPoleVec::kNumActions},
-                   cfg.hyper.lr, gen);
+  // Categorical actions; RewardSum keeps each episode's return, which the
+  // learner reports, in "episode_reward".
+  tensordict::TransformedEnv env(
+      std::make_unique<tensordict::CartPoleEnv>(
+          std::vector<int64_t>{E}, /*categorical_action_encoding=*/true),
+      std::make_shared<tensordict::RewardSum>());
+  env.set_seed(seed);
+  ppo::Agent agent(/*obs_dim=*/4, ppo::Discrete{2}, cfg.hyper.lr, gen);
   torch::NoGradGuard no_grad;  // an actor never trains
-  // and always explores: the policy draws its actions.
-  const tensordict::InteractionTypeGuard explore(
-      tensordict::InteractionType::RANDOM);
   at::Tensor stop = at::zeros({1}, at::kBool);
   const TensorDict weights = weights_of(agent, stop);
+  // What goes to the learner: what PPO learns from, and the returns.
+  std::vector<tensordict::NestedKey> sent = ppo::kLearned;
+  sent.emplace_back(std::vector<std::string>{"next", "episode_reward"});
 
   tensordict::RolloutBuffer buffer(T, E);
   TensorDict wire;  // the rollout as one consolidated storage
   bool first = true;
-  at::Tensor obs = env.observation();
+  c10::optional<TensorDict> carry;  // the next rollout's first input
+  std::vector<double> returns;      // (the learner reports them)
   while (true) {
     tensordict::broadcast(weights, 0, pg);
     if (stop.item<bool>()) return 0;
-    for (int64_t t = 0; t < T; ++t) {
-      TensorDict step({{"observation", obs}}, {E});
-      agent.policy(step);  // "action", "sample_log_prob"
-      const size_t finished = env.finished_returns().size();
-      step.update(env.step(step.get("action")));
-      // The return of each episode that ended at this step (0 elsewhere),
-      // so that the learner can report returns.
-      at::Tensor ret = at::zeros({E, 1});
-      const at::Tensor done = step.get({"next", "done"}).squeeze(-1);
-      size_t k = finished;
-      for (int64_t e = 0; e < E; ++e) {
-        if (done[e].item<bool>()) {
-          ret[e][0] = env.finished_returns()[k++];
-        }
-      }
-      step.set("episode_return", ret);
-      buffer.step(t, step);
-      obs = env.observation();
-    }
+    // T steps of the E envs, [E, T], into the [T, E] buffer; the policy
+    // draws its actions.
+    const TensorDict data = ppo::rollout(env, agent.policy, T, carry, returns);
+    const TensorDict steps = data.select(sent).transpose(0, 1);
+    for (int64_t t = 0; t < T; ++t) buffer.step(t, steps.index({t}));
     agent.gae(buffer, cfg.hyper);
     if (first) {
       // First rollout: the learner has no dict yet; send the structure too.
@@ -205,9 +198,7 @@ int run_learner(Config cfg, const char* self) {
   const ppo::Hyper& h = cfg.hyper;
   torch::manual_seed(cfg.seed);
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(cfg.seed);
-  ppo::Agent agent(cartpole::CartPoleVec::kObsDim,
-                   ppo::Discrete{cartpole::CartPoleVec::kNumActions}, h.lr,
-                   gen);
+  ppo::Agent agent(/*obs_dim=*/4, ppo::Discrete{2}, h.lr, gen);
   at::Tensor stop = at::zeros({1}, at::kBool);
   const TensorDict weights = weights_of(agent, stop);
   const int64_t per_iter =
@@ -253,7 +244,8 @@ int run_learner(Config cfg, const char* self) {
         tensordict::recv(r, a + 1, pg, 0, /*consolidated=*/true);
       }
       const at::Tensor done = r.get({"next", "done"});
-      const at::Tensor ended = r.get("episode_return").masked_select(done);
+      const at::Tensor ended =
+          r.get({"next", "episode_reward"}).masked_select(done);
       for (int64_t i = 0; i < ended.numel(); ++i) {
         returns.push_back(ended[i].item<double>());
       }

@@ -4,6 +4,7 @@
 // adds state values in one batched pass, runs GAE, draws minibatches, and
 // checks every claim the tutorial makes (exits nonzero when one fails).
 #include <ATen/CPUGeneratorImpl.h>
+#include <tensordict/envs.h>
 #include <tensordict/tensordict.h>
 
 #include <fmt/format.h>
@@ -13,8 +14,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#include "cartpole.h"
 
 using tensordict::RolloutBuffer;
 using tensordict::TensorDict;
@@ -33,18 +32,20 @@ int main() {
   torch::manual_seed(0);
   // ---- Filling the buffer
   const int64_t T = 64, E = 4;
-  cartpole::CartPoleVec env(E, /*seed=*/0);
+  // E CartPoles, with actions 0 (push left) and 1 (push right).
+  tensordict::CartPoleEnv env({E}, /*categorical_action_encoding=*/true);
+  env.set_seed(0);
   RolloutBuffer buffer(T, E);
   TORCH_CHECK(buffer.data().empty());  // nothing allocated yet
 
-  at::Tensor obs = env.observation();
+  TensorDict td = env.reset();
   for (int64_t t = 0; t < T; ++t) {
-    const at::Tensor action = torch::randint(2, {E});
-    TensorDict step = env.step(action);  // ("next", ...) keys, batch [E]
-    step.set("observation", obs);
-    step.set("action", action);
+    td.set("action", torch::randint(2, {E}));
+    // The step (td with its ("next", ...) keys), and the next step's input,
+    // the envs whose episode ended reset.
+    auto [step, next] = env.step_and_maybe_reset(td);
     buffer.step(t, step);  // t == 0 allocates [T, E, ...]; then in place
-    obs = env.observation();
+    td = next;
   }
   std::cout << buffer.data() << "\n";
   const at::Tensor stored_obs = buffer.data().get("observation");

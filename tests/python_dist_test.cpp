@@ -3,13 +3,13 @@
 // live Python peer, both ways.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <tensordict/envs.h>
 #include <tensordict/tensordict.h>
 #include <torch/nn/modules/linear.h>
 
 #include <functional>
 #include <string>
 
-#include "cartpole.h"  // examples/ (tests/CMakeLists.txt)
 #include "dist_util.h"
 #include "python_reference.h"
 #include "test_util.h"
@@ -335,19 +335,20 @@ print("received: action sum %d, observation sum %.3f" % (
         initial_weight = policy->weight.detach().clone();
         TensorDict weights({{"weight", policy->weight}, {"bias", policy->bias}},
                            {});
-        cartpole::CartPoleVec env(E, /*seed=*/0);
+        tensordict::CartPoleEnv env({E}, /*categorical_action_encoding=*/true);
+        env.set_seed(0);
+        TensorDict input = env.reset();
         torch::NoGradGuard no_grad;  // writes into the parameters
         TensorDict rollout({}, {T, E});
         for (int iteration = 0; iteration < 3; ++iteration) {
           tensordict::recv(weights, 0, pg);  // into the policy, in place
           for (int64_t t = 0; t < T; ++t) {
-            const torch::Tensor obs = env.observation();
-            const torch::Tensor action =
-                policy(obs).softmax(-1).multinomial(1).squeeze(-1);
-            TensorDict step = env.step(action);
-            step.set("observation", obs);
-            step.set("action", action);
-            rollout[t] = step;  // the first write allocates
+            const torch::Tensor logits = policy(input.get("observation"));
+            input.set("action", logits.softmax(-1).multinomial(1).squeeze(-1));
+            auto [step, next] = env.step_and_maybe_reset(input);
+            // The learner's keys: the observation, the action and "next".
+            rollout[t] = step.select({"observation", "action", "next"});
+            input = next;
           }
           tensordict::send(rollout, 0, pg);  // one message per leaf
         }

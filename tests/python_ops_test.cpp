@@ -3,16 +3,17 @@
 // non-tensor indexing that give what Python gives.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <tensordict/envs.h>
 #include <tensordict/tensordict.h>
 #include <torch/script.h>
 
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "cartpole.h"  // examples/ (tests/CMakeLists.txt)
 #include "python_reference.h"
 #include "test_paths.h"
 #include "test_util.h"
@@ -133,16 +134,29 @@ TEST(PythonReference, ThePolicyTrainedAndScriptedInPythonRunsInCpp) {
   torch::jit::Module policy = torch::jit::load(dir / "policy.pt");
   torch::NoGradGuard no_grad;
   const int64_t E = 8;
-  cartpole::CartPoleVec env(E, /*seed=*/1);
+  tensordict::TransformedEnv env(
+      std::make_unique<tensordict::CartPoleEnv>(
+          std::vector<int64_t>{E}, /*categorical_action_encoding=*/true),
+      std::make_shared<tensordict::RewardSum>());
+  env.set_seed(1);
+  TensorDict td = env.reset();
   TensorDict obs(c10::IntArrayRef({E}));
-  while (env.finished_returns().size() < 16) {
-    obs.set("observation", env.observation());
+  std::vector<double> returns;
+  while (returns.size() < 16) {
+    obs.set("observation", td.get("observation"));
     const TensorDict out = tensordict::forward(policy, obs);
     ASSERT_EQ(out.batch_size(), c10::IntArrayRef({E}));
-    env.step(out.get("action"));
+    td.set("action", out.get("action"));
+    auto [step, next] = env.step_and_maybe_reset(td);
+    const at::Tensor ended = at::masked_select(
+        step.get({"next", "episode_reward"}), step.get({"next", "done"}));
+    for (int64_t i = 0; i < ended.numel(); ++i) {
+      returns.push_back(ended[i].item<double>());
+    }
+    td = next;
   }
   double sum = 0;
-  for (size_t i = 0; i < 16; ++i) sum += env.finished_returns()[i];
+  for (size_t i = 0; i < 16; ++i) sum += returns[i];
   EXPECT_GE(sum / 16, 475.0);
 }
 
