@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "alloc_util.h"
+#include "envs/env_access.h"
 #include "test_util.h"
 
 using tensordict::CartPoleEnv;
@@ -158,6 +160,83 @@ TEST_P(ParallelModes, PendulumRolloutsEqualSerialEnvs) {
   const TensorDict a = serial.rollout(50);
   const TensorDict b = parallel.rollout(50);
   EXPECT_TRUE(a.allclose(b, 0, 0));
+}
+
+// A policy of the observation: push right when the pole leans right.
+void lean_policy(const TensorDict& td) {
+  const at::Tensor right = td.get("observation").select(-1, 2) > 0;
+  td.set("action", at::stack({right.logical_not(), right}, -1));
+}
+
+TEST_P(ParallelModes, RolloutsFromAGivenInputEqualSerialEnvs) {
+  SerialEnv serial(3, cartpole_factory());
+  ParallelEnv parallel(3, cartpole_factory(), options());
+  serial.set_seed(2);
+  parallel.set_seed(2);
+  const tensordict::Policy policy = lean_policy;
+  const auto opts = RolloutOptions().break_when_any_done(false);
+  const TensorDict a = serial.rollout(30, policy, opts);
+  const TensorDict b = parallel.rollout(30, policy, opts);
+  EXPECT_TRUE(a.allclose(b, 0, 0));
+  // TorchRL's loop: the next rollout goes on from the last step.
+  const auto go_on = [&](EnvBase& env, const TensorDict& last) {
+    return env.rollout(
+        20, policy,
+        RolloutOptions()
+            .break_when_any_done(false)
+            .auto_reset(false)
+            .tensordict(env.step_mdp(last.index({at::indexing::Slice(), -1}))));
+  };
+  const TensorDict a2 = go_on(serial, a);
+  const TensorDict b2 = go_on(parallel, b);
+  EXPECT_TRUE(a2.allclose(b2, 0, 0));
+  EXPECT_TRUE(at::equal(b2.get("observation").select(1, 0),
+                        b.get({"next", "observation"}).select(1, 29)));
+}
+
+TEST_P(ParallelModes, ARolloutOfWorkerProcessesStepsInTheirSharedBatch) {
+  ParallelEnv env(2, cartpole_factory(), options());
+  using tensordict::detail::EnvAccess;
+  const c10::optional<TensorDict> root =
+      EnvAccess::shared_tensordict(env, false);
+  const c10::optional<TensorDict> next =
+      EnvAccess::shared_tensordict(env, true);
+  if (!GetParam()) {  // threads write into the caller's dicts
+    EXPECT_FALSE(root.has_value());
+    EXPECT_FALSE(next.has_value());
+    return;
+  }
+  ASSERT_TRUE(root.has_value() && next.has_value());
+  // What the policy sees is the workers' memory: the observations they
+  // wrote, and the "next" they write into.
+  std::vector<const void*> seen;
+  const tensordict::Policy policy = [&](const TensorDict& td) {
+    seen.push_back(td.get("observation").data_ptr());
+    seen.push_back(td.get({"next", "observation"}).data_ptr());
+    lean_policy(td);
+  };
+  (void)env.rollout(3, policy, RolloutOptions().break_when_any_done(false));
+  ASSERT_EQ(seen.size(), 6U);
+  for (size_t i = 0; i < seen.size(); i += 2) {
+    EXPECT_EQ(seen[i], root->get("observation").data_ptr());
+    EXPECT_EQ(seen[i + 1], next->get("observation").data_ptr());
+  }
+}
+
+TEST_P(ParallelModes, RolloutsAllocateNothingAfterTheirFirstStep) {
+  ParallelEnv env(2, cartpole_factory(), options());
+  env.set_seed(0);
+  const auto opts = RolloutOptions().break_when_any_done(false);
+  (void)env.rollout(4, opts);  // warms the caches up
+  auto allocations = [&](int64_t steps) {
+    const tensordict_test::AllocationCounter counter;
+    const TensorDict data = env.rollout(steps, opts);
+    return counter.count();
+  };
+  const int64_t few = allocations(10);
+  const int64_t many = allocations(200);
+  EXPECT_GT(few, 0);  // the counter counts
+  EXPECT_EQ(many, few) << "a longer rollout allocated more";
 }
 
 TEST_P(ParallelModes, AnEnvThatThrowsNamesItselfAndLeavesTheCallersDict) {

@@ -222,6 +222,16 @@ class EnvBase {
   virtual void step_impl(const TensorDict& td, const TensorDict& next) = 0;
   /// TorchRL's `_set_seed`.
   virtual void set_seed_impl(uint64_t seed) = 0;
+  /// The dicts that an env stepping elsewhere reads and writes in place
+  /// (TorchRL's `shared_tensordict_parent`; ParallelEnv's worker
+  /// processes): `rollout` steps in them rather than in dicts of its own, so
+  /// that nothing is copied between it and the workers. Each call gives a
+  /// new dict over the same tensors: for `next` false the observation,
+  /// state, done and action keys, for `next` true the step's observation,
+  /// reward and done keys. None (the default) for an env that steps in the
+  /// caller's dicts.
+  [[nodiscard]] virtual c10::optional<TensorDict> shared_tensordict(
+      bool next) const;
 
  private:
   friend struct detail::EnvAccess;  // batched and transformed envs
@@ -358,6 +368,10 @@ class ParallelEnv final : public EnvBase {
   void reset_impl(const TensorDict& td) override;
   void step_impl(const TensorDict& td, const TensorDict& next) override;
   void set_seed_impl(uint64_t seed) override;
+  /// The worker processes' shared batch (none for threads, which write
+  /// into the caller's dicts).
+  [[nodiscard]] c10::optional<TensorDict> shared_tensordict(
+      bool next) const override;
 
  private:
   ParallelEnv(std::unique_ptr<EnvBase> meta, int64_t num_envs,

@@ -18,6 +18,10 @@ struct EnvAccess {
   static void complete_done(const EnvBase& env, const TensorDict& next) {
     env.complete_done(next);
   }
+  static c10::optional<TensorDict> shared_tensordict(const EnvBase& env,
+                                                     bool next) {
+    return env.shared_tensordict(next);
+  }
 };
 
 }  // namespace detail

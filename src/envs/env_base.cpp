@@ -143,6 +143,10 @@ void EnvBase::set_done_spec(Composite spec) {
 
 // ---- Working dicts -----------------------------------------------------------
 
+c10::optional<TensorDict> EnvBase::shared_tensordict(bool /*next*/) const {
+  return c10::nullopt;
+}
+
 TensorDict EnvBase::zeros_of(
     std::initializer_list<const Composite*> specs) const {
   TensorDict out(batch_size_, device_);

@@ -180,6 +180,10 @@ void ParallelEnv::step_impl(const TensorDict& td, const TensorDict& next) {
   workers_->run(detail::Command::kStep, &td, &next, seed);
 }
 
+c10::optional<TensorDict> ParallelEnv::shared_tensordict(bool next) const {
+  return workers_->shared(next);
+}
+
 void ParallelEnv::set_seed_impl(uint64_t seed) {
   workers_->run(detail::Command::kSeed, nullptr, nullptr, seed);
 }

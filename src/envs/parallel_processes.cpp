@@ -1,11 +1,14 @@
 // The worker processes of a ParallelEnv (envs/parallel_workers.h): forked
 // at construction, each makes its envs and loops on a process-shared
-// semaphore. The batch they read and write is one anonymous shared mapping
-// (inputs, next step, reset data, and a slot per worker: command, status,
-// error text), which each call fills from the caller's dicts and copies
-// back once all succeeded. The caller waits on each worker's semaphore in
-// slices of 50 ms, checking with waitpid that the worker lives; a worker
-// dies with its parent (PR_SET_PDEATHSIG).
+// semaphore. The batch they read and write is one anonymous shared mapping:
+// the root (observations, state, done flags, actions and the "_reset" and
+// "_step" masks), the next step, and a slot per worker (command, status,
+// error text). A call copies the caller's inputs into it and its results
+// back once all succeeded, but for the leaves that are the shared ones: a
+// rollout steps in the shared batch itself (`shared_tensordict`), so only a
+// policy's new action tensors cross. The caller waits on each worker's
+// semaphore in slices of 50 ms, checking with waitpid that the worker
+// lives; a worker dies with its parent (PR_SET_PDEATHSIG).
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
@@ -125,24 +128,35 @@ struct ProcessWorkers final : ParallelEnv::Workers {
     const Composite reward = meta.reward_spec().expand(shape);
     const Composite done = meta.done_spec().expand(shape);
     std::vector<int64_t> flags = batch;
-    in_.add_specs({&action, &state});
-    in_.add("_step", batch, at::kBool);
-    next_.add_specs({&obs, &reward, &done});
-    reset_.add_specs({&obs, &state, &done});
+    root_.add_specs({&obs, &state, &done, &action});
+    root_.add("_step", batch, at::kBool);
     flags.push_back(1);
-    reset_.add("_reset", flags, at::kBool);
+    root_.add("_reset", flags, at::kBool);
+    next_.add_specs({&obs, &reward, &done});
+    // What each call reads from the caller and gives back.
+    step_in_ = action.keys(true, true);
+    for (const NestedKey& key : state.keys(true, true)) {
+      step_in_.push_back(key);
+    }
+    step_in_.emplace_back("_step");
+    for (const Composite* spec : {&obs, &state, &done}) {
+      for (const NestedKey& key : spec->keys(true, true)) {
+        if (std::find(reset_io_.begin(), reset_io_.end(), key) ==
+            reset_io_.end()) {
+          reset_io_.push_back(key);
+        }
+      }
+    }
     const size_t slots =
         (static_cast<size_t>(workers) * sizeof(Slot) + 63) / 64 * 64;
-    map_ = std::make_unique<SharedMap>(slots + in_.bytes + next_.bytes +
-                                       reset_.bytes + size_t{64} * 3);
+    map_ = std::make_unique<SharedMap>(slots + root_.bytes + next_.bytes +
+                                       size_t{64} * 2);
     auto* base = static_cast<char*>(map_->base);
     slots_ = reinterpret_cast<Slot*>(base);
-    char* in_base = base + slots;
-    char* next_base = in_base + (in_.bytes + 63) / 64 * 64;
-    char* reset_base = next_base + (next_.bytes + 63) / 64 * 64;
-    shm_in = in_.dict(in_base, batch);
+    char* root_base = base + slots;
+    char* next_base = root_base + (root_.bytes + 63) / 64 * 64;
+    shm_root = root_.dict(root_base, batch);
     shm_next = next_.dict(next_base, batch);
-    shm_reset = reset_.dict(reset_base, batch);
     for (int64_t w = 0; w < workers; ++w) {
       Slot& slot = slots_[w];
       TORCH_CHECK(
@@ -201,10 +215,9 @@ struct ProcessWorkers final : ParallelEnv::Workers {
     }
     sem_post(&slot.done);
     if (slot.failed >= 0) _exit(0);
-    RowViews in(begin, end, row), out(begin, end, row), reset(begin, end, row);
-    const std::vector<TensorDict>& in_rows = in.of(shm_in);
+    RowViews in(begin, end, row), out(begin, end, row);
+    const std::vector<TensorDict>& in_rows = in.of(shm_root);
     const std::vector<TensorDict>& out_rows = out.of(shm_next);
-    const std::vector<TensorDict>& reset_rows = reset.of(shm_reset);
     for (;;) {
       while (sem_wait(&slot.go) != 0) {
         if (errno != EINTR) _exit(1);
@@ -213,10 +226,8 @@ struct ProcessWorkers final : ParallelEnv::Workers {
       if (cmd == Command::kClose) break;
       std::string error;
       uint64_t seed = slot.seed;
-      const std::vector<TensorDict>* rows =
-          cmd == Command::kReset ? &reset_rows : &in_rows;
-      slot.failed = run_share(cmd, envs, begin, rows, &out_rows, per_env, seed,
-                              error, nullptr);
+      slot.failed = run_share(cmd, envs, begin, &in_rows, &out_rows, per_env,
+                              seed, error, nullptr);
       slot.seed = seed;
       if (slot.failed >= 0) write_error(slot, slot.failed, error);
       sem_post(&slot.done);
@@ -275,17 +286,14 @@ struct ProcessWorkers final : ParallelEnv::Workers {
   void run(Command cmd, const TensorDict* td, const TensorDict* next,
            uint64_t& seed) override {
     check_usable();
-    const TensorDict* shm = cmd == Command::kReset ? &shm_reset : &shm_in;
     if (cmd != Command::kSeed) {
       // The caller's inputs into the shared batch (a missing mask: all).
-      for (const NestedKey& key : shm->keys(true, true)) {
-        const at::Tensor dst = shm->get(key);
-        if (td->contains(key)) {
-          copy_all(dst, td->get(key));
-        } else if (key.front() == "_reset" || key.front() == "_step") {
-          dst.fill_(true);
-        }
+      for (const NestedKey& key :
+           cmd == Command::kReset ? reset_io_ : step_in_) {
+        copy_in(shm_root.get(key), *td, key);
       }
+      if (cmd == Command::kReset)
+        copy_in(shm_root.get("_reset"), *td, "_reset");
     }
     const size_t workers = pids_.size();
     std::vector<bool> started(workers, false);
@@ -329,15 +337,41 @@ struct ProcessWorkers final : ParallelEnv::Workers {
     // All succeeded: the results into the caller's dicts.
     if (cmd == Command::kStep) {
       for (const NestedKey& key : next->keys(true, true)) {
-        if (shm_next.contains(key)) copy_all(next->get(key), shm_next.get(key));
+        if (shm_next.contains(key)) copy_out(next->get(key), shm_next.get(key));
       }
     } else if (cmd == Command::kReset) {
-      for (const NestedKey& key : td->keys(true, true)) {
-        if (key.front() != "_reset" && shm_reset.contains(key)) {
-          copy_all(td->get(key), shm_reset.get(key));
-        }
+      for (const NestedKey& key : reset_io_) {
+        if (td->contains(key)) copy_out(td->get(key), shm_root.get(key));
       }
     }
+  }
+
+  // `dst` (a leaf of the shared batch) = `td[key]`, unless they are the same
+  // memory; a mask `td` lacks is all true.
+  static void copy_in(const at::Tensor& dst, const TensorDict& td,
+                      const NestedKey& key) {
+    if (!td.contains(key)) {
+      if (key.front() == "_reset" || key.front() == "_step") dst.fill_(true);
+      return;
+    }
+    const at::Tensor src = td.get(key);
+    if (src.data_ptr() != dst.data_ptr()) copy_all(dst, src);
+  }
+  // `dst` (the caller's) = `src` (shared), unless they are the same memory.
+  static void copy_out(const at::Tensor& dst, const at::Tensor& src) {
+    if (dst.data_ptr() != src.data_ptr()) copy_all(dst, src);
+  }
+
+  [[nodiscard]] c10::optional<TensorDict> shared(bool next) const override {
+    if (!broken.empty()) return c10::nullopt;
+    if (next) return shm_next.copy();
+    TensorDict root(batch_);
+    for (const NestedKey& key : shm_root.keys(true, true)) {
+      if (key.front() != "_reset" && key.front() != "_step") {
+        root.set(key, shm_root.get(key));
+      }
+    }
+    return root;
   }
 
   void close() override {
@@ -370,9 +404,8 @@ struct ProcessWorkers final : ParallelEnv::Workers {
       sem_destroy(&slots_[w].done);
     }
     if (broken.empty()) broken = "ParallelEnv: closed";
-    shm_in = TensorDict();
+    shm_root = TensorDict();
     shm_next = TensorDict();
-    shm_reset = TensorDict();
     slots_ = nullptr;
     map_.reset();
   }
@@ -386,10 +419,11 @@ struct ProcessWorkers final : ParallelEnv::Workers {
   double timeout_s;
   int64_t per_env = 1;
   std::vector<int64_t> batch_;
-  SharedLayout in_, next_, reset_;
+  SharedLayout root_, next_;
+  std::vector<NestedKey> step_in_, reset_io_;  // see the constructor
   std::unique_ptr<SharedMap> map_;
   Slot* slots_ = nullptr;
-  TensorDict shm_in, shm_next, shm_reset;
+  TensorDict shm_root, shm_next;
   std::vector<pid_t> pids_;
   std::vector<std::pair<int64_t, int64_t>> ranges_;
 };

@@ -57,6 +57,12 @@ struct ParallelEnv::Workers {
                    const TensorDict* next, uint64_t& seed) = 0;
   virtual void close() = 0;
   [[nodiscard]] virtual std::vector<int64_t> pids() const { return {}; }
+  /// The batch the workers read and write in place (EnvBase's
+  /// `shared_tensordict`), for workers that do not write into the
+  /// caller's dicts.
+  [[nodiscard]] virtual c10::optional<TensorDict> shared(bool /*next*/) const {
+    return c10::nullopt;
+  }
 
   int64_t num_envs = 0;
   int64_t steps = 0;   // step calls so far

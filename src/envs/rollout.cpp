@@ -179,28 +179,50 @@ TensorDict EnvBase::run_rollout(int64_t max_steps, const Policy* policy,
                     "must hold the first step's input");
 
   const detail::FlagKeys& keys = detail::flag_keys();
-  // The working dict: the first step's input, in tensors of this call's.
+  // The working dict: the first step's input, in tensors of this call's
+  // (or in the env's shared batch, `shared_tensordict`).
+  const c10::optional<TensorDict> shared = shared_tensordict(false);
   TensorDict work;
   if (options.tensordict().has_value()) {
     work = own_input(*options.tensordict(), "rollout", false);
+    if (shared.has_value()) {
+      // own_input checked the spec keys' shapes and dtypes; the others
+      // (actions, a policy's outputs) are the input's own.
+      for (const NestedKey& key : work.keys(true, true)) {
+        if (observation_spec_.contains(key) || state_spec_.contains(key) ||
+            done_spec_.contains(key)) {
+          detail::copy_all(shared->get(key), work.get(key));
+        } else {
+          shared->set(key, work.get(key));
+        }
+      }
+      work = *shared;
+    }
     if (options.auto_reset()) {
       reset_rows(work, at::Tensor());
     } else if (detail::any_flag(work.get(keys.done), at::Tensor())) {
       // TorchRL's maybe_reset of the input.
       reset_rows(work, work.get(keys.done).clone());
     }
+  } else if (shared.has_value()) {
+    work = *shared;
+    reset_rows(work, at::Tensor());
   } else {
     work = reset();
   }
   const TensorDict next =
-      zeros_of({&observation_spec_, &reward_spec_, &done_spec_});
+      shared.has_value()
+          ? *shared_tensordict(true)
+          : zeros_of({&observation_spec_, &reward_spec_, &done_spec_});
   work.set("next", next);
   // The random actions (without a policy): each leaf with its spec.
   std::vector<std::pair<LeafRef, SpecPtr>> actions;
   if (policy == nullptr) {
     for (const NestedKey& key : action_keys()) {
       const SpecPtr& spec = action_spec_.get(key).leaf_ptr();
-      work.set(key, spec->zero());
+      if (!shared.has_value() || !work.contains(key)) {
+        work.set(key, spec->zero());
+      }
       actions.emplace_back(LeafRef(work, key), spec);
     }
   }
