@@ -333,6 +333,25 @@ TEST(BatchedEnvs, AStuckWorkerThreadTimesOutAndTheDestructorReturns) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
 }
 
+TEST(BatchedEnvs, AStuckFirstEnvTimesOutToo) {
+  // The caller runs no env itself: env 0, the first share's, is timed out
+  // as any other.
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    ParallelEnv env(2, fault_factory(1.0),
+                    ParallelEnvOptions().num_workers(2).timeout(0.2));
+    TensorDict td = with_actions(env.reset(), {1, 0});
+    const auto snapshot = TakeSnapshot(td);
+    ExpectThrowsMsg([&] { env.step(td); },
+                    "ParallelEnv: env 0 did not finish step 1 within 0.2 s");
+    ExpectUnchanged(td, snapshot);
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                .count(),
+            0.9);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+}
+
 TEST(BatchedEnvs, TheDestructorReapsEveryWorkerProcess) {
   std::vector<int64_t> pids;
   {

@@ -326,10 +326,13 @@ struct ParallelEnvOptions {
 /// `SerialEnv`'s results for the same seeds.
 ///
 /// Threads write their envs' rows straight into the batch's dicts (no copy,
-/// no allocation per step). Processes (`processes(true)`, forked at
-/// construction, each making its envs with `factory`) read and write the
-/// rows in one shared-memory batch, which each call fills from the caller's
-/// dict and copies back (one copy per key, no allocation).
+/// no allocation per step); the caller runs no env itself, it waits. Processes
+/// (`processes(true)`, forked at construction, each making its envs with
+/// `factory`) read and write the rows in one shared-memory batch, in which a
+/// `rollout` steps (`shared_tensordict`): only a policy's new action tensors
+/// are copied in. `step` and `reset`, which give new tensors, fill it from
+/// the caller's dict and copy the results back (one copy per key, no
+/// allocation).
 ///
 /// It never hangs:
 ///   - an env that throws makes the call raise "ParallelEnv: env 3 failed at

@@ -1,15 +1,22 @@
-// The threads of a ParallelEnv (envs/parallel_workers.h): the caller runs
-// the first share of the envs itself; the other threads spin for a while
-// after each call, then sleep on a condition variable, so that a rollout's
-// steps meet awake workers. Each worker reads and writes its envs' rows of
-// the caller's dicts through views (envs/row_views.h).
+// The threads of a ParallelEnv (envs/parallel_workers.h): each share of the
+// envs has its thread, and the caller only waits for them, with the
+// timeout (an env stuck in the caller's own thread could not be timed
+// out). The threads spin for a while after each call, then sleep on a
+// condition variable, so that a rollout's steps meet awake workers; the
+// caller sleeps at once (on a futex), so that it takes no core from them. Each worker
+// reads and writes its envs' rows of the caller's dicts through views
+// (envs/row_views.h).
 #include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <ctime>
 #include <future>
 #include <mutex>
 #include <string>
@@ -44,13 +51,19 @@ struct ThreadState {
   std::atomic<uint64_t> generation{0};
   std::atomic<int64_t> done{0};
   int64_t sleepers = 0;
+  bool caller_waits = false;  // the caller sleeps on `finished` (close)
+  // Set by the last share to finish a call; the caller sleeps on it (a
+  // futex) while `caller_sleeps`.
+  std::atomic<int32_t> call_done{0};
+  std::atomic<bool> caller_sleeps{false};
   bool stop = false;
   // The call.
   Command cmd = Command::kStep;
   const TensorDict* td = nullptr;
   const TensorDict* next = nullptr;
+  int64_t only = -1;  // the one share that runs the call (seeds), or -1
   int64_t per_env = 1;
-  std::vector<ThreadShare> shares;  // [0] is the caller's
+  std::vector<ThreadShare> shares;
 };
 
 // How long a waiting thread spins before it sleeps: some 100 us, about
@@ -105,6 +118,8 @@ void thread_main(const std::shared_ptr<ThreadState>& state, size_t w,
     uint64_t now = s.generation.load(std::memory_order_acquire);
     for (int i = 0; i < kSpins && now == seen; ++i) {
       cpu_relax();
+      // Let the caller, woken by the last share, have this core.
+      if (i % 16 == 15) std::this_thread::yield();
       now = s.generation.load(std::memory_order_acquire);
     }
     if (now == seen) {
@@ -119,12 +134,17 @@ void thread_main(const std::shared_ptr<ThreadState>& state, size_t w,
     }
     seen = now;
     if (s.stop) break;
-    run_thread_share(s, share);
-    share.current.store(-1, std::memory_order_relaxed);
+    if (s.only < 0 || s.only == static_cast<int64_t>(w)) {
+      run_thread_share(s, share);
+      share.current.store(-1, std::memory_order_relaxed);
+    }
     if (s.done.fetch_add(1, std::memory_order_acq_rel) + 1 ==
-        static_cast<int64_t>(s.shares.size()) - 1) {
-      std::lock_guard<std::mutex> lock(s.mu);
-      s.finished.notify_all();
+        static_cast<int64_t>(s.shares.size())) {
+      s.call_done.store(1);
+      if (s.caller_sleeps.load()) {
+        syscall(SYS_futex, &s.call_done, FUTEX_WAKE_PRIVATE, 1, nullptr,
+                nullptr, 0);
+      }
     }
   }
   share.envs.clear();
@@ -148,25 +168,14 @@ struct ThreadWorkers final : ParallelEnv::Workers {
       share.in = std::make_unique<RowViews>(begin, end, row_batch);
       share.out = std::make_unique<RowViews>(begin, end, row_batch);
     }
-    // The threads make their envs; the caller makes the first share's.
+    // The threads make their envs.
     std::vector<std::promise<std::string>> made(static_cast<size_t>(workers));
-    for (int64_t w = 1; w < workers; ++w) {
+    for (int64_t w = 0; w < workers; ++w) {
       threads.emplace_back(thread_main, state, static_cast<size_t>(w), &factory,
                            &made[static_cast<size_t>(w)]);
     }
     std::string error;
-    ThreadShare& own = state->shares[0];
-    for (int64_t e = own.begin; e < own.end && error.empty(); ++e) {
-      try {
-        own.envs.push_back(factory());
-        TORCH_CHECK_VALUE(own.envs.back() != nullptr,
-                          "the factory returned no env");
-      } catch (...) {
-        error = "ParallelEnv: env " + std::to_string(e) +
-                " could not be made: " + current_message();
-      }
-    }
-    for (int64_t w = 1; w < workers; ++w) {
+    for (int64_t w = 0; w < workers; ++w) {
       const std::string made_error =
           made[static_cast<size_t>(w)].get_future().get();
       if (error.empty()) error = made_error;
@@ -183,26 +192,21 @@ struct ThreadWorkers final : ParallelEnv::Workers {
     check_usable();
     ThreadState& s = *state;
     if (cmd == Command::kSeed) {
-      // Each env's seed is the previous env's result: the caller seeds
-      // them in turn (the threads are idle between calls).
-      for (ThreadShare& share : s.shares) {
-        std::string error;
-        const int64_t failed = run_share(cmd, share.envs, share.begin, nullptr,
-                                         nullptr, 1, seed, error, nullptr);
-        if (failed >= 0) TORCH_CHECK(false, failure(failed, cmd, steps, error));
+      // Each env's seed is the previous env's result: the shares seed
+      // their envs one after the other.
+      for (size_t w = 0; w < s.shares.size(); ++w) {
+        s.shares[w].seed = seed;
+        publish(cmd, nullptr, nullptr, static_cast<int64_t>(w));
+        wait_for_threads(cmd);
+        const ThreadShare& share = s.shares[w];
+        if (share.failed >= 0) {
+          TORCH_CHECK(false, failure(share.failed, cmd, steps, share.error));
+        }
+        seed = share.seed;
       }
       return;
     }
-    s.cmd = cmd;
-    s.td = td;
-    s.next = next;
-    s.done.store(0, std::memory_order_relaxed);
-    s.generation.fetch_add(1, std::memory_order_acq_rel);
-    {
-      std::lock_guard<std::mutex> lock(s.mu);
-      if (s.sleepers > 0) s.wake.notify_all();
-    }
-    run_thread_share(s, s.shares[0]);
+    publish(cmd, td, next, -1);
     wait_for_threads(cmd);
     int64_t failed = -1;
     std::string error;
@@ -215,26 +219,53 @@ struct ThreadWorkers final : ParallelEnv::Workers {
     if (failed >= 0) TORCH_CHECK(false, failure(failed, cmd, steps, error));
   }
 
-  void wait_for_threads(Command cmd) {
+  // Starts a call on the threads (only share `only`'s runs it when it is
+  // not -1).
+  void publish(Command cmd, const TensorDict* td, const TensorDict* next,
+               int64_t only) {
     ThreadState& s = *state;
-    const int64_t expected = static_cast<int64_t>(s.shares.size()) - 1;
-    for (int i = 0; i < kSpins; ++i) {
-      if (s.done.load(std::memory_order_acquire) == expected) return;
-      cpu_relax();
+    s.cmd = cmd;
+    s.td = td;
+    s.next = next;
+    s.only = only;
+    for (ThreadShare& share : s.shares) share.failed = -1;
+    s.done.store(0, std::memory_order_relaxed);
+    s.call_done.store(0);
+    s.generation.fetch_add(1, std::memory_order_acq_rel);
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.sleepers > 0) s.wake.notify_all();
+  }
+
+  // Waits for every share to finish the call, at most the timeout: on a
+  // futex on `call_done`, which the last share sets (a condition variable's
+  // mutex hand-off would add a second wake-up to each step).
+  void wait_for_threads(Command cmd) {
+    using Clock = std::chrono::steady_clock;
+    ThreadState& s = *state;
+    const Clock::time_point deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(timeout_s));
+    bool finished = s.call_done.load() != 0;
+    while (!finished) {
+      const Clock::duration left = deadline - Clock::now();
+      if (left <= Clock::duration::zero()) break;
+      s.caller_sleeps.store(true);
+      if (s.call_done.load() == 0) {
+        const auto ns =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+        timespec rel{};
+        rel.tv_sec = static_cast<time_t>(ns / 1000000000);
+        rel.tv_nsec = static_cast<long>(ns % 1000000000);
+        syscall(SYS_futex, &s.call_done, FUTEX_WAIT_PRIVATE, 0, &rel, nullptr,
+                0);
+      }
+      s.caller_sleeps.store(false);
+      finished = s.call_done.load() != 0;
     }
-    std::unique_lock<std::mutex> lock(s.mu);
-    const auto deadline =
-        std::chrono::steady_clock::now() +
-        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-            std::chrono::duration<double>(timeout_s));
-    if (s.finished.wait_until(lock, deadline, [&] {
-          return s.done.load(std::memory_order_acquire) == expected;
-        })) {
-      return;
-    }
+    if (finished) return;
     // A thread is stuck: name the first env still running.
     int64_t env = -1;
-    for (size_t w = 1; w < s.shares.size() && env < 0; ++w) {
+    for (size_t w = 0; w < s.shares.size() && env < 0; ++w) {
       env = s.shares[w].current.load(std::memory_order_relaxed);
     }
     broken = "ParallelEnv: env " + std::to_string(env) + " did not finish " +
@@ -258,22 +289,23 @@ struct ThreadWorkers final : ParallelEnv::Workers {
           std::chrono::steady_clock::now() +
           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
               std::chrono::duration<double>(std::min(timeout_s, 5.0)));
+      s.caller_waits = true;
       s.finished.wait_until(lock, deadline, [&] {
-        for (size_t w = 1; w < s.shares.size(); ++w) {
-          if (!s.shares[w].exited) return false;
+        for (const ThreadShare& share : s.shares) {
+          if (!share.exited) return false;
         }
         return true;
       });
+      s.caller_waits = false;
     }
     for (size_t t = 0; t < threads.size(); ++t) {
-      if (s.shares[t + 1].exited) {
+      if (s.shares[t].exited) {
         threads[t].join();
       } else {
         threads[t].detach();
       }
     }
     threads.clear();
-    s.shares[0].envs.clear();
     if (broken.empty()) broken = "ParallelEnv: closed";
     state.reset();
   }
