@@ -35,13 +35,19 @@ for row in rows:
 theirs = {l.split()[0]: float(l.split()[1]) for l in sys.argv[2].splitlines() if l.strip()}
 targets = {'PendulumBatched16Rollout200': 30, 'PendulumSerialEnv16Rollout200': 50,
            'PendulumParallelEnv2Rollout200': 50}
-for name, fps in theirs.items():
+# TorchRL's ParallelEnv runs processes: ours on processes is compared too.
+rows = list(theirs.items())
+if 'PendulumParallelEnv2Rollout200' in theirs:
+    rows.append(('PendulumParallelEnv2ProcessesRollout200',
+                 theirs['PendulumParallelEnv2Rollout200']))
+    targets['PendulumParallelEnv2ProcessesRollout200'] = 50
+for name, fps in rows:
     mine = ours.get(name)
     if mine is None:
         continue
     ratio = mine / fps
     t = targets.get(name)
     verdict = '' if t is None else f'  (target >= {t}x: {\"met\" if ratio >= t else \"NOT met\"})'
-    print(f'{name:34s} ours {mine:12,.0f} frames/s  TorchRL 0.14 {fps:10,.0f} frames/s  {ratio:7.1f}x{verdict}')
+    print(f'{name:41s} ours {mine:12,.0f} frames/s  TorchRL 0.14 {fps:10,.0f} frames/s  {ratio:7.1f}x{verdict}')
 PY
 "

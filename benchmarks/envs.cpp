@@ -15,7 +15,8 @@
 //    benchmarks/python/torchrl_envs.py (run both with
 //    benchmarks/compare_torchrl_envs.sh in the Debian sid root): a batched
 //    PendulumEnv({16}) rollout(200), one PendulumEnv rollout(1000),
-//    SerialEnv(16) and ParallelEnv(2) rollouts.
+//    SerialEnv(16) and ParallelEnv(2) rollouts (threads, and processes as
+//    TorchRL's).
 #include <benchmark/benchmark.h>
 #include <tensordict/envs.h>
 #include <tensordict/tensordict.h>
@@ -235,6 +236,17 @@ void BM_PendulumParallelEnv2Rollout200(benchmark::State& state) {
   frames_per_second(state, 2 * 200);
 }
 
+// The same on two worker processes (TorchRL's ParallelEnv runs processes).
+void BM_PendulumParallelEnv2ProcessesRollout200(benchmark::State& state) {
+  ParallelEnv env(2, pendulum_factory(), ParallelEnvOptions().processes(true));
+  env.set_seed(0);
+  for (auto _ : state) {
+    TensorDict data = env.rollout(200, kNoBreak);
+    benchmark::DoNotOptimize(data);
+  }
+  frames_per_second(state, 2 * 200);
+}
+
 }  // namespace
 
 BENCHMARK(BM_RawCartPoleLoop)->Unit(benchmark::kMicrosecond);
@@ -245,6 +257,9 @@ BENCHMARK(BM_PendulumBatched16Rollout200)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_PendulumRollout1000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_PendulumSerialEnv16Rollout200)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_PendulumParallelEnv2Rollout200)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK(BM_PendulumParallelEnv2ProcessesRollout200)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
