@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "python_reference.h"
+#include "torchrl_reference.h"
 
 namespace {
 
@@ -33,10 +34,12 @@ using tensordict::TensorDict;
 using tensordict::TensorDictModule;
 using tensordict::TransformedEnv;
 using tensordict::Unbounded;
+using tensordict_test::ExpectSameDict;
 using tensordict_test::kSkipMessage;
+using tensordict_test::LeafKeys;
 using tensordict_test::PyRef;
+using tensordict_test::PyRun;
 using tensordict_test::ReadFile;
-using tensordict_test::RunPython;
 using tensordict_test::TempDir;
 
 // What the trajectories may differ by. With the reference's own torch they
@@ -46,68 +49,21 @@ using tensordict_test::TempDir;
 // 5e-5 within 200 steps.
 constexpr double kTolerance = 1e-5;
 
-constexpr const char* kNo014 = "<<no TorchRL 0.14>>";
 constexpr const char* kNo014Message =
     "the reference TorchRL has no torchrl.data.Composite or "
     "torchrl.envs.PendulumEnv (TorchRL 0.4): the envs are TorchRL 0.14's";
 
-// Put before every script: it prints kNo014 and stops for TorchRL 0.4.
+// Put before every script (after RunTorchRL's check).
 constexpr const char* kPreamble = R"py(
-import json, sys
-import torch
-import torchrl.data, torchrl.envs
-if not hasattr(torchrl.data, "Composite") or not hasattr(torchrl.envs, "PendulumEnv"):
-    print("<<no TorchRL 0.14>>")
-    sys.exit(0)
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
 from torchrl.envs import EnvBase, PendulumEnv
 )py";
 
-enum class PyRun { kDone, kTorchRL04, kFailed };
-
-// Runs kPreamble + `body` (a test failure when Python fails).
+// Runs kPreamble + `body`.
 PyRun RunTorchRL(const std::string& body,
                  const std::vector<std::string>& args) {
-  std::string out;
-  if (!RunPython(std::string(kPreamble) + body, args, &out)) {
-    return PyRun::kFailed;
-  }
-  return out.find(kNo014) != std::string::npos ? PyRun::kTorchRL04
-                                               : PyRun::kDone;
-}
-
-std::set<std::string> LeafKeys(const TensorDict& td) {
-  std::set<std::string> out;
-  for (const NestedKey& key : td.keys(true, true)) out.insert(key.str());
-  return out;
-}
-
-double MaxAbsDiff(const at::Tensor& a, const at::Tensor& b) {
-  if (a.numel() == 0) return 0.0;
-  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
-}
-
-// `ours` and TorchRL's `theirs` have one batch size and one set of leaf
-// keys, each leaf of one shape and dtype, with equal flags and integers and
-// floats within `atol`.
-void ExpectSameDict(const TensorDict& ours, const TensorDict& theirs,
-                    double atol) {
-  EXPECT_EQ(ours.batch_size().vec(), theirs.batch_size().vec());
-  EXPECT_EQ(LeafKeys(ours), LeafKeys(theirs));
-  for (const NestedKey& key : ours.keys(true, true)) {
-    if (!theirs.contains(key)) continue;
-    SCOPED_TRACE("key " + key.str());
-    const at::Tensor a = ours.get(key);
-    const at::Tensor b = theirs.get(key);
-    EXPECT_EQ(a.scalar_type(), b.scalar_type());
-    ASSERT_EQ(a.sizes().vec(), b.sizes().vec());
-    if (a.is_floating_point()) {
-      EXPECT_LE(MaxAbsDiff(a, b), atol);
-    } else {
-      EXPECT_TRUE(at::equal(a, b.to(a.scalar_type())));
-    }
-  }
+  return tensordict_test::RunTorchRL(std::string(kPreamble) + body, args);
 }
 
 // ---- PendulumEnv's trajectory -------------------------------------------------

@@ -23,6 +23,7 @@
 
 #include "python_reference.h"
 #include "rl/random.h"
+#include "torchrl_reference.h"
 
 namespace {
 
@@ -38,31 +39,27 @@ using tensordict::TensorDict;
 using tensordict::TransformedEnv;
 using tensordict::TransformPtr;
 using tensordict::VecNorm;
+using tensordict_test::ExpectSameDict;
 using tensordict_test::kSkipMessage;
+using tensordict_test::LeafKeys;
+using tensordict_test::MaxAbsDiff;
 using tensordict_test::PyRef;
-using tensordict_test::RunPython;
+using tensordict_test::PyRun;
 using tensordict_test::TempDir;
 
 // The pendulum's float32 kernels (a vectorized sin in TorchRL) differ by an
 // ulp here and there; the transforms' own arithmetic is TorchRL's.
 constexpr double kTolerance = 1e-5;
 
-constexpr const char* kNo014 = "<<no TorchRL 0.14>>";
 constexpr const char* kNo014Message =
     "the reference TorchRL has no torchrl.data.Composite or "
     "torchrl.envs.PendulumEnv (TorchRL 0.4): the transforms are TorchRL "
     "0.14's";
 
-// Put before every script: it prints kNo014 and stops for TorchRL 0.4.
+// Put before every script (after RunTorchRL's check).
 // `torques` is argv[1]'s "torques" ([T, 1]); `policy()` plays them in
 // order.
 constexpr const char* kPreamble = R"py(
-import sys
-import torch
-import torchrl.data, torchrl.envs
-if not hasattr(torchrl.data, "Composite") or not hasattr(torchrl.envs, "PendulumEnv"):
-    print("<<no TorchRL 0.14>>")
-    sys.exit(0)
 from tensordict import TensorDict
 from torchrl.envs import (Compose, ObservationNorm, PendulumEnv, RewardSum,
                           StepCounter, TransformedEnv, VecNorm)
@@ -77,16 +74,10 @@ def make_policy():
     return policy
 )py";
 
-enum class PyRun { kDone, kTorchRL04, kFailed };
-
+// Runs kPreamble + `body`.
 PyRun RunTorchRL(const std::string& body,
                  const std::vector<std::string>& args) {
-  std::string out;
-  if (!RunPython(std::string(kPreamble) + body, args, &out)) {
-    return PyRun::kFailed;
-  }
-  return out.find(kNo014) != std::string::npos ? PyRun::kTorchRL04
-                                               : PyRun::kDone;
+  return tensordict_test::RunTorchRL(std::string(kPreamble) + body, args);
 }
 
 // A deterministic torque sequence, [T, 1]: 2.5 sin(0.3 t), clipped to the
@@ -104,37 +95,6 @@ tensordict::Policy Play(const at::Tensor& torques) {
   return [torques, t](const TensorDict& td) {
     td.set("action", torques[(*t)++].clone());
   };
-}
-
-std::set<std::string> LeafKeys(const TensorDict& td) {
-  std::set<std::string> out;
-  for (const NestedKey& key : td.keys(true, true)) out.insert(key.str());
-  return out;
-}
-
-double MaxAbsDiff(const at::Tensor& a, const at::Tensor& b) {
-  if (a.numel() == 0) return 0.0;
-  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
-}
-
-// One batch size and one set of leaf keys, each leaf of one shape and
-// dtype, with equal flags and integers and floats within kTolerance.
-void ExpectSameDict(const TensorDict& ours, const TensorDict& theirs) {
-  EXPECT_EQ(ours.batch_size().vec(), theirs.batch_size().vec());
-  EXPECT_EQ(LeafKeys(ours), LeafKeys(theirs));
-  for (const NestedKey& key : ours.keys(true, true)) {
-    if (!theirs.contains(key)) continue;
-    SCOPED_TRACE("key " + key.str());
-    const at::Tensor a = ours.get(key);
-    const at::Tensor b = theirs.get(key);
-    EXPECT_EQ(a.scalar_type(), b.scalar_type());
-    ASSERT_EQ(a.sizes().vec(), b.sizes().vec());
-    if (a.is_floating_point()) {
-      EXPECT_LE(MaxAbsDiff(a, b), kTolerance);
-    } else {
-      EXPECT_TRUE(at::equal(a, b.to(a.scalar_type())));
-    }
-  }
 }
 
 RolloutOptions NoBreak() { return RolloutOptions().break_when_any_done(false); }
@@ -169,7 +129,7 @@ TEST(PythonReference, TransformsStepCounterAndRewardSumMatchTorchRL) {
   env.set_seed(7);
   const TensorDict ours = env.rollout(kSteps, Play(torques), NoBreak());
   const TensorDict theirs = TensorDict::load_memmap(dir / "out");
-  ExpectSameDict(ours, theirs);
+  ExpectSameDict(ours, theirs, kTolerance);
   // The stream has two truncations, and the sums restart after them.
   EXPECT_EQ(ours.get({"next", "truncated"}).sum().item<int64_t>(), 2);
   EXPECT_EQ(ours.get({"next", "step_count"})[5].item<int64_t>(), 1);
@@ -212,7 +172,7 @@ TEST(PythonReference, TransformsObservationNormMatchesTorchRL) {
                            std::vector<NestedKey>{"thdot"}, standard));
     env.set_seed(9);
     const TensorDict ours = env.rollout(kSteps, Play(torques), NoBreak());
-    ExpectSameDict(ours, TensorDict::load_memmap(dir / "data"));
+    ExpectSameDict(ours, TensorDict::load_memmap(dir / "data"), kTolerance);
     const TensorDict bounds = TensorDict::load_memmap(dir / "bounds");
     const auto& spec = dynamic_cast<const tensordict::Bounded&>(
         env.observation_spec().leaf("thdot"));
@@ -312,7 +272,7 @@ TEST(PythonReference, TransformsVecNormMatchesTorchRL) {
   {
     SCOPED_TRACE("running");
     ExpectSameDict(env.rollout(kSteps, Play(torques), NoBreak()),
-                   TensorDict::load_memmap(dir / "first"));
+                   TensorDict::load_memmap(dir / "first"), kTolerance);
   }
   const TensorDict stats = TensorDict::load_memmap(dir / "stats");
   const TensorDict ours = vec->state_dict();
@@ -329,7 +289,7 @@ TEST(PythonReference, TransformsVecNormMatchesTorchRL) {
   {
     SCOPED_TRACE("frozen");
     ExpectSameDict(env.rollout(5, Play(torques), NoBreak()),
-                   TensorDict::load_memmap(dir / "frozen"));
+                   TensorDict::load_memmap(dir / "frozen"), kTolerance);
   }
 }
 

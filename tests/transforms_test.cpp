@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "alloc_util.h"
+#include "count_env.h"
 #include "test_util.h"
 
 using tensordict::Bounded;
@@ -40,49 +41,10 @@ using tensordict::TransformedEnv;
 using tensordict::TransformPtr;
 using tensordict::Unbounded;
 using tensordict::VecNorm;
+using tensordict_test::CountEnv;
 using tensordict_test::ExpectThrowsMsg;
 
 namespace {
-
-// Three counters (as envs_test.cpp's): each step adds 1 to "obs" (float
-// [3, 1]), read back from the input; env i is terminated when its count
-// reaches term_at[i] and truncated at trunc_at[i] (0: never). The reward
-// is the action (Categorical(3)).
-class CountEnv final : public EnvBase {
- public:
-  CountEnv(std::vector<int64_t> term_at, std::vector<int64_t> trunc_at)
-      : EnvBase({3}),
-        term_at_(std::move(term_at)),
-        trunc_at_(std::move(trunc_at)) {
-    set_observation_spec(Composite({{"obs", Unbounded({3, 1})}}, {3}));
-    set_action_spec(Categorical(3, {3}));
-    const Categorical flag(2, {3, 1}, at::kBool);
-    set_done_spec(Composite(
-        {{"done", flag}, {"terminated", flag}, {"truncated", flag}}, {3}));
-  }
-  [[nodiscard]] std::string name() const override { return "CountEnv"; }
-
- protected:
-  void reset_impl(const TensorDict& td) override {
-    const at::Tensor mask =
-        td.contains("_reset") ? td.get("_reset") : at::ones({3, 1}, at::kBool);
-    td.get("obs").masked_fill_(mask, 0.0);
-  }
-  void step_impl(const TensorDict& td, const TensorDict& next) override {
-    const at::Tensor count = td.get("obs") + 1;
-    next.get("obs").copy_(count);
-    next.get("reward").copy_(td.get("action").to(at::kFloat).unsqueeze(-1));
-    for (int64_t i = 0; i < 3; ++i) {
-      const auto c = static_cast<int64_t>(count[i][0].item<float>());
-      next.get("terminated")[i][0] = term_at_[i] != 0 && c >= term_at_[i];
-      next.get("truncated")[i][0] = trunc_at_[i] != 0 && c >= trunc_at_[i];
-    }
-  }
-  void set_seed_impl(uint64_t /*seed*/) override {}
-
- private:
-  std::vector<int64_t> term_at_, trunc_at_;
-};
 
 // Two float64 observations "a" ([2, 2]) and "b" ([2, 3]) and an int64
 // "count" ([2, 1]); a float64 action ([2, 1]) added to "a" and "b" each

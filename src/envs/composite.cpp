@@ -28,7 +28,6 @@ using detail::check_spec_shape;
 using detail::device_name;
 using detail::shape_str;
 using detail::spec_device;
-using detail::spec_indent;
 using detail::torch_size_str;
 
 // ---- SpecEntry ----------------------------------------------------------------
@@ -441,7 +440,7 @@ std::string Composite::repr() const {
     std::string line = k;
     line += ": ";
     line += e.is_composite() ? e.composite().repr() : e.leaf().repr();
-    out += spec_indent(line, 4);
+    out += detail::indent(line, 4);
     out += ",\n";
   }
   out += "    device=" + device + ",\n    shape=" + torch_size_str(shape_) +

@@ -31,28 +31,11 @@ using detail::ends_with_broadcast;
 using detail::shape_str;
 using detail::spec_checked_expand;
 using detail::spec_device;
-using detail::spec_indent;
 using detail::torch_size_str;
 
 // ---- Shared helpers ----------------------------------------------------------
 
 namespace detail {
-
-std::string spec_indent(const std::string& text, size_t n) {
-  const std::string pad(n, ' ');
-  std::string out;
-  out.reserve(text.size() + 8 * n);
-  size_t start = 0;
-  while (start < text.size()) {
-    const size_t end = text.find('\n', start);
-    const size_t stop = end == std::string::npos ? text.size() : end + 1;
-    const bool blank = text.find_first_not_of(" \t\r\n", start) >= stop;
-    if (!blank) out += pad;
-    out.append(text, start, stop - start);
-    start = stop;
-  }
-  return out;
-}
 
 std::string torch_size_str(c10::IntArrayRef shape) {
   return "torch.Size(" + shape_str(shape) + ")";
@@ -131,8 +114,8 @@ std::string continuous_box_repr(c10::IntArrayRef shape, at::Device device,
                              ", device=" + device_name(device) +
                              ", dtype=" + dtype_name(dtype) +
                              ", contiguous=True)";
-  return "ContinuousBox(" + spec_indent("\nlow" + tensor, 4) + "," +
-         spec_indent("\nhigh" + tensor, 4) + ")";
+  return "ContinuousBox(" + detail::indent("\nlow" + tensor, 4) + "," +
+         detail::indent("\nhigh" + tensor, 4) + ")";
 }
 
 std::string scalar_str(const at::Scalar& s) {
@@ -190,11 +173,11 @@ at::Tensor TensorSpec::project(const at::Tensor& value) const {
 
 std::string TensorSpec::repr() const {
   std::string out = type_name() + "(\n";
-  out += spec_indent("shape=" + torch_size_str(shape_), 4) + ",\n";
-  out += spec_indent("space=" + space_repr(), 4) + ",\n";
-  out += spec_indent("device=" + device_name(device_), 4) + ",\n";
-  out += spec_indent("dtype=" + dtype_name(dtype_), 4) + ",\n";
-  out += spec_indent("domain=" + domain(), 4) + ")";
+  out += detail::indent("shape=" + torch_size_str(shape_), 4) + ",\n";
+  out += detail::indent("space=" + space_repr(), 4) + ",\n";
+  out += detail::indent("device=" + device_name(device_), 4) + ",\n";
+  out += detail::indent("dtype=" + dtype_name(dtype_), 4) + ",\n";
+  out += detail::indent("domain=" + domain(), 4) + ")";
   return out;
 }
 

@@ -11,14 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "print/indent.h"
 #include "tensordict/specs.h"
 
 namespace tensordict {
 namespace detail {
 
-/// textwrap.indent(text, " " * n): prefixes every line that is not
-/// whitespace-only.
-std::string spec_indent(const std::string& text, size_t n);
 /// "torch.Size([4, 8])".
 std::string torch_size_str(c10::IntArrayRef shape);
 /// The device a spec keeps: TorchRL's ordinal device ("cuda" is "cuda:0").

@@ -10,14 +10,14 @@
 #include "core/non_tensor.h"
 #include "core/tree.h"
 #include "io/files.h"
+#include "print/indent.h"
 #include "tensordict/lazy_stack.h"
 #include "tensordict/tensorclass.h"
 
 namespace tensordict {
 
-namespace {
+namespace detail {
 
-// textwrap.indent: prefix every line that is not whitespace-only.
 std::string indent(const std::string& text, size_t n) {
   const std::string pad(n, ' ');
   std::string out;
@@ -33,6 +33,12 @@ std::string indent(const std::string& text, size_t n) {
   }
   return out;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::indent;
 
 std::string py_bool(bool b) { return b ? "True" : "False"; }
 
