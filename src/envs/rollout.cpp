@@ -248,7 +248,7 @@ TensorDict EnvBase::run_rollout(int64_t max_steps, const Policy* policy,
   // The storage, `[*batch, T]` (TorchRL's layout); step t is column t.
   std::vector<int64_t> store_batch = batch_size_;
   store_batch.push_back(max_steps);
-  const TensorDict store(store_batch, device_);
+  TensorDict store(store_batch, device_);
   using at::indexing::Ellipsis;
   // Step t's rows of the storage as [numel * T] rows, through one plan
   // made after the first write (which made the storage's leaves); a step
