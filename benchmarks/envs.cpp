@@ -186,65 +186,48 @@ void BM_SlowParallelEnv(benchmark::State& state) {
 
 // ---- 3. Pendulum frames per second ---------------------------------------------
 
-void frames_per_second(benchmark::State& state, int64_t frames) {
+// Rollouts of `steps` steps of `env` (seeded 0), as frames per second: its
+// batch's numel per step.
+void rollout_frames(benchmark::State& state, EnvBase& env, int64_t steps) {
+  env.set_seed(0);
+  for (auto _ : state) {
+    TensorDict data = env.rollout(steps, kNoBreak);
+    benchmark::DoNotOptimize(data);
+  }
+  const int64_t frames = steps * c10::multiply_integers(env.batch_size());
   state.counters["frames_per_s"] =
       benchmark::Counter(static_cast<double>(state.iterations() * frames),
                          benchmark::Counter::kIsRate);
-}
-
-void BM_PendulumBatched16Rollout200(benchmark::State& state) {
-  PendulumEnv env({16});
-  env.set_seed(0);
-  for (auto _ : state) {
-    TensorDict data = env.rollout(200, kNoBreak);
-    benchmark::DoNotOptimize(data);
-  }
-  frames_per_second(state, 16 * 200);
-}
-
-void BM_PendulumRollout1000(benchmark::State& state) {
-  PendulumEnv env;
-  env.set_seed(0);
-  for (auto _ : state) {
-    TensorDict data = env.rollout(1000, kNoBreak);
-    benchmark::DoNotOptimize(data);
-  }
-  frames_per_second(state, 1000);
 }
 
 tensordict::EnvFactory pendulum_factory() {
   return [] { return std::make_unique<PendulumEnv>(); };
 }
 
+void BM_PendulumBatched16Rollout200(benchmark::State& state) {
+  PendulumEnv env({16});
+  rollout_frames(state, env, 200);
+}
+
+void BM_PendulumRollout1000(benchmark::State& state) {
+  PendulumEnv env;
+  rollout_frames(state, env, 1000);
+}
+
 void BM_PendulumSerialEnv16Rollout200(benchmark::State& state) {
   SerialEnv env(16, pendulum_factory());
-  env.set_seed(0);
-  for (auto _ : state) {
-    TensorDict data = env.rollout(200, kNoBreak);
-    benchmark::DoNotOptimize(data);
-  }
-  frames_per_second(state, 16 * 200);
+  rollout_frames(state, env, 200);
 }
 
 void BM_PendulumParallelEnv2Rollout200(benchmark::State& state) {
   ParallelEnv env(2, pendulum_factory());
-  env.set_seed(0);
-  for (auto _ : state) {
-    TensorDict data = env.rollout(200, kNoBreak);
-    benchmark::DoNotOptimize(data);
-  }
-  frames_per_second(state, 2 * 200);
+  rollout_frames(state, env, 200);
 }
 
 // The same on two worker processes (TorchRL's ParallelEnv runs processes).
 void BM_PendulumParallelEnv2ProcessesRollout200(benchmark::State& state) {
   ParallelEnv env(2, pendulum_factory(), ParallelEnvOptions().processes(true));
-  env.set_seed(0);
-  for (auto _ : state) {
-    TensorDict data = env.rollout(200, kNoBreak);
-    benchmark::DoNotOptimize(data);
-  }
-  frames_per_second(state, 2 * 200);
+  rollout_frames(state, env, 200);
 }
 
 }  // namespace

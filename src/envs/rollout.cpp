@@ -60,11 +60,9 @@ class LeafRef {
         node_->key == key_.front()) {
       return node_->tensor;
     }
-    if (key_.parts().size() != 1) {
-      held_ = td_.get(key_);
-      return held_;
-    }
-    held_ = td_.get(key_);  // throws, as get does, for a missing key
+    // Throws, as get does, for a missing key or a sub-dict.
+    held_ = td_.get(key_);
+    if (key_.parts().size() != 1) return held_;
     node_ = detail::lookup(*impl_, key_);
     base_ = nodes.data();
     size_ = nodes.size();
