@@ -82,6 +82,7 @@ namespace tensordict {
 
 namespace detail {
 struct EnvAccess;
+class RolloutLoop;
 }  // namespace detail
 
 /// What `EnvBase::rollout` does besides stepping (TorchRL's `rollout`
@@ -235,6 +236,7 @@ class EnvBase {
 
  private:
   friend struct detail::EnvAccess;  // batched and transformed envs
+  friend class detail::RolloutLoop;  // rollout and the collectors
   // The done flags of `next` made whole: done |= terminated | truncated.
   void complete_done(const TensorDict& next) const;
   // Resets the rows of `mask` (all when undefined) of `work`, a dict of the
