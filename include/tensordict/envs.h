@@ -235,7 +235,7 @@ class EnvBase {
       bool next) const;
 
  private:
-  friend struct detail::EnvAccess;  // batched and transformed envs
+  friend struct detail::EnvAccess;   // batched and transformed envs
   friend class detail::RolloutLoop;  // rollout and the collectors
   // The done flags of `next` made whole: done |= terminated | truncated.
   void complete_done(const TensorDict& next) const;

@@ -69,6 +69,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -145,6 +146,28 @@ void append_outputs(std::tuple<T...> t, std::vector<at::Tensor>& out) {
   std::apply([&](auto&... x) { (out.push_back(std::move(x)), ...); }, t);
 }
 
+// The tensors of a wrapped module (`TensorDictModule::parameters` and
+// `from_module`); nn/parameters.cpp and jit/ivalue.cpp make them.
+struct ModuleTensors {
+  // The parameters and buffers in `from_module`'s layout.
+  std::function<TensorDict(bool filter_empty)> dict;
+  // The parameters, with LibTorch's dotted names.
+  std::function<std::vector<std::pair<std::string, at::Tensor>>()> parameters;
+};
+[[nodiscard]] ModuleTensors nn_module_tensors(
+    std::shared_ptr<torch::nn::Module> module);
+
+// The std::shared_ptr to the module that `m` (a ModuleHolder or a
+// std::shared_ptr) holds.
+template <typename M>
+auto module_shared_ptr(const M& m) {
+  if constexpr (std::is_same_v<M, std::shared_ptr<ModuleImpl<M>>>) {
+    return m;
+  } else {
+    return m.ptr();
+  }
+}
+
 template <typename M, size_t... I>
 std::vector<at::Tensor> call_forward(M& m, const std::vector<at::Tensor>& in,
                                      std::index_sequence<I...>) {
@@ -185,9 +208,11 @@ class TensorDictModule {
       std::enable_if_t<detail::IsNnModule<std::decay_t<M>>::value, int> = 0>
   TensorDictModule(M module, std::vector<NestedKey> in_keys,
                    std::vector<NestedKey> out_keys)
-      : TensorDictModule(wrap(std::move(module)), std::move(in_keys),
-                         std::move(out_keys),
-                         Wrapped{detail::IsNnModule<std::decay_t<M>>::arity}) {}
+      : TensorDictModule(wrap(module), std::move(in_keys), std::move(out_keys),
+                         Wrapped{detail::IsNnModule<std::decay_t<M>>::arity}) {
+    tensors_ = detail::nn_module_tensors(
+        std::shared_ptr<torch::nn::Module>(detail::module_shared_ptr(module)));
+  }
 
   /// A TorchScript module (loaded with `torch::jit::load`; a shallow handle
   /// is kept): `forward(tensors...)` returns a tensor or a tuple of them.
@@ -218,6 +243,16 @@ class TensorDictModule {
   /// call; returns `*this`.
   TensorDictModule& select_out_keys(std::vector<NestedKey> keys);
 
+  /// The parameters of the wrapped `torch::nn` or TorchScript module (of a
+  /// sequence's modules, in order; none for a function), as LibTorch's
+  /// `Module::parameters()`: the modules' own tensors, for an optimizer.
+  [[nodiscard]] std::vector<at::Tensor> parameters() const;
+  /// The parameters with Python's names: "module.weight" for a module,
+  /// "module.0.module.weight" for a sequence's first (Python's
+  /// `named_parameters()` of the same modules).
+  [[nodiscard]] std::vector<std::pair<std::string, at::Tensor>>
+  named_parameters() const;
+
  protected:
   /// A sequence of `modules` (TensorDictSequential).
   explicit TensorDictModule(std::vector<TensorDictModule> modules);
@@ -227,6 +262,8 @@ class TensorDictModule {
   }
 
  private:
+  friend TensorDict from_module(const TensorDictModule& module,
+                                bool filter_empty);
   // The computation, wrapped (every public constructor ends here), and the
   // number of tensors it takes when that is known (a torch::nn module's).
   // (Hidden from the API reference, which would list it as a class.)
@@ -254,6 +291,7 @@ class TensorDictModule {
                                                 const TensorDict* outs) const;
 
   Function fn_;                             // empty for a sequence
+  detail::ModuleTensors tensors_;           // empty for a function
   std::vector<TensorDictModule> children_;  // a sequence's modules
   std::vector<NestedKey> in_keys_;
   std::vector<NestedKey> out_keys_source_;
@@ -289,6 +327,15 @@ class TensorDictSequential : public TensorDictModule {
 /// (`filter_empty=True`); with `filter_empty = false` it is an empty
 /// sub-dict, as in Python 0.4.
 [[nodiscard]] TensorDict from_module(const torch::nn::Module& module,
+                                     bool filter_empty = true);
+
+/// Python's `TensorDict.from_module(policy)` of a `TensorDictModule`:
+/// `{"module": <the wrapped module's dict>}`, and for a sequence
+/// `{"module": {"0": <the first module's dict>, ...}}`, the modules' own
+/// tensors (a function has none, and is left out with `filter_empty`).
+/// `from_module(policy).update_(params)` writes a learner's `params` into
+/// the policy.
+[[nodiscard]] TensorDict from_module(const TensorDictModule& module,
                                      bool filter_empty = true);
 
 /// Python's `params.to_module(module, inplace=True)`: copies every leaf of

@@ -11,6 +11,7 @@
 #include <torch/csrc/jit/api/module.h>
 
 #include <exception>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -228,6 +229,41 @@ TensorDictModule::TensorDictModule(const torch::jit::Module& module,
             }
             return out;
           },
-          std::move(in_keys), std::move(out_keys), Wrapped()) {}
+          std::move(in_keys), std::move(out_keys), Wrapped()) {
+  // The module's tensors, as from_module lays out a torch::nn module's:
+  // each level's parameters, then its buffers, then its submodules.
+  tensors_.dict = [m = module](bool filter_empty) {
+    std::function<c10::optional<TensorDict>(const torch::jit::Module&)> level =
+        [&](const torch::jit::Module& mod) -> c10::optional<TensorDict> {
+      TensorDict td;
+      bool any = false;
+      for (const auto& p : mod.named_parameters(/*recurse=*/false)) {
+        td.set(p.name, p.value);
+        any = true;
+      }
+      for (const auto& b : mod.named_buffers(/*recurse=*/false)) {
+        td.set(b.name, b.value);
+        any = true;
+      }
+      for (const auto& c : mod.named_children()) {
+        c10::optional<TensorDict> sub = level(c.value);
+        if (!sub.has_value()) continue;
+        td.set(c.name, *sub);
+        any = true;
+      }
+      if (!any && filter_empty) return c10::nullopt;
+      return td;
+    };
+    c10::optional<TensorDict> td = level(m);
+    return td.has_value() ? *td : TensorDict();
+  };
+  tensors_.parameters = [m = module]() {
+    std::vector<std::pair<std::string, at::Tensor>> named;
+    for (const auto& p : m.named_parameters(/*recurse=*/true)) {
+      named.emplace_back(p.name, p.value);
+    }
+    return named;
+  };
+}
 
 }  // namespace tensordict

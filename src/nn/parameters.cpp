@@ -12,6 +12,7 @@
 #include <c10/util/Optional.h>
 #include <torch/nn/module.h>
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -114,6 +115,67 @@ void plan_module_writes(const TensorDict& params, torch::nn::Module& module,
 TensorDict from_module(const torch::nn::Module& module, bool filter_empty) {
   c10::optional<TensorDict> td = module_dict(module, filter_empty);
   return td.has_value() ? *td : TensorDict();
+}
+
+namespace detail {
+
+ModuleTensors nn_module_tensors(std::shared_ptr<torch::nn::Module> module) {
+  ModuleTensors out;
+  out.dict = [module](bool filter_empty) {
+    return from_module(*module, filter_empty);
+  };
+  out.parameters = [module]() {
+    std::vector<std::pair<std::string, at::Tensor>> named;
+    for (const auto& p : module->named_parameters(/*recurse=*/true)) {
+      named.emplace_back(p.key(), p.value());
+    }
+    return named;
+  };
+  return out;
+}
+
+}  // namespace detail
+
+std::vector<at::Tensor> TensorDictModule::parameters() const {
+  std::vector<at::Tensor> out;
+  for (auto& named : named_parameters()) out.push_back(std::move(named.second));
+  return out;
+}
+
+// Python's names: a TensorDictModule holds its module as `module`, a
+// sequence its modules as the list `module`.
+std::vector<std::pair<std::string, at::Tensor>>
+TensorDictModule::named_parameters() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  if (tensors_.parameters) {
+    for (auto& [name, tensor] : tensors_.parameters()) {
+      out.emplace_back("module." + name, std::move(tensor));
+    }
+  }
+  for (size_t i = 0; i < children_.size(); ++i) {
+    const std::string prefix = "module." + std::to_string(i) + ".";
+    for (auto& [name, tensor] : children_[i].named_parameters()) {
+      out.emplace_back(prefix + name, std::move(tensor));
+    }
+  }
+  return out;
+}
+
+TensorDict from_module(const TensorDictModule& module, bool filter_empty) {
+  TensorDict inner;
+  if (module.tensors_.dict) {
+    inner = module.tensors_.dict(filter_empty);
+  } else {
+    for (size_t i = 0; i < module.children_.size(); ++i) {
+      const TensorDict child = from_module(module.children_[i], filter_empty);
+      if (filter_empty && child.empty()) continue;
+      inner.set(std::to_string(i), child);
+    }
+  }
+  if (filter_empty && inner.empty()) return TensorDict();
+  TensorDict out;
+  out.set("module", inner);
+  return out;
 }
 
 void to_module(const TensorDict& params, torch::nn::Module& module) {

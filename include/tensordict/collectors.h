@@ -1,0 +1,227 @@
+// tensordict/collectors.h — TorchRL's collectors: one object that runs a
+// policy in environments and yields batches of steps, or writes them into a
+// replay or rollout buffer.
+//
+// A `Collector` owns an env (envs.h) and a policy. Each batch is
+// `frames_per_batch` frames, `T = ceil(frames_per_batch / numel(env batch))`
+// steps of every env, in TorchRL's layout `[*env_batch, T]`: the step's
+// input at the root (observations, state, done flags, the policy's
+// outputs), its result under "next", and `("collector", "traj_ids")`
+// (int64 `[*env_batch, T]`), the id of the trajectory each step belongs to.
+// Ids come from one counter: the envs start with 0, 1, ..., numel - 1, and
+// each env that is done takes the next id for its next step. Finished envs
+// are reset on the way, and a trajectory goes on across batches.
+//
+// Options (`CollectorOptions`), as TorchRL 0.14's keyword arguments:
+// `total_frames` (-1: endless), `max_frames_per_traj` (a `StepCounter` of
+// that many steps is added to the env), `init_random_frames` (the first
+// batches take random actions from the action spec, until the frames
+// collected reach it), `reset_at_each_iter` (every batch starts with a
+// reset; the trajectory ids stay, as TorchRL's), `split_trajs` (each batch
+// as `split_trajectories` gives it), `postproc` (a function of the batch),
+// `exploration_type` (the `InteractionType` the policy runs under, TorchRL's
+// default `RANDOM`), the devices, and `replay_buffer`/`rollout_buffer`.
+//
+// Memory: the batch is the collector's own storage, allocated on the first
+// batch and written in place by every later one (TorchRL's
+// `return_same_td=True`): a batch stays valid until the next one is
+// collected; `clone()` it to keep it. Steady-state collection allocates no
+// tensor beyond what the policy allocates (`split_trajs` and `postproc`
+// make new dicts). With a `replay_buffer` the batch goes into the buffer,
+// whole (`extend`, so its sampler and writer see it as TorchRL's
+// `extend_buffer=True`), and the iterator yields an empty dict; with a
+// `rollout_buffer` each step is written straight into the buffer (its
+// `step(t, ...)`, the only copy), which needs T to be its `num_steps` and
+// the env batch `[num_envs]`.
+//
+// Weights: `update_policy_weights_(params)` copies `params` (the
+// `from_module` layout: `from_module(learner_policy)`) into the collector's
+// policy, between steps. A policy that is a `TensorDictModule` has
+// `parameters()` for an optimizer and `from_module` for its weights.
+//
+// Errors: an error in the env or the policy propagates from the call that
+// collects the batch; that batch reaches no buffer.
+//
+// Thread safety: a collector is used from one thread (the multi collectors
+// run one per worker thread).
+//
+// Tutorial: docs/tutorials/collectors.md.
+//
+// Example:
+// ```
+//   Collector collector(std::make_unique<CartPoleEnv>(std::vector<int64_t>{16}),
+//                       policy, CollectorOptions(1024).total_frames(100000));
+//   for (const TensorDict& batch : collector) {   // [16, 64]
+//     train(batch);
+//   }
+// ```
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/util/Optional.h>
+#include <torch/arg.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "tensordict/envs.h"
+#include "tensordict/nn.h"
+#include "tensordict/probabilistic.h"
+#include "tensordict/replay_buffer.h"
+#include "tensordict/rollout_buffer.h"
+#include "tensordict/tensor_dict.h"
+
+namespace tensordict {
+
+/// TorchRL's `split_trajectories(batch, prefix="collector")`: the steps of
+/// `batch` (`[*B, T]`, read in row-major order) cut wherever
+/// `("collector", "traj_ids")` changes, each run a row of a new
+/// `[n_traj, T_max]` dict padded with zeros, with a bool
+/// `("collector", "mask")` that marks the real steps. When every run is a
+/// whole row of T steps, the batch itself (its tensors, `[1, T]` for a 1-D
+/// batch) with an all-true mask. Throws when the key is missing.
+[[nodiscard]] TensorDict split_trajectories(const TensorDict& batch);
+
+/// What a collector does (TorchRL 0.14's keyword arguments; see the top of
+/// this file).
+struct CollectorOptions {
+  /// Frames per batch (> 0), rounded up to a multiple of the env's numel.
+  explicit CollectorOptions(int64_t frames_per_batch)
+      : frames_per_batch_(frames_per_batch) {}
+  /// Frames per batch.
+  TORCH_ARG(int64_t, frames_per_batch);
+  /// Frames in all (-1: endless); the last batch may go past it.
+  TORCH_ARG(int64_t, total_frames) = -1;
+  /// Steps after which an env's trajectory is truncated and the env reset
+  /// (a `StepCounter`); 0: none.
+  TORCH_ARG(int64_t, max_frames_per_traj) = 0;
+  /// Batches take random actions (from the action spec) while the frames
+  /// collected before them are fewer than this.
+  TORCH_ARG(int64_t, init_random_frames) = 0;
+  /// Reset every env at the start of each batch.
+  TORCH_ARG(bool, reset_at_each_iter) = false;
+  /// Yield `split_trajectories` of each batch.
+  TORCH_ARG(bool, split_trajs) = false;
+  /// Applied to each batch (after `split_trajs`), before it is yielded or
+  /// written into a replay buffer.
+  TORCH_ARG(std::function<TensorDict(const TensorDict&)>, postproc);
+  /// The interaction type the policy runs under (an `InteractionTypeGuard`
+  /// around each batch).
+  TORCH_ARG(InteractionType, exploration_type) = InteractionType::RANDOM;
+  /// Where the batch is stored (the env's device by default).
+  TORCH_ARG(c10::optional<at::Device>, storing_device) = c10::nullopt;
+  /// The env's device: must be the env's own (envs do not move).
+  TORCH_ARG(c10::optional<at::Device>, env_device) = c10::nullopt;
+  /// Where the policy runs: each step's input is moved there and the
+  /// policy's outputs back (the env's device by default).
+  TORCH_ARG(c10::optional<at::Device>, policy_device) = c10::nullopt;
+  /// Write each batch into this buffer (which must outlive the collector)
+  /// instead of yielding it.
+  TORCH_ARG(std::add_pointer_t<ReplayBuffer>, replay_buffer) = nullptr;
+  /// Write each step into this buffer (which must outlive the collector).
+  TORCH_ARG(std::add_pointer_t<RolloutBuffer>, rollout_buffer) = nullptr;
+};
+
+/// TorchRL 0.14's `Collector` (see the top of this file).
+class Collector {
+ public:
+  /// `env` (or the env `factory` makes) run by `policy` (random actions
+  /// from the action spec when it is empty). Resets the env, as TorchRL's
+  /// constructor. Throws a ValueError naming a bad option.
+  ///@{
+  Collector(std::unique_ptr<EnvBase> env, Policy policy,
+            const CollectorOptions& options);
+  Collector(std::unique_ptr<EnvBase> env, const TensorDictModule& policy,
+            const CollectorOptions& options);
+  Collector(const EnvFactory& factory, Policy policy,
+            const CollectorOptions& options);
+  Collector(const EnvFactory& factory, const TensorDictModule& policy,
+            const CollectorOptions& options);
+  ///@}
+  ~Collector();
+  Collector(const Collector&) = delete;
+  Collector& operator=(const Collector&) = delete;
+
+  /// Collects the next batch (an empty dict with a buffer). Throws once
+  /// `total_frames` were collected, or after `shutdown`.
+  TensorDict next();
+  /// Whether `total_frames` were collected (or the collector was shut down).
+  [[nodiscard]] bool finished() const;
+
+  /// The batches, one per step of the iteration (`for (const TensorDict&
+  /// batch : collector)`), until `total_frames`.
+  class Iterator {
+   public:
+    /// @cond
+    using iterator_category = std::input_iterator_tag;
+    using value_type = TensorDict;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const TensorDict*;
+    using reference = const TensorDict&;
+    /// @endcond
+    /// The current batch.
+    const TensorDict& operator*() const { return batch_; }
+    /// Collects the next batch.
+    Iterator& operator++();
+    /// Whether both are at the end.
+    bool operator==(const Iterator& other) const {
+      return collector_ == other.collector_;
+    }
+    /// Whether one is not at the end.
+    bool operator!=(const Iterator& other) const { return !(*this == other); }
+
+   private:
+    friend class Collector;
+    explicit Iterator(Collector* collector);
+    Collector* collector_;
+    TensorDict batch_;
+  };
+  /// Collects the first batch.
+  Iterator begin();
+  /// The end of the batches.
+  Iterator end();
+
+  /// Copies `params` (`from_module(policy)`'s layout, or a subset of it)
+  /// into the policy's parameters and buffers, in place, checking every
+  /// key and shape first. Throws when the policy is not a
+  /// `TensorDictModule`.
+  void update_policy_weights_(const TensorDict& params);
+
+  /// The frames, batches and next trajectory id (TorchRL's "frames",
+  /// "iter", ("traj_pool", "traj_id"), int64 scalars).
+  [[nodiscard]] TensorDict state_dict() const;
+  /// Restores `state_dict()`'s counters; the envs start new trajectories
+  /// (fresh ids), as TorchRL's. Throws, changing nothing, for a dict
+  /// without those keys.
+  void load_state_dict(const TensorDict& state);
+
+  /// Seeds the env (`EnvBase::set_seed`); returns the next seed.
+  uint64_t set_seed(uint64_t seed);
+  /// Resets every env (new trajectory ids).
+  void reset();
+  /// Stops: `next` throws from now on. Always returns.
+  void shutdown();
+
+  /// The env (with the `StepCounter` of `max_frames_per_traj`).
+  [[nodiscard]] EnvBase& env() const;
+  /// Frames collected so far.
+  [[nodiscard]] int64_t frames() const;
+  /// The steps per batch, T.
+  [[nodiscard]] int64_t steps_per_batch() const;
+
+ private:
+  struct Impl;
+  Collector(std::unique_ptr<EnvBase> env, Policy policy,
+            c10::optional<TensorDictModule> module,
+            const CollectorOptions& options);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tensordict

@@ -1,0 +1,307 @@
+// Collector (tensordict/collectors.h): TorchRL 0.14's `Collector.rollout`
+// on the env layer's rollout loop (envs/rollout_loop.h), kept for the
+// collector's life: one working dict (TorchRL's carrier, which holds
+// ("collector", "traj_ids") too) and one `[*env_batch, T]` storage, so that
+// after the first batch nothing is allocated. A step: the policy (or random
+// actions), the env's step, the write of column t, step_mdp in place, new
+// trajectory ids for the envs that are done, their reset.
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/util/Exception.h>
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "core/names.h"
+#include "envs/flags.h"
+#include "envs/rollout_loop.h"
+#include "tensordict/collectors.h"
+
+namespace tensordict {
+
+struct Collector::Impl {
+  std::unique_ptr<EnvBase> env;
+  Policy policy;  // empty: random actions
+  c10::optional<TensorDictModule> module;
+  CollectorOptions options;
+  std::vector<NestedKey> policy_out_keys;  // moved back from policy_device
+  int64_t numel = 0;
+  int64_t steps = 0;
+  std::unique_ptr<detail::RolloutLoop> loop;
+  std::unique_ptr<detail::StepStore> store;
+  NestedKey traj_key{"collector", "traj_ids"};
+  int64_t next_traj_id = 0;
+  int64_t frames = 0;
+  int64_t iter = 0;
+  bool shut = false;
+
+  Impl(std::unique_ptr<EnvBase> e, Policy p, c10::optional<TensorDictModule> m,
+       const CollectorOptions& o)
+      : env(std::move(e)),
+        policy(std::move(p)),
+        module(std::move(m)),
+        options(o) {}
+
+  // New ids for every env (TorchRL's carrier).
+  void fresh_traj_ids() {
+    const at::Tensor ids =
+        at::arange(next_traj_id, next_traj_id + numel, at::kLong)
+            .view(env->batch_size());
+    next_traj_id += numel;
+    loop->work().set(traj_key, ids);
+  }
+
+  // The policy's call on the working dict (on policy_device when set).
+  void run_policy(const TensorDict& work) const {
+    const at::Device env_device = env->device();
+    if (!options.policy_device().has_value() ||
+        *options.policy_device() == env_device) {
+      policy(work);
+      return;
+    }
+    const TensorDict moved = work.to(*options.policy_device());
+    policy(moved);
+    for (const NestedKey& key : policy_out_keys) {
+      work.set(key, moved.get(key).to(env_device));
+    }
+  }
+
+  // New ids for the envs whose step ended their trajectory (after
+  // step_mdp: the root done flags are the step's).
+  void next_traj_ids() {
+    const at::Tensor& done = loop->done();
+    if (!detail::any_flag(done, at::Tensor())) return;
+    const at::Tensor flags = done.contiguous();
+    const bool* d = flags.data_ptr<bool>();
+    const at::Tensor ids = loop->work().get(traj_key);
+    TORCH_CHECK(ids.is_contiguous() && ids.scalar_type() == at::kLong &&
+                    ids.device().is_cpu(),
+                "Collector: ", traj_key.str(),
+                " must stay an int64 contiguous CPU tensor");
+    int64_t* id = ids.data_ptr<int64_t>();
+    for (int64_t row = 0; row < numel; ++row) {
+      if (d[row]) id[row] = next_traj_id++;
+    }
+  }
+
+  TensorDict collect() {
+    TORCH_CHECK(!shut, "Collector: the collector was shut down");
+    TORCH_CHECK(options.total_frames() < 0 || frames < options.total_frames(),
+                "Collector: total_frames (", options.total_frames(),
+                ") were collected");
+    if (options.reset_at_each_iter()) loop->reset_all();
+    const InteractionTypeGuard explore(options.exploration_type());
+    const bool random = frames < options.init_random_frames() || !policy;
+    const Policy call = [this](const TensorDict& td) { run_policy(td); };
+    const Policy* act = random ? nullptr : &call;
+    RolloutBuffer* rollout_buffer = options.rollout_buffer();
+    for (int64_t t = 0; t < steps; ++t) {
+      loop->act(act);
+      loop->step(at::Tensor());
+      if (rollout_buffer != nullptr) {
+        rollout_buffer->step(t, loop->work());
+      } else {
+        store->write(t, loop->work());
+      }
+      loop->step_mdp();
+      next_traj_ids();
+      loop->reset_done();
+    }
+    frames += steps * numel;
+    ++iter;
+    if (rollout_buffer != nullptr) return TensorDict();
+    TensorDict batch = store->data();
+    if (options.split_trajs()) batch = split_trajectories(batch);
+    if (options.postproc()) batch = options.postproc()(batch);
+    if (options.replay_buffer() != nullptr) {
+      options.replay_buffer()->extend(batch.reshape({-1}));
+      return TensorDict();
+    }
+    return batch;
+  }
+};
+
+namespace {
+
+std::unique_ptr<EnvBase> made_env(const EnvFactory& factory) {
+  TORCH_CHECK_VALUE(static_cast<bool>(factory),
+                    "Collector: the env factory is empty");
+  std::unique_ptr<EnvBase> env = factory();
+  TORCH_CHECK_VALUE(env != nullptr, "Collector: the env factory returned null");
+  return env;
+}
+
+Policy module_call(const TensorDictModule& module) {
+  return [module](const TensorDict& td) { module(td); };
+}
+
+}  // namespace
+
+Collector::Collector(std::unique_ptr<EnvBase> env, Policy policy,
+                     const CollectorOptions& options)
+    : Collector(std::move(env), std::move(policy), c10::nullopt, options) {}
+
+Collector::Collector(std::unique_ptr<EnvBase> env,
+                     const TensorDictModule& policy,
+                     const CollectorOptions& options)
+    : Collector(std::move(env), module_call(policy), policy, options) {}
+
+Collector::Collector(const EnvFactory& factory, Policy policy,
+                     const CollectorOptions& options)
+    : Collector(made_env(factory), std::move(policy), c10::nullopt, options) {}
+
+Collector::Collector(const EnvFactory& factory, const TensorDictModule& policy,
+                     const CollectorOptions& options)
+    : Collector(made_env(factory), module_call(policy), policy, options) {}
+
+Collector::Collector(std::unique_ptr<EnvBase> env, Policy policy,
+                     c10::optional<TensorDictModule> module,
+                     const CollectorOptions& options) {
+  TORCH_CHECK_VALUE(env != nullptr, "Collector: the env is null");
+  TORCH_CHECK_VALUE(options.frames_per_batch() > 0,
+                    "Collector: frames_per_batch must be positive, got ",
+                    options.frames_per_batch());
+  TORCH_CHECK_VALUE(options.total_frames() >= -1 && options.total_frames() != 0,
+                    "Collector: total_frames must be positive or -1 "
+                    "(endless), got ",
+                    options.total_frames());
+  TORCH_CHECK_VALUE(options.max_frames_per_traj() >= 0,
+                    "Collector: max_frames_per_traj must be >= 0 (0: none), "
+                    "got ",
+                    options.max_frames_per_traj());
+  TORCH_CHECK_VALUE(options.init_random_frames() >= 0,
+                    "Collector: init_random_frames must be >= 0, got ",
+                    options.init_random_frames());
+  TORCH_CHECK_VALUE(
+      !options.env_device().has_value() ||
+          *options.env_device() == env->device(),
+      "Collector: env_device is ",
+      detail::device_name(options.env_device().value_or(env->device())),
+      " but the env is on ", detail::device_name(env->device()),
+      " (envs do not move: make it there)");
+  TORCH_CHECK_VALUE(
+      options.replay_buffer() == nullptr || options.rollout_buffer() == nullptr,
+      "Collector: replay_buffer and rollout_buffer are "
+      "exclusive");
+  if (options.max_frames_per_traj() > 0) {
+    env = std::make_unique<TransformedEnv>(
+        std::move(env),
+        std::make_shared<StepCounter>(options.max_frames_per_traj()));
+  }
+  impl_ = std::make_unique<Impl>(std::move(env), std::move(policy),
+                                 std::move(module), options);
+  Impl& s = *impl_;
+  s.numel = c10::multiply_integers(s.env->batch_size());
+  s.steps = (options.frames_per_batch() + s.numel - 1) / s.numel;
+  if (RolloutBuffer* rb = options.rollout_buffer()) {
+    TORCH_CHECK_VALUE(!options.split_trajs() && !options.postproc(),
+                      "Collector: a rollout_buffer takes the steps as they "
+                      "come: split_trajs and postproc need a whole batch");
+    TORCH_CHECK_VALUE(s.env->batch_size().size() == 1 &&
+                          s.env->batch_size()[0] == rb->num_envs() &&
+                          s.steps == rb->num_steps(),
+                      "Collector: the rollout_buffer holds ", rb->num_steps(),
+                      " steps of ", rb->num_envs(),
+                      " envs, but the batches are ", s.steps,
+                      " steps of an env of batch size ",
+                      detail::shape_str(s.env->batch_size()));
+  }
+  if (s.module.has_value()) {
+    s.policy_out_keys = s.module->out_keys();
+  } else {
+    s.policy_out_keys = s.env->action_keys();
+  }
+  s.loop = std::make_unique<detail::RolloutLoop>(*s.env, c10::nullopt, false);
+  s.store = std::make_unique<detail::StepStore>(
+      s.env->batch_size().vec(), s.steps,
+      options.storing_device().value_or(s.env->device()));
+  s.fresh_traj_ids();
+}
+
+Collector::~Collector() = default;
+
+TensorDict Collector::next() { return impl_->collect(); }
+
+bool Collector::finished() const {
+  return impl_->shut || (impl_->options.total_frames() >= 0 &&
+                         impl_->frames >= impl_->options.total_frames());
+}
+
+Collector::Iterator::Iterator(Collector* collector) : collector_(collector) {
+  if (collector_ == nullptr) return;
+  if (collector_->finished()) {
+    collector_ = nullptr;
+    return;
+  }
+  batch_ = collector_->next();
+}
+
+Collector::Iterator& Collector::Iterator::operator++() {
+  if (collector_ == nullptr || collector_->finished()) {
+    collector_ = nullptr;
+    batch_ = TensorDict();
+    return *this;
+  }
+  batch_ = collector_->next();
+  return *this;
+}
+
+Collector::Iterator Collector::begin() { return Iterator(this); }
+Collector::Iterator Collector::end() { return Iterator(nullptr); }
+
+void Collector::update_policy_weights_(const TensorDict& params) {
+  TORCH_CHECK_VALUE(impl_->module.has_value(),
+                    "Collector::update_policy_weights_: the policy is not a "
+                    "TensorDictModule, so it has no weights to update");
+  const at::NoGradGuard no_grad;
+  (void)from_module(*impl_->module).update_(params);
+}
+
+TensorDict Collector::state_dict() const {
+  TensorDict out;
+  out.set("frames", at::scalar_tensor(impl_->frames, at::kLong));
+  out.set("iter", at::scalar_tensor(impl_->iter, at::kLong));
+  out.set({"traj_pool", "traj_id"},
+          at::scalar_tensor(impl_->next_traj_id, at::kLong));
+  return out;
+}
+
+void Collector::load_state_dict(const TensorDict& state) {
+  std::vector<int64_t> values;
+  for (const NestedKey& key : {NestedKey("frames"), NestedKey("iter"),
+                               NestedKey({"traj_pool", "traj_id"})}) {
+    TORCH_CHECK_VALUE(state.contains(key),
+                      "Collector::load_state_dict: the state has no entry ",
+                      key.str());
+    const at::Tensor value = state.get(key);
+    TORCH_CHECK_VALUE(
+        value.numel() == 1 && !value.is_floating_point() && !value.is_complex(),
+        "Collector::load_state_dict: ", key.str(),
+        " must be one integer, got a tensor of shape ",
+        detail::shape_str(value.sizes()), " and dtype ",
+        detail::dtype_name(value.scalar_type()));
+    values.push_back(value.item<int64_t>());
+  }
+  impl_->frames = values[0];
+  impl_->iter = values[1];
+  impl_->next_traj_id = values[2];
+  impl_->fresh_traj_ids();
+}
+
+uint64_t Collector::set_seed(uint64_t seed) {
+  return impl_->env->set_seed(seed);
+}
+
+void Collector::reset() {
+  impl_->loop->reset_all();
+  impl_->fresh_traj_ids();
+}
+
+void Collector::shutdown() { impl_->shut = true; }
+
+EnvBase& Collector::env() const { return *impl_->env; }
+int64_t Collector::frames() const { return impl_->frames; }
+int64_t Collector::steps_per_batch() const { return impl_->steps; }
+
+}  // namespace tensordict
