@@ -127,6 +127,56 @@ struct CollectorOptions {
   TORCH_ARG(std::add_pointer_t<ReplayBuffer>, replay_buffer) = nullptr;
   /// Write each step into this buffer (which must outlive the collector).
   TORCH_ARG(std::add_pointer_t<RolloutBuffer>, rollout_buffer) = nullptr;
+  /// The multi collectors: how long, in seconds, to wait for a worker's
+  /// batch (or for the workers to pause for new weights) before raising.
+  TORCH_ARG(double, timeout) = 60.0;
+};
+
+namespace detail {
+struct MultiWorkers;
+}  // namespace detail
+
+/// The batches of a collector `C` (its `next()` until `finished()`), as an
+/// input iterator: `for (const TensorDict& batch : collector)`.
+template <typename C>
+class BatchIterator {
+ public:
+  /// @cond
+  using iterator_category = std::input_iterator_tag;
+  using value_type = TensorDict;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const TensorDict*;
+  using reference = const TensorDict&;
+  /// @endcond
+  /// At the first batch of `collector` (collected here), or the end (null).
+  explicit BatchIterator(C* collector) : collector_(collector) { advance(); }
+  /// The current batch.
+  const TensorDict& operator*() const { return batch_; }
+  /// Collects the next batch.
+  BatchIterator& operator++() {
+    advance();
+    return *this;
+  }
+  /// Whether both are at the end.
+  bool operator==(const BatchIterator& other) const {
+    return collector_ == other.collector_;
+  }
+  /// Whether one is not at the end.
+  bool operator!=(const BatchIterator& other) const {
+    return !(*this == other);
+  }
+
+ private:
+  void advance() {
+    if (collector_ == nullptr || collector_->finished()) {
+      collector_ = nullptr;
+      batch_ = TensorDict();
+      return;
+    }
+    batch_ = collector_->next();
+  }
+  C* collector_;
+  TensorDict batch_;
 };
 
 /// TorchRL 0.14's `Collector` (see the top of this file).
@@ -157,36 +207,11 @@ class Collector {
 
   /// The batches, one per step of the iteration (`for (const TensorDict&
   /// batch : collector)`), until `total_frames`.
-  class Iterator {
-   public:
-    /// @cond
-    using iterator_category = std::input_iterator_tag;
-    using value_type = TensorDict;
-    using difference_type = std::ptrdiff_t;
-    using pointer = const TensorDict*;
-    using reference = const TensorDict&;
-    /// @endcond
-    /// The current batch.
-    const TensorDict& operator*() const { return batch_; }
-    /// Collects the next batch.
-    Iterator& operator++();
-    /// Whether both are at the end.
-    bool operator==(const Iterator& other) const {
-      return collector_ == other.collector_;
-    }
-    /// Whether one is not at the end.
-    bool operator!=(const Iterator& other) const { return !(*this == other); }
-
-   private:
-    friend class Collector;
-    explicit Iterator(Collector* collector);
-    Collector* collector_;
-    TensorDict batch_;
-  };
+  using Iterator = BatchIterator<Collector>;
   /// Collects the first batch.
-  Iterator begin();
+  Iterator begin() { return Iterator(this); }
   /// The end of the batches.
-  Iterator end();
+  Iterator end() { return Iterator(nullptr); }
 
   /// Copies `params` (`from_module(policy)`'s layout, or a subset of it)
   /// into the policy's parameters and buffers, in place, checking every
@@ -217,11 +242,129 @@ class Collector {
   [[nodiscard]] int64_t steps_per_batch() const;
 
  private:
+  friend struct detail::MultiWorkers;
   struct Impl;
   Collector(std::unique_ptr<EnvBase> env, Policy policy,
             c10::optional<TensorDictModule> module,
             const CollectorOptions& options);
   std::unique_ptr<Impl> impl_;
+};
+
+/// TorchRL's `MultiSyncCollector`: one `Collector` per env factory, each
+/// run by a worker thread, with `ceil(frames_per_batch / num_workers)`
+/// frames per worker and batch. A batch is every worker's, stacked:
+/// `[num_workers, *env_batch, T]` (TorchRL's `cat_results="stack"`), in
+/// storage of the collector's own, written in place by every batch (as
+/// `Collector`'s). The trajectory ids come from one counter shared by the
+/// workers. With a `replay_buffer`, each worker writes its whole batch into
+/// it (after `split_trajs` and `postproc`), and the iterator yields empty
+/// dicts; a worker's batch that fails reaches the buffer not at all.
+///
+/// The workers share the policy: `update_policy_weights_` pauses every
+/// worker between two steps, writes the weights, and lets them go on (so
+/// a learner trains a policy of its own and pushes its weights, as with
+/// TorchRL's worker processes).
+///
+/// It never hangs: a worker that throws makes `next` raise at once,
+/// "MultiSyncCollector: worker 1 failed: <its message>", and every later
+/// call raise the same; a worker that takes longer than `timeout` makes
+/// `next` raise, naming it; `shutdown()` and the destructor stop the
+/// workers at their next step and return within a second, leaving a worker
+/// stuck in an env's code to finish on its own, detached, with what it
+/// holds.
+class MultiSyncCollector {
+ public:
+  /// One worker per factory (at least one), each with the env it makes,
+  /// run by `policy` (random actions when empty).
+  ///@{
+  MultiSyncCollector(const std::vector<EnvFactory>& env_fns, Policy policy,
+                     const CollectorOptions& options);
+  MultiSyncCollector(const std::vector<EnvFactory>& env_fns,
+                     const TensorDictModule& policy,
+                     const CollectorOptions& options);
+  ///@}
+  /// Stops the workers (see above); always returns.
+  ~MultiSyncCollector();
+  MultiSyncCollector(const MultiSyncCollector&) = delete;
+  MultiSyncCollector& operator=(const MultiSyncCollector&) = delete;
+
+  /// Every worker's next batch, stacked (see above).
+  TensorDict next();
+  /// Whether `total_frames` were collected, or the collector stopped.
+  [[nodiscard]] bool finished() const;
+  /// The batches (`for (const TensorDict& batch : collector)`).
+  using Iterator = BatchIterator<MultiSyncCollector>;
+  /// Collects the first batch.
+  Iterator begin() { return Iterator(this); }
+  /// The end of the batches.
+  Iterator end() { return Iterator(nullptr); }
+
+  /// Writes `params` into the workers' policy between two steps (see
+  /// above and `Collector::update_policy_weights_`).
+  void update_policy_weights_(const TensorDict& params);
+  /// Seeds worker 0's env with `seed`, worker i + 1's with what worker i's
+  /// `set_seed` returned; returns the next seed.
+  uint64_t set_seed(uint64_t seed);
+  /// Stops the workers: `next` throws from now on. Always returns.
+  void shutdown();
+  /// Frames collected so far.
+  [[nodiscard]] int64_t frames() const;
+  /// The number of workers.
+  [[nodiscard]] int64_t num_workers() const;
+
+ private:
+  std::shared_ptr<detail::MultiWorkers> workers_;
+};
+
+/// TorchRL's `MultiAsyncCollector`: `MultiSyncCollector`'s workers, each
+/// collecting batches of `ceil(frames_per_batch / num_workers)` frames on
+/// its own; `next` yields the batch of whichever worker finished first
+/// (`[*env_batch, T]`), from storage of that worker's that it does not
+/// write again until the next call. A worker that finished a batch goes on
+/// with the next one while the learner trains. Weights, failures and
+/// shutdown as `MultiSyncCollector`'s.
+class MultiAsyncCollector {
+ public:
+  /// One worker per factory (at least one), each with the env it makes,
+  /// run by `policy` (random actions when empty).
+  ///@{
+  MultiAsyncCollector(const std::vector<EnvFactory>& env_fns, Policy policy,
+                      const CollectorOptions& options);
+  MultiAsyncCollector(const std::vector<EnvFactory>& env_fns,
+                      const TensorDictModule& policy,
+                      const CollectorOptions& options);
+  ///@}
+  /// Stops the workers; always returns.
+  ~MultiAsyncCollector();
+  MultiAsyncCollector(const MultiAsyncCollector&) = delete;
+  MultiAsyncCollector& operator=(const MultiAsyncCollector&) = delete;
+
+  /// The first finished batch of any worker.
+  TensorDict next();
+  /// Whether `total_frames` were collected, or the collector stopped.
+  [[nodiscard]] bool finished() const;
+  /// The batches (`for (const TensorDict& batch : collector)`).
+  using Iterator = BatchIterator<MultiAsyncCollector>;
+  /// Collects the first batch.
+  Iterator begin() { return Iterator(this); }
+  /// The end of the batches.
+  Iterator end() { return Iterator(nullptr); }
+
+  /// As `MultiSyncCollector::update_policy_weights_`.
+  void update_policy_weights_(const TensorDict& params);
+  /// As `MultiSyncCollector::set_seed`.
+  uint64_t set_seed(uint64_t seed);
+  /// Stops the workers: `next` throws from now on. Always returns.
+  void shutdown();
+  /// Frames collected so far (of the batches yielded).
+  [[nodiscard]] int64_t frames() const;
+  /// The number of workers.
+  [[nodiscard]] int64_t num_workers() const;
+  /// The worker whose batch `next` returned last (-1 before the first).
+  [[nodiscard]] int64_t last_worker() const;
+
+ private:
+  std::shared_ptr<detail::MultiWorkers> workers_;
 };
 
 }  // namespace tensordict

@@ -13,114 +13,11 @@
 #include <utility>
 #include <vector>
 
+#include "collectors/collector_impl.h"
 #include "core/names.h"
-#include "envs/flags.h"
-#include "envs/rollout_loop.h"
 #include "tensordict/collectors.h"
 
 namespace tensordict {
-
-struct Collector::Impl {
-  std::unique_ptr<EnvBase> env;
-  Policy policy;  // empty: random actions
-  c10::optional<TensorDictModule> module;
-  CollectorOptions options;
-  std::vector<NestedKey> policy_out_keys;  // moved back from policy_device
-  int64_t numel = 0;
-  int64_t steps = 0;
-  std::unique_ptr<detail::RolloutLoop> loop;
-  std::unique_ptr<detail::StepStore> store;
-  NestedKey traj_key{"collector", "traj_ids"};
-  int64_t next_traj_id = 0;
-  int64_t frames = 0;
-  int64_t iter = 0;
-  bool shut = false;
-
-  Impl(std::unique_ptr<EnvBase> e, Policy p, c10::optional<TensorDictModule> m,
-       const CollectorOptions& o)
-      : env(std::move(e)),
-        policy(std::move(p)),
-        module(std::move(m)),
-        options(o) {}
-
-  // New ids for every env (TorchRL's carrier).
-  void fresh_traj_ids() {
-    const at::Tensor ids =
-        at::arange(next_traj_id, next_traj_id + numel, at::kLong)
-            .view(env->batch_size());
-    next_traj_id += numel;
-    loop->work().set(traj_key, ids);
-  }
-
-  // The policy's call on the working dict (on policy_device when set).
-  void run_policy(const TensorDict& work) const {
-    const at::Device env_device = env->device();
-    if (!options.policy_device().has_value() ||
-        *options.policy_device() == env_device) {
-      policy(work);
-      return;
-    }
-    const TensorDict moved = work.to(*options.policy_device());
-    policy(moved);
-    for (const NestedKey& key : policy_out_keys) {
-      work.set(key, moved.get(key).to(env_device));
-    }
-  }
-
-  // New ids for the envs whose step ended their trajectory (after
-  // step_mdp: the root done flags are the step's).
-  void next_traj_ids() {
-    const at::Tensor& done = loop->done();
-    if (!detail::any_flag(done, at::Tensor())) return;
-    const at::Tensor flags = done.contiguous();
-    const bool* d = flags.data_ptr<bool>();
-    const at::Tensor ids = loop->work().get(traj_key);
-    TORCH_CHECK(ids.is_contiguous() && ids.scalar_type() == at::kLong &&
-                    ids.device().is_cpu(),
-                "Collector: ", traj_key.str(),
-                " must stay an int64 contiguous CPU tensor");
-    int64_t* id = ids.data_ptr<int64_t>();
-    for (int64_t row = 0; row < numel; ++row) {
-      if (d[row]) id[row] = next_traj_id++;
-    }
-  }
-
-  TensorDict collect() {
-    TORCH_CHECK(!shut, "Collector: the collector was shut down");
-    TORCH_CHECK(options.total_frames() < 0 || frames < options.total_frames(),
-                "Collector: total_frames (", options.total_frames(),
-                ") were collected");
-    if (options.reset_at_each_iter()) loop->reset_all();
-    const InteractionTypeGuard explore(options.exploration_type());
-    const bool random = frames < options.init_random_frames() || !policy;
-    const Policy call = [this](const TensorDict& td) { run_policy(td); };
-    const Policy* act = random ? nullptr : &call;
-    RolloutBuffer* rollout_buffer = options.rollout_buffer();
-    for (int64_t t = 0; t < steps; ++t) {
-      loop->act(act);
-      loop->step(at::Tensor());
-      if (rollout_buffer != nullptr) {
-        rollout_buffer->step(t, loop->work());
-      } else {
-        store->write(t, loop->work());
-      }
-      loop->step_mdp();
-      next_traj_ids();
-      loop->reset_done();
-    }
-    frames += steps * numel;
-    ++iter;
-    if (rollout_buffer != nullptr) return TensorDict();
-    TensorDict batch = store->data();
-    if (options.split_trajs()) batch = split_trajectories(batch);
-    if (options.postproc()) batch = options.postproc()(batch);
-    if (options.replay_buffer() != nullptr) {
-      options.replay_buffer()->extend(batch.reshape({-1}));
-      return TensorDict();
-    }
-    return batch;
-  }
-};
 
 namespace {
 
@@ -228,28 +125,6 @@ bool Collector::finished() const {
                          impl_->frames >= impl_->options.total_frames());
 }
 
-Collector::Iterator::Iterator(Collector* collector) : collector_(collector) {
-  if (collector_ == nullptr) return;
-  if (collector_->finished()) {
-    collector_ = nullptr;
-    return;
-  }
-  batch_ = collector_->next();
-}
-
-Collector::Iterator& Collector::Iterator::operator++() {
-  if (collector_ == nullptr || collector_->finished()) {
-    collector_ = nullptr;
-    batch_ = TensorDict();
-    return *this;
-  }
-  batch_ = collector_->next();
-  return *this;
-}
-
-Collector::Iterator Collector::begin() { return Iterator(this); }
-Collector::Iterator Collector::end() { return Iterator(nullptr); }
-
 void Collector::update_policy_weights_(const TensorDict& params) {
   TORCH_CHECK_VALUE(impl_->module.has_value(),
                     "Collector::update_policy_weights_: the policy is not a "
@@ -263,7 +138,7 @@ TensorDict Collector::state_dict() const {
   out.set("frames", at::scalar_tensor(impl_->frames, at::kLong));
   out.set("iter", at::scalar_tensor(impl_->iter, at::kLong));
   out.set({"traj_pool", "traj_id"},
-          at::scalar_tensor(impl_->next_traj_id, at::kLong));
+          at::scalar_tensor(impl_->traj_pool->load(), at::kLong));
   return out;
 }
 
@@ -285,7 +160,7 @@ void Collector::load_state_dict(const TensorDict& state) {
   }
   impl_->frames = values[0];
   impl_->iter = values[1];
-  impl_->next_traj_id = values[2];
+  impl_->traj_pool->store(values[2]);
   impl_->fresh_traj_ids();
 }
 

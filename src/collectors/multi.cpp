@@ -1,0 +1,479 @@
+// MultiSyncCollector and MultiAsyncCollector (tensordict/collectors.h): one
+// `Collector` per worker thread, and one state (`MultiWorkers`) that the
+// threads and the caller share, under one mutex:
+//   - sync: the caller opens a round; each worker collects one batch into
+//     its collector's storage and marks the round done; the caller stacks
+//     the batches into storage of its own (allocated on the first round);
+//   - async: each worker collects a batch, waits until its hand-off slot is
+//     free, copies the batch into the slot (`update_`, in place after the
+//     first) and goes on; the caller takes the oldest full slot, and frees
+//     it on its next call;
+//   - weights: the caller raises `pause` and waits until no worker is
+//     inside a batch or between two steps of one (every worker checks the
+//     flag before each step), writes the weights, and lowers it;
+//   - stop: `stopping` makes every worker leave at its next step (a step
+//     check throws `Stopped`) or wait; the caller waits a second for the
+//     threads and leaves those still in an env's code detached, each
+//     holding the state.
+// A worker's error is kept with its index; the caller raises it at once.
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "collectors/collector_impl.h"
+#include "tensordict/collectors.h"
+#include "tensordict/functional.h"
+
+namespace tensordict {
+namespace detail {
+
+namespace {
+
+// Thrown by a worker's step check once the collector stops.
+struct Stopped {};
+
+std::string error_message(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const c10::Error& e) {
+    return e.msg();
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+std::chrono::duration<double> seconds(double s) {
+  return std::chrono::duration<double>(s);
+}
+
+}  // namespace
+
+struct MultiWorkers {
+  enum class SlotState { kFree, kFull, kLent };
+  struct Slot {
+    int64_t done_round = 0;  // sync: the last round finished
+    SlotState state = SlotState::kFree;
+    int64_t order = 0;  // async: when it was filled
+    TensorDict batch;   // sync: the collector's; async: the hand-off
+    int64_t frames = 0;
+    std::string error;  // empty: none
+    bool exited = false;
+  };
+
+  const bool sync;
+  const char* name;
+  CollectorOptions options;
+  c10::optional<TensorDictModule> module;
+  std::vector<std::unique_ptr<Collector>> collectors;
+  std::vector<Slot> slots;
+
+  std::mutex mu;
+  std::condition_variable to_workers;
+  std::condition_variable to_caller;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> pause{false};
+  int running = 0;      // workers inside a batch, not paused
+  int64_t round = 0;    // sync: the round the caller asked for; async:
+                        // 1 once the caller asked for a batch
+  int64_t filled = 0;   // async: slots filled so far
+  int64_t lent = -1;    // async: the slot the caller holds
+  int64_t claimed = 0;  // async: the frames of the batches begun
+  // The caller's side.
+  int64_t frames = 0;
+  int64_t last_worker = -1;
+  bool shut = false;
+  std::string failure;  // set once a worker failed: every call raises it
+  TensorDict stacked;   // sync: the stacked batch
+
+  MultiWorkers(bool is_sync, const std::vector<EnvFactory>& env_fns,
+               const Policy& policy, c10::optional<TensorDictModule> m,
+               const CollectorOptions& o)
+      : sync(is_sync),
+        name(is_sync ? "MultiSyncCollector" : "MultiAsyncCollector"),
+        options(o),
+        module(std::move(m)) {
+    TORCH_CHECK_VALUE(!env_fns.empty(), name,
+                      ": expected at least one env factory");
+    TORCH_CHECK_VALUE(options.frames_per_batch() > 0, name,
+                      ": frames_per_batch must be positive, got ",
+                      options.frames_per_batch());
+    TORCH_CHECK_VALUE(options.rollout_buffer() == nullptr, name,
+                      ": a rollout_buffer takes one collector's steps; give "
+                      "it to a Collector");
+    TORCH_CHECK_VALUE(options.timeout() > 0, name,
+                      ": timeout must be positive, got ", options.timeout());
+    const auto n = static_cast<int64_t>(env_fns.size());
+    CollectorOptions each = options;
+    each.frames_per_batch((options.frames_per_batch() + n - 1) / n)
+        .total_frames(-1);
+    if (options.replay_buffer() == nullptr) {
+      // The caller splits and post-processes what it yields.
+      each.split_trajs(false).postproc(nullptr);
+    }
+    const auto pool = std::make_shared<std::atomic<int64_t>>(0);
+    for (const EnvFactory& fn : env_fns) {
+      auto c = module.has_value()
+                   ? std::make_unique<Collector>(fn, *module, each)
+                   : std::make_unique<Collector>(fn, policy, each);
+      // One counter of trajectory ids for every worker.
+      Collector::Impl& impl = *c->impl_;
+      impl.traj_pool = pool;
+      collectors.push_back(std::move(c));
+    }
+    // The ids again, now from the shared counter, in worker order.
+    for (auto& c : collectors) c->impl_->fresh_traj_ids();
+    slots.resize(collectors.size());
+  }
+
+  // Starts the threads; each holds `self`.
+  static void start(const std::shared_ptr<MultiWorkers>& self) {
+    for (size_t w = 0; w < self->collectors.size(); ++w) {
+      self->collectors[w]->impl_->before_step = [raw = self.get()] {
+        raw->step_check();
+      };
+      std::thread([self, w] { self->run(static_cast<int64_t>(w)); }).detach();
+    }
+  }
+
+  // Before each step of a worker: leave when stopping, wait while paused.
+  void step_check() {
+    if (stopping.load(std::memory_order_acquire)) throw Stopped();
+    if (!pause.load(std::memory_order_acquire)) return;
+    std::unique_lock<std::mutex> lock(mu);
+    --running;
+    to_caller.notify_all();
+    to_workers.wait(lock, [&] { return !pause.load() || stopping.load(); });
+    ++running;
+    if (stopping.load()) throw Stopped();
+  }
+
+  // One batch of worker `w` into its slot's error, or its batch.
+  // Returns false when stopping.
+  bool collect(int64_t w, TensorDict& batch, std::string& error) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      to_workers.wait(lock, [&] { return !pause.load() || stopping.load(); });
+      if (stopping.load()) return false;
+      ++running;
+    }
+    bool stopped = false;
+    try {
+      batch = collectors[w]->next();
+    } catch (const Stopped&) {
+      stopped = true;
+    } catch (...) {
+      error = error_message(std::current_exception());
+      if (error.empty()) error = "(no message)";
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    --running;
+    to_caller.notify_all();
+    return !stopped;
+  }
+
+  void run(int64_t w) {
+    const int64_t frames_each =
+        collectors[w]->steps_per_batch() *
+        c10::multiply_integers(collectors[w]->env().batch_size());
+    for (;;) {
+      {
+        // Sync: a round for this worker; async: the first call.
+        std::unique_lock<std::mutex> lock(mu);
+        to_workers.wait(lock, [&] {
+          return stopping.load() ||
+                 (sync ? slots[w].done_round < round : round > 0);
+        });
+        if (stopping.load()) break;
+        if (!sync && options.total_frames() >= 0) {
+          // Async: a batch only within total_frames (counted as claimed),
+          // so that a buffer gets no more.
+          if (claimed >= options.total_frames()) {
+            to_workers.wait(lock, [&] { return stopping.load(); });
+            break;
+          }
+          claimed += frames_each;
+        }
+      }
+      TensorDict batch;
+      std::string error;
+      if (!collect(w, batch, error)) break;
+      std::unique_lock<std::mutex> lock(mu);
+      Slot& slot = slots[w];
+      if (sync) {
+        slot.batch = batch;
+        slot.error = error;
+        slot.frames = frames_each;
+        slot.done_round = round;
+        to_caller.notify_all();
+        if (!error.empty()) break;
+        continue;
+      }
+      to_workers.wait(lock, [&] {
+        return stopping.load() || slot.state == SlotState::kFree;
+      });
+      if (stopping.load()) break;
+      if (error.empty() && !batch.empty()) {
+        if (slot.batch.empty()) {
+          slot.batch = batch.clone();
+        } else {
+          (void)slot.batch.update_(batch);
+        }
+      }
+      slot.error = error;
+      slot.frames = frames_each;
+      slot.state = SlotState::kFull;
+      slot.order = filled++;
+      to_caller.notify_all();
+      if (!error.empty()) break;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    slots[w].exited = true;
+    to_caller.notify_all();
+  }
+
+  void check_usable() {
+    TORCH_CHECK(failure.empty(), failure);
+    TORCH_CHECK(!shut, name, ": the collector was shut down");
+    TORCH_CHECK(!finished(), name, ": total_frames (", options.total_frames(),
+                ") were collected");
+  }
+
+  [[nodiscard]] bool finished() const {
+    return shut || !failure.empty() ||
+           (options.total_frames() >= 0 && frames >= options.total_frames());
+  }
+
+  // Raises worker `w`'s error (kept for every later call).
+  void fail(int64_t w) {
+    failure = std::string(name) + ": worker " + std::to_string(w) +
+              " failed: " + slots[w].error;
+    TORCH_CHECK(false, failure);
+  }
+
+  // The yielded form of a batch: split, post-processed.
+  TensorDict finish(TensorDict batch) const {
+    if (options.replay_buffer() != nullptr) return TensorDict();
+    if (options.split_trajs()) batch = split_trajectories(batch);
+    if (options.postproc()) batch = options.postproc()(batch);
+    return batch;
+  }
+
+  TensorDict next_sync() {
+    std::vector<TensorDict> batches;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      ++round;
+      to_workers.notify_all();
+      const auto deadline =
+          std::chrono::steady_clock::now() +
+          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+              seconds(options.timeout()));
+      for (;;) {
+        int64_t late = -1;
+        for (size_t w = 0; w < slots.size(); ++w) {
+          if (slots[w].done_round == round && !slots[w].error.empty()) {
+            fail(static_cast<int64_t>(w));
+          }
+          if (late < 0 && slots[w].done_round < round) {
+            late = static_cast<int64_t>(w);
+          }
+        }
+        if (late < 0) break;
+        if (to_caller.wait_until(lock, deadline) == std::cv_status::timeout &&
+            slots[late].done_round < round) {
+          failure = c10::str(name, ": worker ", late,
+                             " did not finish its batch within ",
+                             options.timeout(), " s");
+          TORCH_CHECK(false, failure);
+        }
+      }
+      for (Slot& slot : slots) {
+        frames += slot.frames;
+        batches.push_back(slot.batch);
+      }
+    }
+    if (options.replay_buffer() != nullptr) return TensorDict();
+    if (stacked.empty()) {
+      stacked = tensordict::stack(batches, 0);
+    } else {
+      (void)tensordict::stack_out(stacked, batches, 0);
+    }
+    return finish(stacked);
+  }
+
+  TensorDict next_async() {
+    std::unique_lock<std::mutex> lock(mu);
+    if (round == 0) {  // the workers start
+      round = 1;
+      to_workers.notify_all();
+    }
+    if (lent >= 0) {
+      slots[lent].state = SlotState::kFree;
+      lent = -1;
+      to_workers.notify_all();
+    }
+    auto full = [&] {
+      int64_t best = -1;
+      for (size_t w = 0; w < slots.size(); ++w) {
+        if (slots[w].state == SlotState::kFull &&
+            (best < 0 || slots[w].order < slots[best].order)) {
+          best = static_cast<int64_t>(w);
+        }
+      }
+      return best;
+    };
+    const bool ready = to_caller.wait_for(lock, seconds(options.timeout()),
+                                          [&] { return full() >= 0; });
+    if (!ready) {
+      failure = c10::str(name, ": no worker finished a batch within ",
+                         options.timeout(), " s");
+      TORCH_CHECK(false, failure);
+    }
+    const int64_t w = full();
+    if (!slots[w].error.empty()) fail(w);
+    slots[w].state = SlotState::kLent;
+    lent = w;
+    last_worker = w;
+    frames += slots[w].frames;
+    const TensorDict batch = slots[w].batch;
+    lock.unlock();
+    return finish(batch);
+  }
+
+  TensorDict next() {
+    check_usable();
+    return sync ? next_sync() : next_async();
+  }
+
+  void update_weights(const TensorDict& params) {
+    TORCH_CHECK_VALUE(module.has_value(), name,
+                      "::update_policy_weights_: the policy is not a "
+                      "TensorDictModule, so it has no weights to update");
+    TORCH_CHECK(failure.empty(), failure);
+    std::unique_lock<std::mutex> lock(mu);
+    pause.store(true);
+    const bool paused = to_caller.wait_for(lock, seconds(options.timeout()),
+                                           [&] { return running == 0; });
+    if (paused) {
+      try {
+        const at::NoGradGuard no_grad;
+        (void)from_module(*module).update_(params);
+      } catch (...) {
+        pause.store(false);
+        to_workers.notify_all();
+        throw;
+      }
+    }
+    pause.store(false);
+    to_workers.notify_all();
+    TORCH_CHECK(paused, name,
+                "::update_policy_weights_: the workers did not pause within ",
+                options.timeout(), " s");
+  }
+
+  uint64_t set_seed(uint64_t seed) {
+    std::unique_lock<std::mutex> lock(mu);
+    TORCH_CHECK(running == 0 && (sync || round == 0), name,
+                "::set_seed: seed the workers before the first batch");
+    for (auto& c : collectors) seed = c->set_seed(seed);
+    return seed;
+  }
+
+  // Stops the workers; waits a second for them to leave.
+  void stop() {
+    std::unique_lock<std::mutex> lock(mu);
+    shut = true;
+    stopping.store(true);
+    to_workers.notify_all();
+    to_caller.wait_for(lock, std::chrono::seconds(1), [&] {
+      for (const Slot& slot : slots) {
+        if (!slot.exited) return false;
+      }
+      return true;
+    });
+  }
+};
+
+}  // namespace detail
+
+namespace {
+
+std::shared_ptr<detail::MultiWorkers> make_workers(
+    bool sync, const std::vector<EnvFactory>& env_fns, const Policy& policy,
+    c10::optional<TensorDictModule> module, const CollectorOptions& options) {
+  auto workers = std::make_shared<detail::MultiWorkers>(
+      sync, env_fns, policy, std::move(module), options);
+  detail::MultiWorkers::start(workers);
+  return workers;
+}
+
+}  // namespace
+
+MultiSyncCollector::MultiSyncCollector(const std::vector<EnvFactory>& env_fns,
+                                       Policy policy,
+                                       const CollectorOptions& options)
+    : workers_(make_workers(true, env_fns, policy, c10::nullopt, options)) {}
+
+MultiSyncCollector::MultiSyncCollector(const std::vector<EnvFactory>& env_fns,
+                                       const TensorDictModule& policy,
+                                       const CollectorOptions& options)
+    : workers_(make_workers(true, env_fns, nullptr, policy, options)) {}
+
+MultiSyncCollector::~MultiSyncCollector() { workers_->stop(); }
+TensorDict MultiSyncCollector::next() { return workers_->next(); }
+bool MultiSyncCollector::finished() const { return workers_->finished(); }
+void MultiSyncCollector::update_policy_weights_(const TensorDict& params) {
+  workers_->update_weights(params);
+}
+uint64_t MultiSyncCollector::set_seed(uint64_t seed) {
+  return workers_->set_seed(seed);
+}
+void MultiSyncCollector::shutdown() { workers_->stop(); }
+int64_t MultiSyncCollector::frames() const { return workers_->frames; }
+int64_t MultiSyncCollector::num_workers() const {
+  return static_cast<int64_t>(workers_->collectors.size());
+}
+
+MultiAsyncCollector::MultiAsyncCollector(const std::vector<EnvFactory>& env_fns,
+                                         Policy policy,
+                                         const CollectorOptions& options)
+    : workers_(make_workers(false, env_fns, policy, c10::nullopt, options)) {}
+
+MultiAsyncCollector::MultiAsyncCollector(const std::vector<EnvFactory>& env_fns,
+                                         const TensorDictModule& policy,
+                                         const CollectorOptions& options)
+    : workers_(make_workers(false, env_fns, nullptr, policy, options)) {}
+
+MultiAsyncCollector::~MultiAsyncCollector() { workers_->stop(); }
+TensorDict MultiAsyncCollector::next() { return workers_->next(); }
+bool MultiAsyncCollector::finished() const { return workers_->finished(); }
+void MultiAsyncCollector::update_policy_weights_(const TensorDict& params) {
+  workers_->update_weights(params);
+}
+uint64_t MultiAsyncCollector::set_seed(uint64_t seed) {
+  return workers_->set_seed(seed);
+}
+void MultiAsyncCollector::shutdown() { workers_->stop(); }
+int64_t MultiAsyncCollector::frames() const { return workers_->frames; }
+int64_t MultiAsyncCollector::num_workers() const {
+  return static_cast<int64_t>(workers_->collectors.size());
+}
+int64_t MultiAsyncCollector::last_worker() const {
+  return workers_->last_worker;
+}
+
+}  // namespace tensordict
