@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# benchmarks/envs.cpp's Pendulum cases next to TorchRL 0.14's
-# (benchmarks/python/torchrl_envs.py), in the same run, inside the Debian
-# sid root (LibTorch 2.14 for this library; TorchRL 0.14 on torch 2.14):
+# benchmarks/envs.cpp's Pendulum cases and benchmarks/collectors.cpp's
+# TorchRL case next to TorchRL 0.14's (benchmarks/python/torchrl_envs.py,
+# torchrl_collectors.py), in the same run, inside the Debian sid root
+# (LibTorch 2.14 for this library; TorchRL 0.14 on torch 2.14):
 #   benchmarks/compare_torchrl_envs.sh
-# Builds bench_envs in build-sid-bench/, runs both sides one after the other
-# on a quiet machine, and prints frames per second and the ratios.
+# Builds bench_envs and bench_collectors in build-sid-bench/, runs both
+# sides one after the other on a quiet machine, and prints frames per
+# second and the ratios.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -15,14 +17,18 @@ bash "$CHROOT" sid run "set -e
   cmake -S . -B build-sid-bench -DCMAKE_BUILD_TYPE=Release \
     -DTENSORDICT_BUILD_TESTS=OFF -DTENSORDICT_BUILD_EXAMPLES=OFF \
     -DTENSORDICT_BUILD_BENCHMARKS=ON -DTENSORDICT_INSTALL=OFF > /dev/null
-  cmake --build build-sid-bench -j2 --target bench_envs > /dev/null
+  cmake --build build-sid-bench -j2 --target bench_envs bench_collectors > /dev/null
   ./build-sid-bench/bench_envs --benchmark_filter=Pendulum \
     --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
     --benchmark_out=build-sid-bench/envs.csv --benchmark_out_format=csv \
     > /dev/null 2>&1
-  ours=\$(grep '_median' build-sid-bench/envs.csv)
+  ./build-sid-bench/bench_collectors --benchmark_filter=Pendulum \
+    --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+    --benchmark_out=build-sid-bench/collectors.csv --benchmark_out_format=csv \
+    > /dev/null 2>&1
+  ours=\$(grep -h '_median' build-sid-bench/envs.csv build-sid-bench/collectors.csv)
   pyref=\"\$(bash '$SETUP' | tail -n 1)\"
-  theirs=\$(env \$pyref benchmarks/python/torchrl_envs.py)
+  theirs=\$(env \$pyref benchmarks/python/torchrl_envs.py; env \$pyref benchmarks/python/torchrl_collectors.py)
   python3 - \"\$ours\" \"\$theirs\" <<'PY'
 import csv, io, sys
 ours = {}
@@ -34,7 +40,7 @@ for row in rows:
     ours[name] = float(values[-1])
 theirs = {l.split()[0]: float(l.split()[1]) for l in sys.argv[2].splitlines() if l.strip()}
 targets = {'PendulumBatched16Rollout200': 30, 'PendulumSerialEnv16Rollout200': 50,
-           'PendulumParallelEnv2Rollout200': 50}
+           'PendulumParallelEnv2Rollout200': 50, 'CollectorSerialEnv16PendulumMLP': 50}
 # TorchRL's ParallelEnv runs processes: ours on processes is compared too.
 rows = list(theirs.items())
 if 'PendulumParallelEnv2Rollout200' in theirs:

@@ -2,11 +2,11 @@
 //
 // Double DQN with a Polyak-averaged target network and epsilon-greedy
 // exploration over 4 of the library's CartPoleEnv (tensordict/envs.h, with
-// RewardSum for the episodes' returns). Every environment step's
-// transitions (`step_and_maybe_reset`) go into a ReplayBuffer with a
-// PrioritizedSampler; each gradient step samples a batch, weights the Huber
-// loss by the importance weights, and writes the new |TD errors| back as the
-// rows' priorities.
+// RewardSum for the episodes' returns). A Collector (tensordict/collectors.h)
+// steps them with the epsilon-greedy policy, one step of the 4 envs per
+// batch, which goes into a ReplayBuffer with a PrioritizedSampler; each
+// gradient step samples a batch, weights the Huber loss by the importance
+// weights, and writes the new |TD errors| back as the rows' priorities.
 //
 // Usage: dqn_cartpole [seed] (default 0).
 //
@@ -14,6 +14,7 @@
 // (exit code 0); otherwise the program exits with 1 after `kMaxEnvSteps`.
 // Under TENSORDICT_EXAMPLE_QUICK=1 (sanitized CI runs) it trains for a few
 // hundred steps and does not require the target.
+#include <tensordict/collectors.h>
 #include <tensordict/envs.h>
 #include <tensordict/tensordict.h>
 #include <torch/torch.h>
@@ -74,19 +75,9 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> unif(0.0, 1.0);
 
-  // Categorical actions (int64 [E]: 0 pushes left, 1 right); RewardSum
-  // keeps each episode's return in "episode_reward".
-  tensordict::TransformedEnv env(
-      std::make_unique<tensordict::CartPoleEnv>(
-          std::vector<int64_t>{kEnvs}, /*categorical_action_encoding=*/true),
-      std::make_shared<tensordict::RewardSum>());
-  env.set_seed(seed);
-  TensorDict td = env.reset();
-  std::vector<double> returns;  // of every finished episode, in order
   ReplayBuffer rb(ReplayBufferOptions(50000)
                       .sampler(PrioritizedSampler().alpha(0.6).beta(0.4))
                       .seed(seed));
-
   torch::nn::Sequential qnet = make_qnet();
   auto target =
       std::dynamic_pointer_cast<torch::nn::SequentialImpl>(qnet->clone());
@@ -97,24 +88,15 @@ int main(int argc, char** argv) {
   const TensorDict target_params = tensordict::from_module(*target);
   torch::optim::Adam opt(qnet->parameters(), torch::optim::AdamOptions(kLr));
 
-  const auto t0 = std::chrono::steady_clock::now();
+  // Epsilon-greedy on the online network, epsilon decayed over the first
+  // kEpsilonSteps env steps (`env_steps`, the collector's frames).
   int64_t env_steps = 0;
-  int64_t updates = 0;
-  double last_loss = 0.0;
-  bool solved = false;
-  int64_t next_report = 5000;
-
-  while (env_steps < max_env_steps) {
-    // ---- Act (epsilon-greedy) and store the transitions -------------------
+  double epsilon = 1.0;
+  const tensordict::Policy act = [&](const TensorDict& td) {
     const double frac =
         std::min(1.0, static_cast<double>(env_steps) / kEpsilonSteps);
-    const double epsilon = 1.0 + frac * (kEpsilonEnd - 1.0);
-    const at::Tensor obs = td.get("observation");
-    at::Tensor greedy;
-    {
-      torch::NoGradGuard no_grad;
-      greedy = qnet->forward(obs).argmax(1);
-    }
+    epsilon = 1.0 + frac * (kEpsilonEnd - 1.0);
+    const at::Tensor greedy = qnet->forward(td.get("observation")).argmax(1);
     at::Tensor action = torch::empty({kEnvs}, torch::kLong);
     const int64_t* g = greedy.data_ptr<int64_t>();
     int64_t* a = action.data_ptr<int64_t>();
@@ -122,24 +104,40 @@ int main(int argc, char** argv) {
       a[e] = unif(rng) < epsilon ? static_cast<int64_t>(rng() % 2) : g[e];
     }
     td.set("action", action);
-    // The step (its ("next", ...) keys), and the next step's input with the
-    // finished episodes reset.
-    auto [step, next] = env.step_and_maybe_reset(td);
+  };
+  // Categorical actions (int64 [E]: 0 pushes left, 1 right); RewardSum
+  // keeps each episode's return in "episode_reward". Each batch is one step
+  // of the kEnvs envs, [kEnvs, 1].
+  auto env = std::make_unique<tensordict::TransformedEnv>(
+      std::make_unique<tensordict::CartPoleEnv>(
+          std::vector<int64_t>{kEnvs}, /*categorical_action_encoding=*/true),
+      std::make_shared<tensordict::RewardSum>());
+  env->set_seed(seed);
+  tensordict::Collector collector(
+      std::move(env), act,
+      tensordict::CollectorOptions(kEnvs).total_frames(max_env_steps));
+  std::vector<double> returns;  // of every finished episode, in order
+
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t updates = 0;
+  double last_loss = 0.0;
+  bool solved = false;
+  int64_t next_report = 5000;
+
+  for (const TensorDict& step : collector) {
+    env_steps = collector.frames();
     const at::Tensor ended = at::masked_select(
         step.get({"next", "episode_reward"}), step.get({"next", "done"}));
     for (int64_t i = 0; i < ended.numel(); ++i) {
       returns.push_back(ended[i].item<double>());
     }
-    step.set("action", action.unsqueeze(1));  // [E, 1], for gather below
-    rb.extend(step);
-    td = next;
-    env_steps += kEnvs;
+    rb.extend(step.reshape({-1}));
 
     // ---- Learn: one gradient step per vectorized env step ------------------
     if (env_steps >= kLearningStarts) {
       auto [batch, info] = rb.sample(kBatch);
       at::Tensor q = qnet->forward(batch.get("observation"))
-                         .gather(1, batch.get("action"))
+                         .gather(1, batch.get("action").unsqueeze(1))
                          .squeeze(1);
       at::Tensor y;
       {

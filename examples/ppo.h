@@ -60,38 +60,16 @@ inline double mean_last(const std::vector<double>& v, size_t n) {
          static_cast<double>(k);
 }
 
-// What a rollout step holds that PPO learns from (the envs' flags at the
-// root, their state and the episodes' returns aside).
-inline const std::vector<tensordict::NestedKey> kLearned = {
-    "observation",          "action",
-    "sample_log_prob",      {"next", "observation"},
-    {"next", "reward"},     {"next", "done"},
-    {"next", "terminated"}, {"next", "truncated"}};
-
-// `steps` steps of `env` with `policy` (`[*batch, steps]`), going on from
-// where the last call stopped: `carry` holds the next step's input (its
-// last step's step_mdp), finished episodes are reset on the way. The
-// returns of the episodes that ended (which the env keeps in
-// "episode_reward": RewardSum) are appended to `returns`. The policy runs
-// under `InteractionType::RANDOM`: it draws its actions, as TorchRL's
-// collectors have it.
-inline tensordict::TensorDict rollout(
-    tensordict::EnvBase& env, const tensordict::Policy& policy, int64_t steps,
-    c10::optional<tensordict::TensorDict>& carry,
-    std::vector<double>& returns) {
-  const tensordict::InteractionTypeGuard explore(
-      tensordict::InteractionType::RANDOM);
-  tensordict::RolloutOptions options =
-      tensordict::RolloutOptions().break_when_any_done(false);
-  if (carry) options.auto_reset(false).tensordict(*carry);
-  const tensordict::TensorDict data = env.rollout(steps, policy, options);
-  carry = env.step_mdp(data.index({at::indexing::Ellipsis, -1}));
+// Appends the returns of the episodes that ended in `data` (a batch: the
+// env keeps each episode's return in "episode_reward", RewardSum) to
+// `returns`.
+inline void episode_returns(const tensordict::TensorDict& data,
+                            std::vector<double>& returns) {
   const at::Tensor ended = at::masked_select(
       data.get({"next", "episode_reward"}), data.get({"next", "done"}));
   for (int64_t i = 0; i < ended.numel(); ++i) {
     returns.push_back(ended[i].item<double>());
   }
-  return data;
 }
 
 // The action spaces an Agent acts in.
@@ -117,7 +95,7 @@ struct Box {
 // the dict), then a ProbabilisticTensorDictModule builds the distribution
 // from them and writes "action" and its log-probability "sample_log_prob"
 // (TorchRL 0.4's key, which PPO's loss reads). Under
-// InteractionType::RANDOM (the rollouts set it with an InteractionTypeGuard)
+// InteractionType::RANDOM (a collector's default exploration_type)
 // the action is drawn; without a guard it is the deterministic one (the
 // most likely class, or the squashed location). `value` reads
 // "observation" and writes "state_value".

@@ -1,18 +1,20 @@
-// examples/ppo_cartpole.cpp — PPO solves CartPole-v1 with RolloutBuffer.
+// examples/ppo_cartpole.cpp — PPO solves CartPole-v1 with a Collector and
+// a RolloutBuffer.
 //
-// A complete on-policy training loop built on TensorDict: the library's
-// CartPoleEnv (tensordict/envs.h, batched over E envs, with RewardSum for
-// the episodes' returns) runs the policy for T steps per iteration with
-// `rollout`, whose `[E, T]` result goes into a `[T, E]` RolloutBuffer; the
-// critic's values are computed in one batched forward pass over the whole
-// rollout, GAE fills "advantage" and "value_target", and the PPO epochs
-// iterate over shuffled minibatch dicts.
+// A complete on-policy training loop built on TensorDict: a Collector
+// (tensordict/collectors.h) runs the policy in the library's CartPoleEnv
+// (batched over E envs, with RewardSum for the episodes' returns) and
+// writes each of the T steps of a batch straight into a `[T, E]`
+// RolloutBuffer; the critic's values are computed in one batched forward
+// pass over the whole rollout, GAE fills "advantage" and "value_target",
+// and the PPO epochs iterate over shuffled minibatch dicts.
 //
 // Usage: ppo_cartpole [--seed N] [--max-steps N] [--device cpu|cuda]
 //
 // With --device cuda the policy, the critic and the rollout buffer live on
-// the GPU; the environments stay on the CPU, and each step's observations
-// cross over to the GPU and its actions back.
+// the GPU (the collector's `policy_device`); the environments stay on the
+// CPU, and each step's observations cross over to the GPU and its actions
+// back.
 //
 // It stops as soon as the mean return of the last 20 finished episodes
 // reaches 475 (CartPole-v1's "solved" threshold; episodes are truncated at
@@ -20,6 +22,7 @@
 // steps. With TENSORDICT_EXAMPLE_QUICK=1 (sanitizer CI) it runs two
 // iterations and exits 0.
 #include <ATen/CPUGeneratorImpl.h>
+#include <tensordict/collectors.h>
 #include <tensordict/envs.h>
 #include <tensordict/tensordict.h>
 #include <torch/torch.h>
@@ -37,7 +40,6 @@
 #include "ppo.h"
 
 using tensordict::RolloutBuffer;
-using tensordict::TensorDict;
 
 namespace {
 
@@ -100,29 +102,26 @@ int main(int argc, char** argv) {
 
   const int64_t E = cfg.num_envs;
   const int64_t T = cfg.num_steps;
-  // E CartPoles with categorical actions (0: push left, 1: push right);
-  // RewardSum keeps each episode's return in "episode_reward".
-  tensordict::TransformedEnv env(
-      std::make_unique<tensordict::CartPoleEnv>(
-          std::vector<int64_t>{E}, /*categorical_action_encoding=*/true),
-      std::make_shared<tensordict::RewardSum>());
-  env.set_seed(cfg.seed);
   const ppo::Hyper& h = cfg.hyper;
   const at::Device device = cfg.device;
   ppo::Agent agent(/*obs_dim=*/4, ppo::Discrete{2}, h.lr, gen, device);
-  // The policy on `device`, acting on the envs' CPU dicts.
-  const tensordict::Policy act = [&](const TensorDict& td) {
-    const TensorDict in({{"observation", td.get("observation").to(device)}},
-                        {E});
-    agent.policy(in);  // "action", "sample_log_prob"
-    td.set("action", in.get("action").cpu());
-    td.set("sample_log_prob", in.get("sample_log_prob").cpu());
-  };
-
+  // E CartPoles with categorical actions (0: push left, 1: push right);
+  // RewardSum keeps each episode's return in "episode_reward".
+  auto env = std::make_unique<tensordict::TransformedEnv>(
+      std::make_unique<tensordict::CartPoleEnv>(
+          std::vector<int64_t>{E}, /*categorical_action_encoding=*/true),
+      std::make_shared<tensordict::RewardSum>());
+  env->set_seed(cfg.seed);
+  // Each batch: T steps of the E envs, written into the [T, E] buffer.
   RolloutBuffer buffer(T, E, device);
-  std::vector<double> returns;      // of every finished episode, in order
-  c10::optional<TensorDict> carry;  // the next rollout's first input
-  int64_t env_steps = 0;
+  const int64_t max_iters = quick ? 2 : cfg.max_steps / (T * E);
+  tensordict::Collector collector(std::move(env), agent.policy,
+                                  tensordict::CollectorOptions(T * E)
+                                      .total_frames(max_iters * T * E)
+                                      .policy_device(device)
+                                      .rollout_buffer(&buffer));
+
+  std::vector<double> returns;  // of every finished episode, in order
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() -
@@ -134,7 +133,6 @@ int main(int argc, char** argv) {
            mean_last(returns, h.solved_window) >= h.solved_return;
   };
 
-  const int64_t max_iters = quick ? 2 : cfg.max_steps / (T * E);
   std::printf(
       "PPO on CartPole-v1: %lld envs x %lld steps per rollout, "
       "seed %llu, device %s, budget %lld env steps%s\n",
@@ -143,31 +141,25 @@ int main(int argc, char** argv) {
       static_cast<long long>(cfg.max_steps),
       quick ? " (quick mode: 2 iterations)" : "");
   int64_t iter = 0;
-  for (; iter < max_iters && !solved(); ++iter) {
-    // ---- Rollout: T steps of the E envs, [E, T], into the [T, E] buffer.
-    {
-      const TensorDict data = ppo::rollout(env, act, T, carry, returns);
-      // Into the [T, E] buffer: the keys PPO learns from, time first.
-      const TensorDict steps = data.select(ppo::kLearned).transpose(0, 1);
-      for (int64_t t = 0; t < T; ++t) buffer.step(t, steps.index({t}));
-      env_steps += T * E;
-    }
+  for (; !collector.finished() && !solved(); ++iter) {
+    (void)collector.next();  // T steps of the E envs, now in `buffer`
+    ppo::episode_returns(buffer.data(), returns);
     // ---- Values in one batched forward each, then GAE.
     agent.gae(buffer, h);
-
     // ---- PPO epochs over shuffled minibatches of the flat [T * E] batch.
     const double last_loss =
-        agent.learn(buffer, h, env_steps, T * E, cfg.max_steps, gen);
+        agent.learn(buffer, h, collector.frames(), T * E, cfg.max_steps, gen);
 
-    const double secs = elapsed();
     std::printf(
         "iter %4lld  env steps %7lld  episodes %5zu  "
         "mean return (last %zu) %6.1f  loss %8.4f  %6.0f steps/s\n",
-        static_cast<long long>(iter + 1), static_cast<long long>(env_steps),
-        returns.size(), h.solved_window, mean_last(returns, h.solved_window),
-        last_loss, static_cast<double>(env_steps) / secs);
+        static_cast<long long>(iter + 1),
+        static_cast<long long>(collector.frames()), returns.size(),
+        h.solved_window, mean_last(returns, h.solved_window), last_loss,
+        static_cast<double>(collector.frames()) / elapsed());
     std::fflush(stdout);
   }
+  const int64_t env_steps = collector.frames();
 
   const double secs = elapsed();
   const double ret = mean_last(returns, h.solved_window);

@@ -9,10 +9,10 @@
 //  1. the learner broadcasts the weights: a TensorDict of the actor's and
 //     critic's parameters (plus a "stop" flag), written in place into every
 //     actor's own parameters (`broadcast`: one fused message);
-//  2. each actor runs its batch of the library's CartPoleEnv for T steps
-//     (`rollout`) into a RolloutBuffer, computes GAE with its critic, and
-//     sends the rollout
-//     dict to the learner: the first time with its structure
+//  2. each actor's Collector (tensordict/collectors.h) runs its batch of the
+//     library's CartPoleEnv for T steps straight into a RolloutBuffer; the
+//     actor computes GAE with its critic and sends what the learner trains
+//     on to it: the first time with its structure
 //     (`init_remote` / `from_remote_init`), then as one consolidated
 //     message into the dict the learner made of it
 //     (`send`/`recv(..., consolidated=true)`);
@@ -28,6 +28,7 @@
 // exits 1 if that does not happen within --max-steps env steps. With
 // TENSORDICT_EXAMPLE_QUICK=1 (sanitizer CI) it runs two iterations.
 #include <ATen/CPUGeneratorImpl.h>
+#include <tensordict/collectors.h>
 #include <tensordict/envs.h>
 #include <tensordict/tensordict.h>
 #include <torch/torch.h>
@@ -95,42 +96,44 @@ int run_actor(const Config& cfg) {
   const uint64_t seed = cfg.seed * 1000 + static_cast<uint64_t>(cfg.rank);
   torch::manual_seed(seed);
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  // Categorical actions; RewardSum keeps each episode's return, which the
-  // learner reports, in "episode_reward".
-  tensordict::TransformedEnv env(
-      std::make_unique<tensordict::CartPoleEnv>(
-          std::vector<int64_t>{E}, /*categorical_action_encoding=*/true),
-      std::make_shared<tensordict::RewardSum>());
-  env.set_seed(seed);
   ppo::Agent agent(/*obs_dim=*/4, ppo::Discrete{2}, cfg.hyper.lr, gen);
   torch::NoGradGuard no_grad;  // an actor never trains
   at::Tensor stop = at::zeros({1}, at::kBool);
   const TensorDict weights = weights_of(agent, stop);
-  // What goes to the learner: what PPO learns from, and the returns.
-  std::vector<tensordict::NestedKey> sent = ppo::kLearned;
-  sent.emplace_back(std::vector<std::string>{"next", "episode_reward"});
-
+  // Categorical actions; RewardSum keeps each episode's return, which the
+  // learner reports, in "episode_reward". Each batch: T steps of the E
+  // envs, written into the [T, E] buffer (the policy draws its actions).
+  auto env = std::make_unique<tensordict::TransformedEnv>(
+      std::make_unique<tensordict::CartPoleEnv>(
+          std::vector<int64_t>{E}, /*categorical_action_encoding=*/true),
+      std::make_shared<tensordict::RewardSum>());
+  env->set_seed(seed);
   tensordict::RolloutBuffer buffer(T, E);
+  tensordict::Collector collector(
+      std::move(env), agent.policy,
+      tensordict::CollectorOptions(T * E).rollout_buffer(&buffer));
+  // What goes to the learner: what PPO trains on, and the returns.
+  const std::vector<tensordict::NestedKey> sent = {
+      "observation",     "action",         "sample_log_prob",
+      "advantage",       "value_target",   {"next", "done"},
+      {"next", "episode_reward"}};
+
   TensorDict wire;  // the rollout as one consolidated storage
   bool first = true;
-  c10::optional<TensorDict> carry;  // the next rollout's first input
-  std::vector<double> returns;      // (the learner reports them)
   while (true) {
+    // The weights land in the agent's networks, which the collector's
+    // policy runs.
     tensordict::broadcast(weights, 0, pg);
     if (stop.item<bool>()) return 0;
-    // T steps of the E envs, [E, T], into the [T, E] buffer; the policy
-    // draws its actions.
-    const TensorDict data = ppo::rollout(env, agent.policy, T, carry, returns);
-    const TensorDict steps = data.select(sent).transpose(0, 1);
-    for (int64_t t = 0; t < T; ++t) buffer.step(t, steps.index({t}));
+    (void)collector.next();
     agent.gae(buffer, cfg.hyper);
     if (first) {
       // First rollout: the learner has no dict yet; send the structure too.
-      wire = buffer.data().consolidate();
+      wire = buffer.data().select(sent).consolidate();
       tensordict::init_remote(wire, 0, pg);
       first = false;
     } else {
-      wire.update_(buffer.data());
+      wire.update_(buffer.data().select(sent));
       tensordict::send(wire, 0, pg, 0, /*consolidated=*/true);
     }
   }

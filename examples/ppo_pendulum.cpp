@@ -1,9 +1,9 @@
 // examples/ppo_pendulum.cpp — PPO swings up Pendulum-v1: continuous actions
 // from a TanhNormal policy.
 //
-// The same training loop as ppo_cartpole.cpp (a `[T, E]` RolloutBuffer, the
-// critic's values in one batched pass, GAE, PPO epochs over shuffled
-// minibatch dicts) with the agent of examples/ppo.h in its continuous form:
+// The same training loop as ppo_cartpole.cpp (a Collector writing into a
+// `[T, E]` RolloutBuffer, the critic's values in one batched pass, GAE, PPO
+// epochs over shuffled minibatch dicts) with the agent of examples/ppo.h in its continuous form:
 // the actor writes "loc" and "scale", and a ProbabilisticTensorDictModule
 // draws the torque from a TanhNormal mapped onto [-2, 2] (Pendulum's torque
 // limits) and writes its log-probability. The environment is the library's
@@ -24,6 +24,7 @@
 // TENSORDICT_EXAMPLE_QUICK=1 (sanitizer CI) it runs two iterations and
 // exits 0.
 #include <ATen/CPUGeneratorImpl.h>
+#include <tensordict/collectors.h>
 #include <tensordict/envs.h>
 #include <tensordict/tensordict.h>
 #include <torch/torch.h>
@@ -170,15 +171,19 @@ int main(int argc, char** argv) {
 
   const int64_t E = cfg.num_envs;
   const int64_t T = cfg.num_steps;
-  const std::unique_ptr<tensordict::TransformedEnv> env = make_env(E, cfg.seed);
   const ppo::Hyper& h = cfg.hyper;
   ppo::Agent agent(/*obs_dim=*/3, ppo::Box{1, -kMaxTorque, kMaxTorque}, h.lr,
                    gen);
-
+  // Each batch: T steps of the E envs, written into the [T, E] buffer.
   RolloutBuffer buffer(T, E);
-  std::vector<double> returns;      // of every finished episode, in order
-  c10::optional<TensorDict> carry;  // the next rollout's first input
-  int64_t env_steps = 0;
+  const int64_t max_iters = quick ? 2 : cfg.max_steps / (T * E);
+  tensordict::Collector collector(
+      make_env(E, cfg.seed), agent.policy,
+      tensordict::CollectorOptions(T * E)
+          .total_frames(max_iters * T * E)
+          .rollout_buffer(&buffer));
+
+  std::vector<double> returns;  // of every finished episode, in order
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() -
@@ -194,7 +199,6 @@ int main(int argc, char** argv) {
   double eval_return = 0.0;
   bool solved = false;
 
-  const int64_t max_iters = quick ? 2 : cfg.max_steps / (T * E);
   std::printf(
       "PPO on Pendulum-v1: %lld envs x %lld steps per rollout, "
       "seed %llu, budget %lld env steps%s\n",
@@ -203,34 +207,25 @@ int main(int argc, char** argv) {
       static_cast<long long>(cfg.max_steps),
       quick ? " (quick mode: 2 iterations)" : "");
   int64_t iter = 0;
-  for (; iter < max_iters && !solved; ++iter) {
-    // ---- Rollout: T steps of the E envs, [E, T], into the [T, E] buffer.
-    {
-      const TensorDict data =
-          ppo::rollout(*env, agent.policy, T, carry, returns);
-      // The critic learns scaled returns (the reported returns are the
-      // environment's).
-      data.set({"next", "reward"},
-               data.get({"next", "reward"}) * cfg.reward_scale);
-      // Into the [T, E] buffer: the keys PPO learns from, time first.
-      const TensorDict steps = data.select(ppo::kLearned).transpose(0, 1);
-      for (int64_t t = 0; t < T; ++t) buffer.step(t, steps.index({t}));
-      env_steps += T * E;
-    }
+  for (; !collector.finished() && !solved; ++iter) {
+    (void)collector.next();  // T steps of the E envs, now in `buffer`
+    ppo::episode_returns(buffer.data(), returns);
+    // The critic learns scaled returns (the reported returns are the
+    // environment's).
+    buffer.data().get({"next", "reward"}).mul_(cfg.reward_scale);
     // ---- Values in one batched forward each, then GAE.
     agent.gae(buffer, h);
-
     // ---- PPO epochs over shuffled minibatches of the flat [T * E] batch.
     const double last_loss =
-        agent.learn(buffer, h, env_steps, T * E, cfg.max_steps, gen);
+        agent.learn(buffer, h, collector.frames(), T * E, cfg.max_steps, gen);
 
-    const double secs = elapsed();
     std::printf(
         "iter %4lld  env steps %7lld  episodes %5zu  "
         "mean return (last %zu) %7.1f  loss %8.4f  %6.0f steps/s\n",
-        static_cast<long long>(iter + 1), static_cast<long long>(env_steps),
-        returns.size(), h.solved_window, mean_last(returns, h.solved_window),
-        last_loss, static_cast<double>(env_steps) / secs);
+        static_cast<long long>(iter + 1),
+        static_cast<long long>(collector.frames()), returns.size(),
+        h.solved_window, mean_last(returns, h.solved_window), last_loss,
+        static_cast<double>(collector.frames()) / elapsed());
     if (training_solved()) {
       eval_return = evaluate(agent, kEvalEpisodes, cfg.seed + 1000);
       solved = eval_return > h.solved_return;
@@ -241,6 +236,7 @@ int main(int argc, char** argv) {
     }
     std::fflush(stdout);
   }
+  const int64_t env_steps = collector.frames();
 
   const double secs = elapsed();
   const double ret = mean_last(returns, h.solved_window);

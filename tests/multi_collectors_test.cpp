@@ -279,7 +279,14 @@ TEST(MultiCollectors, AStuckWorkerTimesOutAndTheDestructorReturns) {
                     "MultiSyncCollector: worker 1 did not finish its batch "
                     "within 0.5 s");
   }
+  // The stuck worker finishes its step, sees the stop and leaves, freeing
+  // the collector's state (the last holder of `hold` but this test's).
   hold->store(false);
+  const auto start = std::chrono::steady_clock::now();
+  while (hold.use_count() > 1 && SecondsSince(start) < 30.0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(hold.use_count(), 1);
   MultiAsyncCollector stopped({Counters()}, nullptr, CollectorOptions(3));
   (void)stopped.next();
   stopped.shutdown();
