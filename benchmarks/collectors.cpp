@@ -73,9 +73,9 @@ std::unique_ptr<CartPoleEnv> cartpole(uint64_t seed) {
 }
 
 void frames_counter(benchmark::State& state) {
-  state.counters["frames_per_s"] = benchmark::Counter(
-      static_cast<double>(state.iterations() * kFrames),
-      benchmark::Counter::kIsRate);
+  state.counters["frames_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * kFrames),
+                         benchmark::Counter::kIsRate);
 }
 
 // ---- 1. Collector against a hand-written loop ---------------------------------
@@ -84,15 +84,16 @@ void BM_CollectorCartPoleMLP(benchmark::State& state) {
   const torch::nn::Sequential net = mlp(4, 2);
   const TensorDictSequential policy = cartpole_policy(net);
   for (auto _ : state) {
-    Collector collector(cartpole(0), policy,
-                        CollectorOptions(kFramesPerBatch).total_frames(kFrames));
+    Collector collector(
+        cartpole(0), policy,
+        CollectorOptions(kFramesPerBatch).total_frames(kFrames));
     for (const TensorDict& batch : collector) benchmark::DoNotOptimize(batch);
   }
   frames_counter(state);
 }
 
 void BM_HandLoopCartPoleMLP(benchmark::State& state) {
-  const torch::nn::Sequential net = mlp(4, 2);
+  torch::nn::Sequential net = mlp(4, 2);
   const int64_t steps = kFramesPerBatch / kEnvs;
   for (auto _ : state) {
     const std::unique_ptr<CartPoleEnv> env = cartpole(0);
@@ -104,13 +105,17 @@ void BM_HandLoopCartPoleMLP(benchmark::State& state) {
     // What is stored per step: the root's observation, action and flags,
     // the policy's logits, and the step's observation, reward and flags.
     const at::Tensor logits = at::zeros({kEnvs, 2});
-    const std::vector<at::Tensor> sources = {
-        work.get("observation"), action,
-        logits,                  work.get("done"),
-        work.get("terminated"),  work.get("truncated"),
-        next.get("observation"), next.get("reward"),
-        next.get("done"),        next.get("terminated"),
-        next.get("truncated")};
+    const std::vector<at::Tensor> sources = {work.get("observation"),
+                                             action,
+                                             logits,
+                                             work.get("done"),
+                                             work.get("terminated"),
+                                             work.get("truncated"),
+                                             next.get("observation"),
+                                             next.get("reward"),
+                                             next.get("done"),
+                                             next.get("terminated"),
+                                             next.get("truncated")};
     std::vector<at::Tensor> storage;
     for (const at::Tensor& s : sources) {
       std::vector<int64_t> shape = {steps};
@@ -194,13 +199,11 @@ void BM_CollectorSerialEnv16PendulumMLP(benchmark::State& state) {
   const TensorDictSequential policy = pendulum_policy(net);
   constexpr int64_t kPendulumFrames = 16000;
   for (auto _ : state) {
-    auto env = std::make_unique<tensordict::SerialEnv>(16, [] {
-      return std::make_unique<tensordict::PendulumEnv>();
-    });
+    auto env = std::make_unique<tensordict::SerialEnv>(
+        16, [] { return std::make_unique<tensordict::PendulumEnv>(); });
     env->set_seed(0);
-    Collector collector(
-        std::move(env), policy,
-        CollectorOptions(1600).total_frames(kPendulumFrames));
+    Collector collector(std::move(env), policy,
+                        CollectorOptions(1600).total_frames(kPendulumFrames));
     for (const TensorDict& batch : collector) benchmark::DoNotOptimize(batch);
   }
   state.counters["frames_per_s"] = benchmark::Counter(

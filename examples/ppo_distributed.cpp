@@ -11,8 +11,8 @@
 //     actor's own parameters (`broadcast`: one fused message);
 //  2. each actor's Collector (tensordict/collectors.h) runs its batch of the
 //     library's CartPoleEnv for T steps straight into a RolloutBuffer; the
-//     actor computes GAE with its critic and sends what the learner trains
-//     on to it: the first time with its structure
+//     actor computes GAE with its critic and sends the buffer's dict to the
+//     learner: the first time with its structure
 //     (`init_remote` / `from_remote_init`), then as one consolidated
 //     message into the dict the learner made of it
 //     (`send`/`recv(..., consolidated=true)`);
@@ -112,12 +112,6 @@ int run_actor(const Config& cfg) {
   tensordict::Collector collector(
       std::move(env), agent.policy,
       tensordict::CollectorOptions(T * E).rollout_buffer(&buffer));
-  // What goes to the learner: what PPO trains on, and the returns.
-  const std::vector<tensordict::NestedKey> sent = {
-      "observation",     "action",         "sample_log_prob",
-      "advantage",       "value_target",   {"next", "done"},
-      {"next", "episode_reward"}};
-
   TensorDict wire;  // the rollout as one consolidated storage
   bool first = true;
   while (true) {
@@ -129,11 +123,11 @@ int run_actor(const Config& cfg) {
     agent.gae(buffer, cfg.hyper);
     if (first) {
       // First rollout: the learner has no dict yet; send the structure too.
-      wire = buffer.data().select(sent).consolidate();
+      wire = buffer.data().consolidate();
       tensordict::init_remote(wire, 0, pg);
       first = false;
     } else {
-      wire.update_(buffer.data().select(sent));
+      wire.update_(buffer.data());
       tensordict::send(wire, 0, pg, 0, /*consolidated=*/true);
     }
   }

@@ -177,11 +177,10 @@ int main(int argc, char** argv) {
   // Each batch: T steps of the E envs, written into the [T, E] buffer.
   RolloutBuffer buffer(T, E);
   const int64_t max_iters = quick ? 2 : cfg.max_steps / (T * E);
-  tensordict::Collector collector(
-      make_env(E, cfg.seed), agent.policy,
-      tensordict::CollectorOptions(T * E)
-          .total_frames(max_iters * T * E)
-          .rollout_buffer(&buffer));
+  tensordict::Collector collector(make_env(E, cfg.seed), agent.policy,
+                                  tensordict::CollectorOptions(T * E)
+                                      .total_frames(max_iters * T * E)
+                                      .rollout_buffer(&buffer));
 
   std::vector<double> returns;  // of every finished episode, in order
   const auto start = std::chrono::steady_clock::now();

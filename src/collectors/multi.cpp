@@ -17,6 +17,7 @@
 //     holding the state.
 // A worker's error is kept with its index; the caller raises it at once.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
 
@@ -86,8 +87,9 @@ struct MultiWorkers {
   std::condition_variable to_caller;
   std::atomic<bool> stopping{false};
   std::atomic<bool> pause{false};
-  int running = 0;      // workers inside a batch, not paused
-  int64_t round = 0;    // sync: the round the caller asked for; async:
+  int running = 0;  // workers inside a batch, not paused
+  std::atomic<int64_t> round{
+      0};               // sync: the round the caller asked for; async:
                         // 1 once the caller asked for a batch
   int64_t filled = 0;   // async: slots filled so far
   int64_t lent = -1;    // async: the slot the caller holds
@@ -186,17 +188,26 @@ struct MultiWorkers {
   }
 
   void run(int64_t w) {
+    // LibTorch's intra-op settings (at::set_num_threads) for this thread,
+    // as its own pools' threads take them.
+    at::init_num_threads();
     const int64_t frames_each =
         collectors[w]->steps_per_batch() *
         c10::multiply_integers(collectors[w]->env().batch_size());
+    int64_t done_round = 0;  // sync: this worker's last round
     for (;;) {
+      // Sync: a round for this worker; async: the first call. A worker
+      // yields a while before it sleeps: the caller usually asks for the
+      // next round within a few microseconds, and a sleeping thread takes
+      // tens of them to wake.
+      auto asked = [&] {
+        const int64_t r = round.load();
+        return stopping.load() || (sync ? done_round < r : r > 0);
+      };
+      for (int i = 0; i < 256 && !asked(); ++i) std::this_thread::yield();
       {
-        // Sync: a round for this worker; async: the first call.
         std::unique_lock<std::mutex> lock(mu);
-        to_workers.wait(lock, [&] {
-          return stopping.load() ||
-                 (sync ? slots[w].done_round < round : round > 0);
-        });
+        to_workers.wait(lock, asked);
         if (stopping.load()) break;
         if (!sync && options.total_frames() >= 0) {
           // Async: a batch only within total_frames (counted as claimed),
@@ -217,7 +228,8 @@ struct MultiWorkers {
         slot.batch = batch;
         slot.error = error;
         slot.frames = frames_each;
-        slot.done_round = round;
+        slot.done_round = round.load();
+        done_round = slot.done_round;
         to_caller.notify_all();
         if (!error.empty()) break;
         continue;
