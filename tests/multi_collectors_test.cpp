@@ -137,6 +137,18 @@ TEST(MultiCollectors, AsyncYieldsOneWorkersBatchAtATime) {
   EXPECT_EQ(collector.frames(), 96);
 }
 
+// The sync collector stacks its workers' batches: one shape for all.
+TEST(MultiCollectors, SyncWorkersMustHaveOneBatchShape) {
+  ExpectThrowsMsg<c10::ValueError>(
+      [] {
+        MultiSyncCollector c({Counters(), Faulty(0)}, nullptr,
+                             CollectorOptions(24));
+      },
+      "MultiSyncCollector: worker 1's batches are [1, 12] but worker 0's "
+      "are [3, 4]: the batches are stacked, so every env must have one "
+      "batch size");
+}
+
 // Seeded workers give the same batches.
 TEST(MultiCollectors, SeededWorkersRepeat) {
   auto cartpole = [] {

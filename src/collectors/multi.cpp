@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "collectors/collector_impl.h"
+#include "core/names.h"
 #include "tensordict/collectors.h"
 #include "tensordict/functional.h"
 
@@ -135,6 +136,23 @@ struct MultiWorkers {
       Collector::Impl& impl = *c->impl_;
       impl.traj_pool = pool;
       collectors.push_back(std::move(c));
+    }
+    if (sync && options.replay_buffer() == nullptr) {
+      // The batches are stacked: one shape for every worker's.
+      const auto shape = [](const Collector& c) {
+        std::vector<int64_t> out = c.env().batch_size().vec();
+        out.push_back(c.steps_per_batch());
+        return out;
+      };
+      for (size_t w = 1; w < collectors.size(); ++w) {
+        TORCH_CHECK_VALUE(
+            shape(*collectors[w]) == shape(*collectors[0]), name,
+            ": worker ", w, "'s batches are ",
+            detail::shape_str(shape(*collectors[w])), " but worker 0's are ",
+            detail::shape_str(shape(*collectors[0])),
+            ": the batches are stacked, so every env must have one batch "
+            "size");
+      }
     }
     // The ids again, now from the shared counter, in worker order.
     for (auto& c : collectors) c->impl_->fresh_traj_ids();
