@@ -277,8 +277,8 @@ class MultiSyncCollector {
   /// One worker per factory (at least one), each with the env it makes,
   /// run by `policy` (random actions when empty).
   ///@{
-  MultiSyncCollector(const std::vector<EnvFactory>& env_fns, Policy policy,
-                     const CollectorOptions& options);
+  MultiSyncCollector(const std::vector<EnvFactory>& env_fns,
+                     const Policy& policy, const CollectorOptions& options);
   MultiSyncCollector(const std::vector<EnvFactory>& env_fns,
                      const TensorDictModule& policy,
                      const CollectorOptions& options);
@@ -328,8 +328,8 @@ class MultiAsyncCollector {
   /// One worker per factory (at least one), each with the env it makes,
   /// run by `policy` (random actions when empty).
   ///@{
-  MultiAsyncCollector(const std::vector<EnvFactory>& env_fns, Policy policy,
-                      const CollectorOptions& options);
+  MultiAsyncCollector(const std::vector<EnvFactory>& env_fns,
+                      const Policy& policy, const CollectorOptions& options);
   MultiAsyncCollector(const std::vector<EnvFactory>& env_fns,
                       const TensorDictModule& policy,
                       const CollectorOptions& options);

@@ -155,7 +155,7 @@ struct ModuleTensors {
   std::function<std::vector<std::pair<std::string, at::Tensor>>()> parameters;
 };
 [[nodiscard]] ModuleTensors nn_module_tensors(
-    std::shared_ptr<torch::nn::Module> module);
+    const std::shared_ptr<torch::nn::Module>& module);
 
 // The std::shared_ptr to the module that `m` (a ModuleHolder or a
 // std::shared_ptr) holds.

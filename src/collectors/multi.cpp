@@ -146,10 +146,9 @@ struct MultiWorkers {
       };
       for (size_t w = 1; w < collectors.size(); ++w) {
         TORCH_CHECK_VALUE(
-            shape(*collectors[w]) == shape(*collectors[0]), name,
-            ": worker ", w, "'s batches are ",
-            detail::shape_str(shape(*collectors[w])), " but worker 0's are ",
-            detail::shape_str(shape(*collectors[0])),
+            shape(*collectors[w]) == shape(*collectors[0]), name, ": worker ",
+            w, "'s batches are ", detail::shape_str(shape(*collectors[w])),
+            " but worker 0's are ", detail::shape_str(shape(*collectors[0])),
             ": the batches are stacked, so every env must have one batch "
             "size");
       }
@@ -454,7 +453,7 @@ std::shared_ptr<detail::MultiWorkers> make_workers(
 }  // namespace
 
 MultiSyncCollector::MultiSyncCollector(const std::vector<EnvFactory>& env_fns,
-                                       Policy policy,
+                                       const Policy& policy,
                                        const CollectorOptions& options)
     : workers_(make_workers(true, env_fns, policy, c10::nullopt, options)) {}
 
@@ -479,7 +478,7 @@ int64_t MultiSyncCollector::num_workers() const {
 }
 
 MultiAsyncCollector::MultiAsyncCollector(const std::vector<EnvFactory>& env_fns,
-                                         Policy policy,
+                                         const Policy& policy,
                                          const CollectorOptions& options)
     : workers_(make_workers(false, env_fns, policy, c10::nullopt, options)) {}
 

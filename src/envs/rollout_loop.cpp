@@ -85,7 +85,7 @@ StepStore::StepStore(std::vector<int64_t> batch, int64_t steps,
       value_bd_(batch.empty() ? 0 : 1),
       flat_rows_(batch.size() <= 1) {
   batch.push_back(steps);
-  store_ = TensorDict(std::move(batch), device);
+  store_ = TensorDict(batch, device);
 }
 
 void StepStore::write(int64_t t, const TensorDict& value) {

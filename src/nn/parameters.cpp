@@ -119,7 +119,8 @@ TensorDict from_module(const torch::nn::Module& module, bool filter_empty) {
 
 namespace detail {
 
-ModuleTensors nn_module_tensors(std::shared_ptr<torch::nn::Module> module) {
+ModuleTensors nn_module_tensors(
+    const std::shared_ptr<torch::nn::Module>& module) {
   ModuleTensors out;
   out.dict = [module](bool filter_empty) {
     return from_module(*module, filter_empty);
