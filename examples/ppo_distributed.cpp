@@ -3,24 +3,23 @@
 //
 // One command starts everything on loopback: the program is the learner
 // (rank 0), and it starts N copies of itself as actors (ranks 1..N), which
-// meet it at a c10d TCPStore on 127.0.0.1 (`make_gloo_group`). Then, each
-// iteration:
+// meet it at a c10d TCPStore on 127.0.0.1 (`make_gloo_group`). Each actor
+// is a Collector (tensordict/collectors.h) of the library's CartPoleEnv
+// served to the learner with `serve_learner`; the learner iterates over
+// their batches with `RemoteCollectors`. Each iteration:
 //
-//  1. the learner broadcasts the weights: a TensorDict of the actor's and
-//     critic's parameters (plus a "stop" flag), written in place into every
-//     actor's own parameters (`broadcast`: one fused message);
-//  2. each actor's Collector (tensordict/collectors.h) runs its batch of the
-//     library's CartPoleEnv for T steps straight into a RolloutBuffer; the
-//     actor computes GAE with its critic and sends the buffer's dict to the
-//     learner: the first time with its structure
-//     (`init_remote` / `from_remote_init`), then as one consolidated
-//     message into the dict the learner made of it
-//     (`send`/`recv(..., consolidated=true)`);
-//  3. the learner concatenates the N rollouts and runs the PPO epochs.
+//  1. the learner sends every actor its policy's weights (`from_module`:
+//     the parameters themselves), which land in place in the actor's
+//     policy;
+//  2. each actor's collector runs its 8 envs for T = 128 / N steps with
+//     them and sends the batch: the first time with its structure, then
+//     as one consolidated message into the dict the learner made of it;
+//  3. the learner stacks the N batches, `[N, 8, T]`, writes them time
+//     first into a `[T, 8N]` RolloutBuffer, computes GAE with its critic
+//     and runs the PPO epochs.
 //
-// The rollout per iteration is 1024 transitions whatever N (each actor runs
-// 8 envs for 128 / N steps), so the learning is the same and only the
-// throughput changes with N.
+// The rollout per iteration is 1024 transitions whatever N, so the learning
+// is the same and only the throughput changes with N.
 //
 // Usage: ppo_distributed [--actors N] [--seed N] [--max-steps N]
 //
@@ -70,17 +69,6 @@ struct Config {
   int port = 0;
 };
 
-// The weights every iteration broadcasts: the networks' parameters as
-// dicts (`from_module`: their leaves are the networks' own tensors, so
-// writes into this dict are writes into the networks), and the stop flag.
-TensorDict weights_of(ppo::Agent& agent, const at::Tensor& stop) {
-  TensorDict w;
-  w.set("actor", tensordict::from_module(*agent.actor));
-  w.set("critic", tensordict::from_module(*agent.critic));
-  w.set("stop", stop);
-  return w;
-}
-
 // ---- An actor -----------------------------------------------------------------
 
 int run_actor(const Config& cfg) {
@@ -96,41 +84,19 @@ int run_actor(const Config& cfg) {
   const uint64_t seed = cfg.seed * 1000 + static_cast<uint64_t>(cfg.rank);
   torch::manual_seed(seed);
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  // Its policy acts with the learner's weights (its critic is unused).
   ppo::Agent agent(/*obs_dim=*/4, ppo::Discrete{2}, cfg.hyper.lr, gen);
-  torch::NoGradGuard no_grad;  // an actor never trains
-  at::Tensor stop = at::zeros({1}, at::kBool);
-  const TensorDict weights = weights_of(agent, stop);
   // Categorical actions; RewardSum keeps each episode's return, which the
-  // learner reports, in "episode_reward". Each batch: T steps of the E
-  // envs, written into the [T, E] buffer (the policy draws its actions).
+  // learner reports, in "episode_reward".
   auto env = std::make_unique<tensordict::TransformedEnv>(
       std::make_unique<tensordict::CartPoleEnv>(
           std::vector<int64_t>{E}, /*categorical_action_encoding=*/true),
       std::make_shared<tensordict::RewardSum>());
   env->set_seed(seed);
-  tensordict::RolloutBuffer buffer(T, E);
-  tensordict::Collector collector(
-      std::move(env), agent.policy,
-      tensordict::CollectorOptions(T * E).rollout_buffer(&buffer));
-  TensorDict wire;  // the rollout as one consolidated storage
-  bool first = true;
-  while (true) {
-    // The weights land in the agent's networks, which the collector's
-    // policy runs.
-    tensordict::broadcast(weights, 0, pg);
-    if (stop.item<bool>()) return 0;
-    (void)collector.next();
-    agent.gae(buffer, cfg.hyper);
-    if (first) {
-      // First rollout: the learner has no dict yet; send the structure too.
-      wire = buffer.data().consolidate();
-      tensordict::init_remote(wire, 0, pg);
-      first = false;
-    } else {
-      wire.update_(buffer.data());
-      tensordict::send(wire, 0, pg, 0, /*consolidated=*/true);
-    }
-  }
+  tensordict::Collector collector(std::move(env), agent.policy,
+                                  tensordict::CollectorOptions(T * E));
+  tensordict::serve_learner(collector, pg);  // until the learner stops
+  return 0;
 }
 
 // ---- The learner ----------------------------------------------------------------
@@ -196,15 +162,17 @@ int run_learner(Config cfg, const char* self) {
   torch::manual_seed(cfg.seed);
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(cfg.seed);
   ppo::Agent agent(/*obs_dim=*/4, ppo::Discrete{2}, h.lr, gen);
-  at::Tensor stop = at::zeros({1}, at::kBool);
-  const TensorDict weights = weights_of(agent, stop);
-  const int64_t per_iter =
-      cfg.num_envs * (cfg.steps_per_rollout / cfg.actors) * cfg.actors;
-
-  std::vector<TensorDict> rollouts(static_cast<size_t>(cfg.actors));
-  std::vector<double> returns;
-  int64_t env_steps = 0;
+  const int64_t E = cfg.num_envs * cfg.actors;  // the envs of every actor
+  const int64_t T = cfg.steps_per_rollout / cfg.actors;
+  const int64_t per_iter = T * E;
   const int64_t max_iters = cfg.quick ? 2 : cfg.max_steps / per_iter;
+  std::vector<int> ranks;
+  for (int r = 1; r <= cfg.actors; ++r) ranks.push_back(r);
+  tensordict::RemoteCollectors collectors(
+      pg, ranks, tensordict::from_module(agent.policy), max_iters * per_iter);
+  tensordict::RolloutBuffer buffer(T, E);
+
+  std::vector<double> returns;
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() -
@@ -223,60 +191,34 @@ int run_learner(Config cfg, const char* self) {
       static_cast<unsigned long long>(cfg.seed),
       cfg.quick ? " (quick mode: 2 iterations)" : "");
   int64_t iter = 0;
-  double waiting = 0.0;  // seconds spent on broadcasts and rollouts
-  while (true) {
+  double waiting = 0.0;  // seconds spent on the weights and the batches
+  for (; !collectors.finished() && !solved(); ++iter) {
     const double t0 = elapsed();
-    {
-      torch::NoGradGuard no_grad;
-      stop.fill_(iter >= max_iters || solved());
-      tensordict::broadcast(weights, 0, pg);
-    }
-    if (stop.item<bool>()) break;
-    // ---- The actors' rollouts: [T, E] each.
-    for (int a = 0; a < cfg.actors; ++a) {
-      TensorDict& r = rollouts[static_cast<size_t>(a)];
-      if (iter == 0) {
-        r = tensordict::from_remote_init(a + 1, pg);
-      } else {
-        tensordict::recv(r, a + 1, pg, 0, /*consolidated=*/true);
-      }
-      const at::Tensor done = r.get({"next", "done"});
-      const at::Tensor ended =
-          r.get({"next", "episode_reward"}).masked_select(done);
-      for (int64_t i = 0; i < ended.numel(); ++i) {
-        returns.push_back(ended[i].item<double>());
-      }
-    }
-    env_steps += per_iter;
+    // [N, E / N, T] -> [E, T] -> time first, into the [T, E] buffer.
+    const TensorDict steps =
+        collectors.next().reshape({E, T}).transpose(0, 1);
     waiting += elapsed() - t0;
-    // ---- PPO epochs over shuffled minibatches of all the transitions.
-    const TensorDict batch = tensordict::cat(rollouts, 1).reshape({-1});
-    const double frac = 1.0 - static_cast<double>(env_steps - per_iter) /
-                                  static_cast<double>(cfg.max_steps);
-    agent.set_lr(h.lr * std::max(frac, 0.0));
-    double last_loss = 0.0;
-    const int64_t n = batch.batch_size()[0];
-    for (int64_t epoch = 0; epoch < h.epochs; ++epoch) {
-      const at::Tensor perm = at::randperm(n, gen);
-      for (const at::Tensor& idx : perm.chunk(h.minibatches)) {
-        last_loss = agent.update(batch[idx], h);
-      }
-    }
-    ++iter;
+    for (int64_t t = 0; t < T; ++t) buffer.step(t, steps.index({t}));
+    ppo::episode_returns(buffer.data(), returns);
+    agent.gae(buffer, h);
+    const double last_loss = agent.learn(buffer, h, collectors.frames(),
+                                         per_iter, cfg.max_steps, gen);
     std::printf(
         "iter %4lld  env steps %7lld  episodes %5zu  mean return (last %zu) "
         "%6.1f  loss %8.4f  %6.0f steps/s\n",
-        static_cast<long long>(iter), static_cast<long long>(env_steps),
-        returns.size(), h.solved_window,
-        ppo::mean_last(returns, h.solved_window), last_loss,
-        static_cast<double>(env_steps) / elapsed());
+        static_cast<long long>(iter + 1),
+        static_cast<long long>(collectors.frames()), returns.size(),
+        h.solved_window, ppo::mean_last(returns, h.solved_window), last_loss,
+        static_cast<double>(collectors.frames()) / elapsed());
     std::fflush(stdout);
   }
+  collectors.shutdown();  // the actors' serve_learner returns
+  const int64_t env_steps = collectors.frames();
   const double secs = elapsed();
   const bool actors_ok = reap(actors);
   std::printf(
       "time: %.1f s training, %.1f s waiting for the weights to go out "
-      "and the rollouts to come in (collection and transfer: %.0f env "
+      "and the batches to come in (collection and transfer: %.0f env "
       "steps/s while waiting)\n",
       secs - waiting, waiting,
       waiting > 0 ? static_cast<double>(env_steps) / waiting : 0.0);

@@ -6,7 +6,9 @@
 // `scenario` against rank 0 (the test). Exits 0 when its side went as the
 // test expects, 3 when received data differ, 1 on an error (printed).
 #include <ATen/ATen.h>
+#include <tensordict/collectors.h>
 #include <tensordict/tensordict.h>
+#include <torch/torch.h>
 #include <unistd.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
@@ -17,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "count_env.h"
 #include "dist/group.h"
 #include "dist_util.h"
 
@@ -161,6 +164,24 @@ int Run(const std::string& scenario, const Group& pg) {
         }
       }
     }
+  } else if (scenario == "serve_collector") {
+    // remote_collectors_test.cpp's actor: CountEnv (env 0 terminates at
+    // count 2, env 1 at 3, env 2 is truncated at 4), a Linear(1, 3)'s
+    // argmax as the action, batches of 12 frames, for the learner's
+    // weights.
+    const tensordict::TensorDictModule logits(torch::nn::Linear(1, 3), {"obs"},
+                                              {"logits"});
+    const tensordict::TensorDictModule argmax(
+        [](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
+          return {in[0].argmax(-1)};
+        },
+        {"logits"}, {"action"});
+    tensordict::Collector collector(
+        std::make_unique<tensordict_test::CountEnv>(
+            std::vector<int64_t>{2, 3, 0}, std::vector<int64_t>{0, 0, 4}),
+        tensordict::TensorDictSequential({logits, argmax}),
+        tensordict::CollectorOptions(12));
+    tensordict::serve_learner(collector, pg, 0);
   } else if (scenario == "silent") {
     // Outlive the test's receive timeout, so that the test sees it time
     // out rather than this process close the connection (under ASan both

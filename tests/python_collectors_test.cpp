@@ -2,21 +2,26 @@
 // TorchRL 0.14 (python_reference.h): a C++ Collector and TorchRL's over
 // PendulumEnv with one deterministic policy and seed give the same batches
 // (keys, shapes, values, trajectory ids, split_trajs' padding and masks),
-// and a buffer directory this library's collector filled loads in TorchRL
-// and trains there. TorchRL 0.4 has no torchrl.envs.PendulumEnv and no
+// a buffer directory this library's collector filled loads in TorchRL
+// and trains there, and a Python learner drives a C++ actor's collector
+// (serve_learner) over Gloo. TorchRL 0.4 has no torchrl.envs.PendulumEnv and no
 // torchrl.collectors.Collector: the tests skip for it.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <tensordict/collectors.h>
 #include <tensordict/tensordict.h>
+#include <torch/torch.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "count_env.h"
+#include "dist_util.h"
 #include "python_reference.h"
 #include "torchrl_reference.h"
 
@@ -167,6 +172,94 @@ TEST(PythonReference, CollectorsBufferDirectoryTrainsInTorchRL) {
   EXPECT_NE(std::find(keys.begin(), keys.end(), "('collector', 'traj_ids')"),
             keys.end());
   EXPECT_LT(py["last"].get<double>(), py["first"].get<double>() / 4);
+}
+
+// A Python learner (rank 0 of a Gloo group at 127.0.0.1:argv[1]) drives
+// the C++ actor's `serve_learner`: its command is tensordict.nn's policy
+// weights (a Linear(1, 3) whose argmax is action 2 everywhere) and a stop
+// flag; it receives two batches (`from_remote_init`, then a consolidated
+// `recv`), tells the actor to stop, and writes the batches to argv[2].
+constexpr const char* kLearner = R"py(
+import torch.distributed as dist
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule, TensorDictSequential
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{sys.argv[1]}",
+                        rank=0, world_size=2)
+linear = torch.nn.Linear(1, 3)
+with torch.no_grad():
+    linear.weight.zero_()
+    linear.bias.copy_(torch.tensor([0.0, 0.0, 5.0]))
+policy = TensorDictSequential(
+    TensorDictModule(linear, in_keys=["obs"], out_keys=["logits"]),
+    TensorDictModule(lambda logits: logits.argmax(-1), in_keys=["logits"],
+                     out_keys=["action"]))
+command = TensorDict({"stop": torch.zeros(1, dtype=torch.bool),
+                      "weights": TensorDict.from_module(policy)}, [])
+batches = {}
+for i in range(2):
+    command.send(dst=1)
+    if i == 0:
+        batch = TensorDict.from_remote_init(src=1)
+    else:
+        batch.recv(src=1, consolidated=True)
+    batches[str(i)] = batch.clone()
+command["stop"].fill_(True)
+command.send(dst=1)
+TensorDict(batches, []).memmap(sys.argv[2])
+dist.destroy_process_group()
+)py";
+
+TEST(PythonReference, CollectorsAPythonLearnerDrivesACppActor) {
+  if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
+  // TorchRL 0.4's tensordict has no from_remote_init: skip before the
+  // actor waits for a learner.
+  const PyRun version = RunTorchRL("", {});
+  ASSERT_NE(version, PyRun::kFailed);
+  if (version == PyRun::kTorchRL04) GTEST_SKIP() << kNo014Message;
+  TempDir dir("td_pycollectors");
+  const int port = tensordict_test::FreePort();
+  std::string actor_error = "the actor did not finish";
+  std::thread actor([&] {
+    try {
+      tensordict::GlooGroupOptions options;
+      options.port = port;
+      options.python_world = true;
+      options.timeout = std::chrono::seconds(60);
+      const tensordict::Group pg = tensordict::make_gloo_group(1, 2, options);
+      const TensorDictModule logits(torch::nn::Linear(1, 3), {"obs"},
+                                    {"logits"});
+      const TensorDictModule argmax(
+          [](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
+            return {in[0].argmax(-1)};
+          },
+          {"logits"}, {"action"});
+      Collector collector(std::make_unique<tensordict_test::CountEnv>(
+                              std::vector<int64_t>{2, 3, 0},
+                              std::vector<int64_t>{0, 0, 4}),
+                          tensordict::TensorDictSequential({logits, argmax}),
+                          CollectorOptions(12));
+      tensordict::serve_learner(collector, pg, 0);
+      actor_error.clear();
+    } catch (const std::exception& e) {
+      actor_error = e.what();
+    }
+  });
+  const PyRun run =
+      RunTorchRL(kLearner, {std::to_string(port), dir / "out"});
+  actor.join();
+  ASSERT_EQ(run, PyRun::kDone);
+  EXPECT_EQ(actor_error, "");
+  const TensorDict theirs = TensorDict::load_memmap(dir / "out");
+  for (const char* i : {"0", "1"}) {
+    SCOPED_TRACE(std::string("batch ") + i);
+    const TensorDict batch = theirs.get_tensordict(i);
+    EXPECT_EQ(batch.batch_size().vec(), std::vector<int64_t>({3, 4}));
+    EXPECT_TRUE((batch.get("action") == 2).all().item<bool>());
+  }
+  const at::Tensor ids =
+      theirs.get_tensordict("0").get({"collector", "traj_ids"});
+  EXPECT_TRUE(at::equal(
+      ids, at::tensor({0, 0, 3, 3, 1, 1, 1, 4, 2, 2, 2, 2}).view({3, 4})));
 }
 
 }  // namespace

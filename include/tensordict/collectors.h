@@ -71,6 +71,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tensordict/distributed.h"
 #include "tensordict/envs.h"
 #include "tensordict/nn.h"
 #include "tensordict/probabilistic.h"
@@ -219,6 +220,11 @@ class Collector {
   /// `TensorDictModule`.
   void update_policy_weights_(const TensorDict& params);
 
+  /// The policy's parameters and buffers in `from_module`'s layout (its
+  /// own tensors); an empty dict when the policy is not a
+  /// `TensorDictModule`.
+  [[nodiscard]] TensorDict policy_weights() const;
+
   /// The frames, batches and next trajectory id (TorchRL's "frames",
   /// "iter", ("traj_pool", "traj_id"), int64 scalars).
   [[nodiscard]] TensorDict state_dict() const;
@@ -365,6 +371,68 @@ class MultiAsyncCollector {
 
  private:
   std::shared_ptr<detail::MultiWorkers> workers_;
+};
+
+// ---- A learner in another process ---------------------------------------------
+//
+// A learner (rank `learner` of a c10d group, `<tensordict/distributed.h>`)
+// and actors, each running a `Collector` through `serve_learner`. Every
+// round, for each actor:
+//   1. the learner sends the command `{"stop": bool [1], "weights": <the
+//      learner's weights, from_module's layout>}` (`send`, one message per
+//      leaf; without weights, only "stop");
+//   2. the actor receives it into its policy's own weights
+//      (`Collector::policy_weights()`), in place and all-or-nothing, and
+//      returns when "stop" is set;
+//   3. the actor collects a batch and sends it: the first with its
+//      structure (`init_remote`), then as one consolidated message
+//      (`send(..., consolidated=true)`).
+// It is Python tensordict's wire protocol, message for message, so either
+// side may be Python's (`TensorDict.send`, `from_remote_init`, `recv`).
+
+/// The actor's side: serves `collector`'s batches to the learner at rank
+/// `learner` of `pg` until the learner says stop (see above). Throws when a
+/// transfer fails (the learner died: Gloo's error, after the group's
+/// timeout) or the collector does.
+void serve_learner(Collector& collector, const Group& pg, int learner = 0);
+
+/// The learner's side: the batches of the actors at ranks `actors` of `pg`
+/// that run `serve_learner`. `next` sends every actor the command with
+/// `weights` (the learner's own tensors, read at each call: its training
+/// reaches the actors at the next batch), then receives each actor's batch
+/// and yields them stacked, `[num_actors, *env_batch, T]` (as
+/// `MultiSyncCollector`), in storage of its own written in place by every
+/// batch. `total_frames` (-1: endless) ends the iteration. `shutdown()` and
+/// the destructor send "stop", so the actors' `serve_learner` returns.
+class RemoteCollectors {
+ public:
+  /// The actors at `actors` (ranks of `pg`, at least one), sent `weights`
+  /// (an empty dict for none) with every command.
+  RemoteCollectors(const Group& pg, std::vector<int> actors,
+                   TensorDict weights, int64_t total_frames = -1);
+  /// Tells the actors to stop (once); never throws.
+  ~RemoteCollectors();
+  RemoteCollectors(const RemoteCollectors&) = delete;
+  RemoteCollectors& operator=(const RemoteCollectors&) = delete;
+
+  /// Every actor's next batch, stacked.
+  TensorDict next();
+  /// Whether `total_frames` were received, or the collectors stopped.
+  [[nodiscard]] bool finished() const;
+  /// The batches (`for (const TensorDict& batch : collectors)`).
+  using Iterator = BatchIterator<RemoteCollectors>;
+  /// Receives the first batch.
+  Iterator begin() { return Iterator(this); }
+  /// The end of the batches.
+  Iterator end() { return Iterator(nullptr); }
+  /// Tells the actors to stop: `next` throws from now on.
+  void shutdown();
+  /// Frames received so far.
+  [[nodiscard]] int64_t frames() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace tensordict

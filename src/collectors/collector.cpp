@@ -133,6 +133,11 @@ void Collector::update_policy_weights_(const TensorDict& params) {
   (void)from_module(*impl_->module).update_(params);
 }
 
+TensorDict Collector::policy_weights() const {
+  if (!impl_->module.has_value()) return TensorDict();
+  return from_module(*impl_->module);
+}
+
 TensorDict Collector::state_dict() const {
   TensorDict out;
   out.set("frames", at::scalar_tensor(impl_->frames, at::kLong));
