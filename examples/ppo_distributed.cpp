@@ -195,8 +195,7 @@ int run_learner(Config cfg, const char* self) {
   for (; !collectors.finished() && !solved(); ++iter) {
     const double t0 = elapsed();
     // [N, E / N, T] -> [E, T] -> time first, into the [T, E] buffer.
-    const TensorDict steps =
-        collectors.next().reshape({E, T}).transpose(0, 1);
+    const TensorDict steps = collectors.next().reshape({E, T}).transpose(0, 1);
     waiting += elapsed() - t0;
     for (int64_t t = 0; t < T; ++t) buffer.step(t, steps.index({t}));
     ppo::episode_returns(buffer.data(), returns);

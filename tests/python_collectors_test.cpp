@@ -233,19 +233,18 @@ TEST(PythonReference, CollectorsAPythonLearnerDrivesACppActor) {
             return {in[0].argmax(-1)};
           },
           {"logits"}, {"action"});
-      Collector collector(std::make_unique<tensordict_test::CountEnv>(
-                              std::vector<int64_t>{2, 3, 0},
-                              std::vector<int64_t>{0, 0, 4}),
-                          tensordict::TensorDictSequential({logits, argmax}),
-                          CollectorOptions(12));
+      Collector collector(
+          std::make_unique<tensordict_test::CountEnv>(
+              std::vector<int64_t>{2, 3, 0}, std::vector<int64_t>{0, 0, 4}),
+          tensordict::TensorDictSequential({logits, argmax}),
+          CollectorOptions(12));
       tensordict::serve_learner(collector, pg, 0);
       actor_error.clear();
     } catch (const std::exception& e) {
       actor_error = e.what();
     }
   });
-  const PyRun run =
-      RunTorchRL(kLearner, {std::to_string(port), dir / "out"});
+  const PyRun run = RunTorchRL(kLearner, {std::to_string(port), dir / "out"});
   actor.join();
   ASSERT_EQ(run, PyRun::kDone);
   EXPECT_EQ(actor_error, "");

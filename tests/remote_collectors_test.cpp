@@ -33,9 +33,9 @@ std::vector<int64_t> Values(const at::Tensor& t) {
 
 TEST(RemoteCollectors, AnActorServesTheLearnerWithTheLearnersWeights) {
   const int port = tensordict_test::FreePort();
-  const pid_t actor = tensordict_test::Spawn(
-      {tensordict_test::DistPeerPath(), "serve_collector", "1", "2",
-       std::to_string(port), "20000"});
+  const pid_t actor = tensordict_test::Spawn({tensordict_test::DistPeerPath(),
+                                              "serve_collector", "1", "2",
+                                              std::to_string(port), "20000"});
   ASSERT_GT(actor, 0);
   tensordict::GlooGroupOptions options;
   options.port = port;
@@ -58,8 +58,7 @@ TEST(RemoteCollectors, AnActorServesTheLearnerWithTheLearnersWeights) {
       {"logits"}, {"action"});
   const TensorDictSequential learner({logits, argmax});
   {
-    RemoteCollectors collectors(pg, {1}, tensordict::from_module(learner),
-                                24);
+    RemoteCollectors collectors(pg, {1}, tensordict::from_module(learner), 24);
     int batches = 0;
     for (const TensorDict& batch : collectors) {
       EXPECT_EQ(batch.batch_size().vec(), std::vector<int64_t>({1, 3, 4}));

@@ -408,8 +408,8 @@ class RemoteCollectors {
  public:
   /// The actors at `actors` (ranks of `pg`, at least one), sent `weights`
   /// (an empty dict for none) with every command.
-  RemoteCollectors(const Group& pg, std::vector<int> actors,
-                   TensorDict weights, int64_t total_frames = -1);
+  RemoteCollectors(const Group& pg, std::vector<int> actors, TensorDict weights,
+                   int64_t total_frames = -1);
   /// Tells the actors to stop (once); never throws.
   ~RemoteCollectors();
   RemoteCollectors(const RemoteCollectors&) = delete;

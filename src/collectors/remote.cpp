@@ -49,7 +49,10 @@ void serve_learner(Collector& collector, const Group& pg, int learner) {
 
 struct RemoteCollectors::Impl {
   Impl(const Group& g, std::vector<int> a, TensorDict w, int64_t total)
-      : pg(g), actors(std::move(a)), weights(std::move(w)), total_frames(total) {}
+      : pg(g),
+        actors(std::move(a)),
+        weights(std::move(w)),
+        total_frames(total) {}
   Group pg;
   std::vector<int> actors;
   TensorDict weights;
