@@ -256,15 +256,14 @@ class Collector {
   std::unique_ptr<Impl> impl_;
 };
 
-/// TorchRL's `MultiSyncCollector`: one `Collector` per env factory, each
-/// run by a worker thread, with `ceil(frames_per_batch / num_workers)`
-/// frames per worker and batch. A batch is every worker's, stacked:
-/// `[num_workers, *env_batch, T]` (TorchRL's `cat_results="stack"`), in
-/// storage of the collector's own, written in place by every batch (as
-/// `Collector`'s). The trajectory ids come from one counter shared by the
-/// workers. With a `replay_buffer`, each worker writes its whole batch into
-/// it (after `split_trajs` and `postproc`), and the iterator yields empty
-/// dicts; a worker's batch that fails reaches the buffer not at all.
+/// TorchRL's `MultiCollector`: what `MultiSyncCollector` and
+/// `MultiAsyncCollector` share. One `Collector` per env factory, each run
+/// by a worker thread, with `ceil(frames_per_batch / num_workers)` frames
+/// per worker and batch. The trajectory ids come from one counter shared
+/// by the workers. With a `replay_buffer`, each worker writes its whole
+/// batch into it (after `split_trajs` and `postproc`), and the iterator
+/// yields empty dicts; a worker's batch that fails reaches the buffer not
+/// at all.
 ///
 /// The workers share the policy: `update_policy_weights_` pauses every
 /// worker between two steps, writes the weights, and lets them go on (so
@@ -278,28 +277,19 @@ class Collector {
 /// workers at their next step and return within a second, leaving a worker
 /// stuck in an env's code to finish on its own, detached, with what it
 /// holds.
-class MultiSyncCollector {
+class MultiCollector {
  public:
-  /// One worker per factory (at least one), each with the env it makes,
-  /// run by `policy` (random actions when empty).
-  ///@{
-  MultiSyncCollector(const std::vector<EnvFactory>& env_fns,
-                     const Policy& policy, const CollectorOptions& options);
-  MultiSyncCollector(const std::vector<EnvFactory>& env_fns,
-                     const TensorDictModule& policy,
-                     const CollectorOptions& options);
-  ///@}
   /// Stops the workers (see above); always returns.
-  ~MultiSyncCollector();
-  MultiSyncCollector(const MultiSyncCollector&) = delete;
-  MultiSyncCollector& operator=(const MultiSyncCollector&) = delete;
+  virtual ~MultiCollector();
+  MultiCollector(const MultiCollector&) = delete;
+  MultiCollector& operator=(const MultiCollector&) = delete;
 
-  /// Every worker's next batch, stacked (see above).
+  /// The next batch (see the subclasses).
   TensorDict next();
   /// Whether `total_frames` were collected, or the collector stopped.
   [[nodiscard]] bool finished() const;
   /// The batches (`for (const TensorDict& batch : collector)`).
-  using Iterator = BatchIterator<MultiSyncCollector>;
+  using Iterator = BatchIterator<MultiCollector>;
   /// Collects the first batch.
   Iterator begin() { return Iterator(this); }
   /// The end of the batches.
@@ -313,23 +303,44 @@ class MultiSyncCollector {
   uint64_t set_seed(uint64_t seed);
   /// Stops the workers: `next` throws from now on. Always returns.
   void shutdown();
-  /// Frames collected so far.
+  /// Frames collected so far (of the batches yielded).
   [[nodiscard]] int64_t frames() const;
   /// The number of workers.
   [[nodiscard]] int64_t num_workers() const;
 
- private:
+ protected:
+  /// The workers (sync or not) of one collector per factory.
+  MultiCollector(bool sync, const std::vector<EnvFactory>& env_fns,
+                 const Policy& policy, c10::optional<TensorDictModule> module,
+                 const CollectorOptions& options);
+  /// The threads' shared state (multi.cpp).
   std::shared_ptr<detail::MultiWorkers> workers_;
 };
 
-/// TorchRL's `MultiAsyncCollector`: `MultiSyncCollector`'s workers, each
-/// collecting batches of `ceil(frames_per_batch / num_workers)` frames on
-/// its own; `next` yields the batch of whichever worker finished first
+/// TorchRL's `MultiSyncCollector`: a batch is every worker's, stacked,
+/// `[num_workers, *env_batch, T]` (TorchRL's `cat_results="stack"`), in
+/// storage of the collector's own, written in place by every batch (as
+/// `Collector`'s). The workers' envs must have one batch size. See
+/// `MultiCollector`.
+class MultiSyncCollector final : public MultiCollector {
+ public:
+  /// One worker per factory (at least one), each with the env it makes,
+  /// run by `policy` (random actions when empty).
+  ///@{
+  MultiSyncCollector(const std::vector<EnvFactory>& env_fns,
+                     const Policy& policy, const CollectorOptions& options);
+  MultiSyncCollector(const std::vector<EnvFactory>& env_fns,
+                     const TensorDictModule& policy,
+                     const CollectorOptions& options);
+  ///@}
+};
+
+/// TorchRL's `MultiAsyncCollector`: each worker collects batches on its
+/// own; `next` yields the batch of whichever worker finished first
 /// (`[*env_batch, T]`), from storage of that worker's that it does not
 /// write again until the next call. A worker that finished a batch goes on
-/// with the next one while the learner trains. Weights, failures and
-/// shutdown as `MultiSyncCollector`'s.
-class MultiAsyncCollector {
+/// with the next one while the learner trains. See `MultiCollector`.
+class MultiAsyncCollector final : public MultiCollector {
  public:
   /// One worker per factory (at least one), each with the env it makes,
   /// run by `policy` (random actions when empty).
@@ -340,37 +351,8 @@ class MultiAsyncCollector {
                       const TensorDictModule& policy,
                       const CollectorOptions& options);
   ///@}
-  /// Stops the workers; always returns.
-  ~MultiAsyncCollector();
-  MultiAsyncCollector(const MultiAsyncCollector&) = delete;
-  MultiAsyncCollector& operator=(const MultiAsyncCollector&) = delete;
-
-  /// The first finished batch of any worker.
-  TensorDict next();
-  /// Whether `total_frames` were collected, or the collector stopped.
-  [[nodiscard]] bool finished() const;
-  /// The batches (`for (const TensorDict& batch : collector)`).
-  using Iterator = BatchIterator<MultiAsyncCollector>;
-  /// Collects the first batch.
-  Iterator begin() { return Iterator(this); }
-  /// The end of the batches.
-  Iterator end() { return Iterator(nullptr); }
-
-  /// As `MultiSyncCollector::update_policy_weights_`.
-  void update_policy_weights_(const TensorDict& params);
-  /// As `MultiSyncCollector::set_seed`.
-  uint64_t set_seed(uint64_t seed);
-  /// Stops the workers: `next` throws from now on. Always returns.
-  void shutdown();
-  /// Frames collected so far (of the batches yielded).
-  [[nodiscard]] int64_t frames() const;
-  /// The number of workers.
-  [[nodiscard]] int64_t num_workers() const;
   /// The worker whose batch `next` returned last (-1 before the first).
   [[nodiscard]] int64_t last_worker() const;
-
- private:
-  std::shared_ptr<detail::MultiWorkers> workers_;
 };
 
 // ---- A learner in another process ---------------------------------------------

@@ -35,6 +35,7 @@
 
 #include "collectors/collector_impl.h"
 #include "core/names.h"
+#include "envs/parallel_workers.h"
 #include "tensordict/collectors.h"
 #include "tensordict/functional.h"
 
@@ -45,18 +46,6 @@ namespace {
 
 // Thrown by a worker's step check once the collector stops.
 struct Stopped {};
-
-std::string error_message(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const c10::Error& e) {
-    return e.msg();
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
-}
 
 std::chrono::duration<double> seconds(double s) {
   return std::chrono::duration<double>(s);
@@ -195,7 +184,7 @@ struct MultiWorkers {
     } catch (const Stopped&) {
       stopped = true;
     } catch (...) {
-      error = error_message(std::current_exception());
+      error = current_message();
       if (error.empty()) error = "(no message)";
     }
     std::lock_guard<std::mutex> lock(mu);
@@ -439,68 +428,48 @@ struct MultiWorkers {
 
 }  // namespace detail
 
-namespace {
-
-std::shared_ptr<detail::MultiWorkers> make_workers(
-    bool sync, const std::vector<EnvFactory>& env_fns, const Policy& policy,
-    c10::optional<TensorDictModule> module, const CollectorOptions& options) {
-  auto workers = std::make_shared<detail::MultiWorkers>(
-      sync, env_fns, policy, std::move(module), options);
-  detail::MultiWorkers::start(workers);
-  return workers;
+MultiCollector::MultiCollector(bool sync,
+                               const std::vector<EnvFactory>& env_fns,
+                               const Policy& policy,
+                               c10::optional<TensorDictModule> module,
+                               const CollectorOptions& options)
+    : workers_(std::make_shared<detail::MultiWorkers>(
+          sync, env_fns, policy, std::move(module), options)) {
+  detail::MultiWorkers::start(workers_);
 }
 
-}  // namespace
+MultiCollector::~MultiCollector() { workers_->stop(); }
+TensorDict MultiCollector::next() { return workers_->next(); }
+bool MultiCollector::finished() const { return workers_->finished(); }
+void MultiCollector::update_policy_weights_(const TensorDict& params) {
+  workers_->update_weights(params);
+}
+uint64_t MultiCollector::set_seed(uint64_t seed) {
+  return workers_->set_seed(seed);
+}
+void MultiCollector::shutdown() { workers_->stop(); }
+int64_t MultiCollector::frames() const { return workers_->frames; }
+int64_t MultiCollector::num_workers() const {
+  return static_cast<int64_t>(workers_->collectors.size());
+}
 
 MultiSyncCollector::MultiSyncCollector(const std::vector<EnvFactory>& env_fns,
                                        const Policy& policy,
                                        const CollectorOptions& options)
-    : workers_(make_workers(true, env_fns, policy, c10::nullopt, options)) {}
-
+    : MultiCollector(true, env_fns, policy, c10::nullopt, options) {}
 MultiSyncCollector::MultiSyncCollector(const std::vector<EnvFactory>& env_fns,
                                        const TensorDictModule& policy,
                                        const CollectorOptions& options)
-    : workers_(make_workers(true, env_fns, nullptr, policy, options)) {}
-
-MultiSyncCollector::~MultiSyncCollector() { workers_->stop(); }
-TensorDict MultiSyncCollector::next() { return workers_->next(); }
-bool MultiSyncCollector::finished() const { return workers_->finished(); }
-void MultiSyncCollector::update_policy_weights_(const TensorDict& params) {
-  workers_->update_weights(params);
-}
-uint64_t MultiSyncCollector::set_seed(uint64_t seed) {
-  return workers_->set_seed(seed);
-}
-void MultiSyncCollector::shutdown() { workers_->stop(); }
-int64_t MultiSyncCollector::frames() const { return workers_->frames; }
-int64_t MultiSyncCollector::num_workers() const {
-  return static_cast<int64_t>(workers_->collectors.size());
-}
+    : MultiCollector(true, env_fns, nullptr, policy, options) {}
 
 MultiAsyncCollector::MultiAsyncCollector(const std::vector<EnvFactory>& env_fns,
                                          const Policy& policy,
                                          const CollectorOptions& options)
-    : workers_(make_workers(false, env_fns, policy, c10::nullopt, options)) {}
-
+    : MultiCollector(false, env_fns, policy, c10::nullopt, options) {}
 MultiAsyncCollector::MultiAsyncCollector(const std::vector<EnvFactory>& env_fns,
                                          const TensorDictModule& policy,
                                          const CollectorOptions& options)
-    : workers_(make_workers(false, env_fns, nullptr, policy, options)) {}
-
-MultiAsyncCollector::~MultiAsyncCollector() { workers_->stop(); }
-TensorDict MultiAsyncCollector::next() { return workers_->next(); }
-bool MultiAsyncCollector::finished() const { return workers_->finished(); }
-void MultiAsyncCollector::update_policy_weights_(const TensorDict& params) {
-  workers_->update_weights(params);
-}
-uint64_t MultiAsyncCollector::set_seed(uint64_t seed) {
-  return workers_->set_seed(seed);
-}
-void MultiAsyncCollector::shutdown() { workers_->stop(); }
-int64_t MultiAsyncCollector::frames() const { return workers_->frames; }
-int64_t MultiAsyncCollector::num_workers() const {
-  return static_cast<int64_t>(workers_->collectors.size());
-}
+    : MultiCollector(false, env_fns, nullptr, policy, options) {}
 int64_t MultiAsyncCollector::last_worker() const {
   return workers_->last_worker;
 }
