@@ -87,7 +87,7 @@ void BM_CollectorCartPoleMLP(benchmark::State& state) {
     Collector collector(
         cartpole(0), policy,
         CollectorOptions(kFramesPerBatch).total_frames(kFrames));
-    for (const TensorDict& batch : collector) benchmark::DoNotOptimize(batch);
+    for (TensorDict batch : collector) benchmark::DoNotOptimize(batch);
   }
   frames_counter(state);
 }
@@ -176,7 +176,7 @@ void BM_MultiSync2CartPoleMLP(benchmark::State& state) {
     MultiSyncCollector collector(
         {[] { return cartpole(0); }, [] { return cartpole(1); }}, policy,
         CollectorOptions(2 * kFramesPerBatch).total_frames(kFrames));
-    for (const TensorDict& batch : collector) benchmark::DoNotOptimize(batch);
+    for (TensorDict batch : collector) benchmark::DoNotOptimize(batch);
   }
   frames_counter(state);
 }
@@ -204,7 +204,7 @@ void BM_CollectorSerialEnv16PendulumMLP(benchmark::State& state) {
     env->set_seed(0);
     Collector collector(std::move(env), policy,
                         CollectorOptions(1600).total_frames(kPendulumFrames));
-    for (const TensorDict& batch : collector) benchmark::DoNotOptimize(batch);
+    for (TensorDict batch : collector) benchmark::DoNotOptimize(batch);
   }
   state.counters["frames_per_s"] = benchmark::Counter(
       static_cast<double>(state.iterations() * kPendulumFrames),
