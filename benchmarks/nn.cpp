@@ -43,7 +43,10 @@ void BM_TdModuleLinear(benchmark::State& state) {
   torch::NoGradGuard no_grad;
   TensorDictModule actor(torch::nn::Linear(4, 2), {"obs"}, {"logits"});
   const TensorDict td = Obs();
-  for (auto _ : state) benchmark::DoNotOptimize(actor(td));
+  for (auto _ : state) {
+    TensorDict out = actor(td);
+    benchmark::DoNotOptimize(out);
+  }
 }
 BENCHMARK(BM_TdModuleLinear);
 
@@ -59,7 +62,10 @@ BENCHMARK(BM_RawFunction);
 void BM_TdModuleFunction(benchmark::State& state) {
   TensorDictModule m(Double, {"obs"}, {"y"});
   const TensorDict td = Obs();
-  for (auto _ : state) benchmark::DoNotOptimize(m(td));
+  for (auto _ : state) {
+    TensorDict out = m(td);
+    benchmark::DoNotOptimize(out);
+  }
 }
 BENCHMARK(BM_TdModuleFunction);
 
@@ -84,7 +90,10 @@ void BM_TdModuleJit(benchmark::State& state) {
   TensorDictModule m(Scripted(), {"obs", "obs2"}, {"s", "p"});
   const TensorDict td(
       {{"obs", torch::rand({8, 4})}, {"obs2", torch::rand({8, 4})}}, {8});
-  for (auto _ : state) benchmark::DoNotOptimize(m(td));
+  for (auto _ : state) {
+    TensorDict out = m(td);
+    benchmark::DoNotOptimize(out);
+  }
 }
 BENCHMARK(BM_TdModuleJit);
 
@@ -103,7 +112,10 @@ void BM_TdSequence(benchmark::State& state) {
                                   TensorDictModule(Double, {"h"}, {"l"}),
                                   TensorDictModule(Double, {"l"}, {"a"})});
   const TensorDict td = Obs();
-  for (auto _ : state) benchmark::DoNotOptimize(seq(td));
+  for (auto _ : state) {
+    TensorDict out = seq(td);
+    benchmark::DoNotOptimize(out);
+  }
 }
 BENCHMARK(BM_TdSequence);
 
