@@ -10,8 +10,8 @@
 //    >= 0.9x the loop's throughput, i.e. <= 1.11x its time.
 // 2. MultiSyncCollector with 2 workers, each with its own CartPoleEnv({16})
 //    and the same policy, against one Collector, both collecting 102,400
-//    frames. Target: >= 1.6x one collector's throughput, i.e. <= 0.625x its
-//    time.
+//    frames, on worker threads and on worker processes. Target: >= 1.6x
+//    one collector's throughput, i.e. <= 0.625x its time.
 // 3. Collector(SerialEnv(16, PendulumEnv), MLP 64x64) frames per second,
 //    the case measured for TorchRL 0.14's Collector by
 //    benchmarks/python/torchrl_collectors.py (run both with
@@ -169,13 +169,16 @@ void BM_HandLoopCartPoleMLP(benchmark::State& state) {
 
 // ---- 2. MultiSyncCollector(2) against one Collector ------------------------------
 
+// state.range(0): worker processes (1) or threads (0).
 void BM_MultiSync2CartPoleMLP(benchmark::State& state) {
   const torch::nn::Sequential net = mlp(4, 2);
   const TensorDictSequential policy = cartpole_policy(net);
   for (auto _ : state) {
     MultiSyncCollector collector(
         {[] { return cartpole(0); }, [] { return cartpole(1); }}, policy,
-        CollectorOptions(2 * kFramesPerBatch).total_frames(kFrames));
+        CollectorOptions(2 * kFramesPerBatch)
+            .total_frames(kFrames)
+            .processes(state.range(0) != 0));
     for (TensorDict batch : collector) benchmark::DoNotOptimize(batch);
   }
   frames_counter(state);
@@ -218,6 +221,9 @@ BENCHMARK(BM_CollectorCartPoleMLP)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_MultiSync2CartPoleMLP)
+    ->ArgName("processes")
+    ->Arg(0)
+    ->Arg(1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_CollectorSerialEnv16PendulumMLP)
@@ -234,8 +240,11 @@ int main(int argc, char** argv) {
           {"Collector / hand-written loop, CartPole x16 + MLP",
            "BM_CollectorCartPoleMLP/real_time",
            "BM_HandLoopCartPoleMLP/real_time", 1 / 0.9},
-          {"MultiSyncCollector(2) / Collector, CartPole x16 + MLP",
-           "BM_MultiSync2CartPoleMLP/real_time",
+          {"MultiSyncCollector(2 threads) / Collector, CartPole x16 + MLP",
+           "BM_MultiSync2CartPoleMLP/processes:0/real_time",
+           "BM_CollectorCartPoleMLP/real_time", 1 / 1.6},
+          {"MultiSyncCollector(2 processes) / Collector, CartPole x16 + MLP",
+           "BM_MultiSync2CartPoleMLP/processes:1/real_time",
            "BM_CollectorCartPoleMLP/real_time", 1 / 1.6},
       });
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "count_env.h"
+#include "faulty_env.h"
 #include "test_util.h"
 
 using tensordict::CartPoleEnv;
@@ -35,6 +36,7 @@ using tensordict::TensorDict;
 using tensordict::TensorDictModule;
 using tensordict_test::CountEnv;
 using tensordict_test::ExpectThrowsMsg;
+using tensordict_test::FaultyEnv;
 
 namespace {
 
@@ -54,43 +56,12 @@ std::set<int64_t> Ids(const at::Tensor& t) {
   return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
 }
 
-// CountEnv whose step throws at the given count of its first env, or
-// blocks while `*hold` is set.
-class FaultyEnv final : public EnvBase {
- public:
-  FaultyEnv(int64_t throw_at, std::shared_ptr<std::atomic<bool>> hold)
-      : EnvBase({1}), throw_at_(throw_at), hold_(std::move(hold)) {
-    set_observation_spec(
-        tensordict::Composite({{"obs", tensordict::Unbounded({1, 1})}}, {1}));
-    set_action_spec(tensordict::Categorical(2, {1}));
-  }
-  [[nodiscard]] std::string name() const override { return "FaultyEnv"; }
-
- protected:
-  void reset_impl(const TensorDict& td) override { td.get("obs").zero_(); }
-  void step_impl(const TensorDict& td, const TensorDict& next) override {
-    ++steps_;
-    if (throw_at_ > 0 && steps_ == throw_at_) {
-      throw std::runtime_error("the simulator broke at step " +
-                               std::to_string(steps_));
-    }
-    while (hold_ && hold_->load()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    next.get("obs").copy_(td.get("obs") + 1);
-  }
-  void set_seed_impl(uint64_t /*seed*/) override {}
-
- private:
-  int64_t throw_at_;
-  std::shared_ptr<std::atomic<bool>> hold_;
-  int64_t steps_ = 0;
-};
-
 EnvFactory Faulty(int64_t throw_at,
                   std::shared_ptr<std::atomic<bool>> hold = nullptr) {
-  return
-      [throw_at, hold] { return std::make_unique<FaultyEnv>(throw_at, hold); };
+  return [throw_at, hold] {
+    return std::make_unique<FaultyEnv>(throw_at, tensordict_test::Fault::kThrow,
+                                       hold);
+  };
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {

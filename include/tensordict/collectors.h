@@ -131,6 +131,10 @@ struct CollectorOptions {
   /// The multi collectors: how long, in seconds, to wait for a worker's
   /// batch (or for the workers to pause for new weights) before raising.
   TORCH_ARG(double, timeout) = 60.0;
+  /// The multi collectors: worker processes (forked at construction, each
+  /// making its env, for envs that are not thread-safe) instead of threads.
+  /// See `MultiCollector`. A `Collector` refuses it.
+  TORCH_ARG(bool, processes) = false;
 };
 
 namespace detail {
@@ -258,25 +262,37 @@ class Collector {
 
 /// TorchRL's `MultiCollector`: what `MultiSyncCollector` and
 /// `MultiAsyncCollector` share. One `Collector` per env factory, each run
-/// by a worker thread, with `ceil(frames_per_batch / num_workers)` frames
-/// per worker and batch. The trajectory ids come from one counter shared
-/// by the workers. With a `replay_buffer`, each worker writes its whole
-/// batch into it (after `split_trajs` and `postproc`), and the iterator
-/// yields empty dicts; a worker's batch that fails reaches the buffer not
-/// at all.
+/// by a worker thread (or, with `processes`, a worker process), with
+/// `ceil(frames_per_batch / num_workers)` frames per worker and batch. The
+/// trajectory ids come from one counter shared by the workers. With a
+/// `replay_buffer`, each whole batch of a worker goes into it (after
+/// `split_trajs` and `postproc`; a worker thread writes it, a worker
+/// process's batch is written by `next`), and the iterator yields empty
+/// dicts; a worker's batch that fails reaches the buffer not at all.
 ///
-/// The workers share the policy: `update_policy_weights_` pauses every
-/// worker between two steps, writes the weights, and lets them go on (so
-/// a learner trains a policy of its own and pushes its weights, as with
-/// TorchRL's worker processes).
+/// Weights: `update_policy_weights_` pauses every worker between two steps,
+/// writes the weights, and lets them go on (so a learner trains a policy of
+/// its own and pushes its weights, as with TorchRL's worker processes).
+/// Worker threads share the policy; worker processes each have a copy of
+/// it (made by the fork), which reads the pushed weights from shared
+/// memory at its next step.
+///
+/// Worker processes are forked at construction (before any thread of
+/// their own), one per factory, and each makes its env and collector
+/// there; the policy is the one given (a copy, by the fork), on the CPU.
+/// A worker's batch crosses in shared memory: a sync batch is stacked from
+/// it, an async batch is that memory itself, lent until the next call. A
+/// worker dies with its parent.
 ///
 /// It never hangs: a worker that throws makes `next` raise at once,
 /// "MultiSyncCollector: worker 1 failed: <its message>", and every later
-/// call raise the same; a worker that takes longer than `timeout` makes
-/// `next` raise, naming it; `shutdown()` and the destructor stop the
-/// workers at their next step and return within a second, leaving a worker
-/// stuck in an env's code to finish on its own, detached, with what it
-/// holds.
+/// call raise the same; a worker process that dies makes it raise within
+/// 50 ms, "MultiSyncCollector: worker 1 (pid 1234) died: signal 9"; a
+/// worker that takes longer than `timeout` makes `next` raise, naming it;
+/// `shutdown()` and the destructor stop the workers at their next step and
+/// return within a second or so, leaving a worker thread stuck in an env's
+/// code to finish on its own, detached, with what it holds (a stuck
+/// process is killed).
 class MultiCollector {
  public:
   /// Stops the workers (see above); always returns.
@@ -307,13 +323,15 @@ class MultiCollector {
   [[nodiscard]] int64_t frames() const;
   /// The number of workers.
   [[nodiscard]] int64_t num_workers() const;
+  /// The worker processes' ids (empty with threads).
+  [[nodiscard]] std::vector<int64_t> worker_pids() const;
 
  protected:
   /// The workers (sync or not) of one collector per factory.
   MultiCollector(bool sync, const std::vector<EnvFactory>& env_fns,
                  const Policy& policy, c10::optional<TensorDictModule> module,
                  const CollectorOptions& options);
-  /// The threads' shared state (multi.cpp).
+  /// The worker threads or processes (collectors/multi_workers.h).
   std::shared_ptr<detail::MultiWorkers> workers_;
 };
 

@@ -77,6 +77,9 @@ Collector::Collector(std::unique_ptr<EnvBase> env, Policy policy,
       detail::device_name(options.env_device().value_or(env->device())),
       " but the env is on ", detail::device_name(env->device()),
       " (envs do not move: make it there)");
+  TORCH_CHECK_VALUE(!options.processes(),
+                    "Collector: processes is an option of the multi "
+                    "collectors (a Collector runs in its caller's thread)");
   TORCH_CHECK_VALUE(
       options.replay_buffer() == nullptr || options.rollout_buffer() == nullptr,
       "Collector: replay_buffer and rollout_buffer are "

@@ -1,6 +1,7 @@
-// MultiSyncCollector and MultiAsyncCollector (tensordict/collectors.h): one
-// `Collector` per worker thread, and one state (`MultiWorkers`) that the
-// threads and the caller share, under one mutex:
+// MultiSyncCollector and MultiAsyncCollector (tensordict/collectors.h):
+// what both kinds of workers share (collectors/multi_workers.h), the public
+// API, and the worker threads: one `Collector` per thread, and one state
+// (`ThreadWorkers`) that the threads and the caller share, under one mutex:
 //   - sync: the caller opens a round; each worker collects one batch into
 //     its collector's storage and marks the round done; the caller stacks
 //     the batches into storage of its own (allocated on the first round);
@@ -16,6 +17,7 @@
 //     threads and leaves those still in an env's code detached, each
 //     holding the state.
 // A worker's error is kept with its index; the caller raises it at once.
+// The worker processes are in multi_processes.cpp.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
@@ -34,6 +36,7 @@
 #include <vector>
 
 #include "collectors/collector_impl.h"
+#include "collectors/multi_workers.h"
 #include "core/names.h"
 #include "envs/parallel_workers.h"
 #include "tensordict/collectors.h"
@@ -42,18 +45,88 @@
 namespace tensordict {
 namespace detail {
 
-namespace {
+MultiWorkers::MultiWorkers(bool is_sync, size_t workers,
+                           const CollectorOptions& o,
+                           c10::optional<TensorDictModule> m)
+    : sync(is_sync),
+      name(is_sync ? "MultiSyncCollector" : "MultiAsyncCollector"),
+      num_workers(static_cast<int64_t>(workers)),
+      options(o),
+      module(std::move(m)) {
+  TORCH_CHECK_VALUE(workers > 0, name, ": expected at least one env factory");
+  TORCH_CHECK_VALUE(options.frames_per_batch() > 0, name,
+                    ": frames_per_batch must be positive, got ",
+                    options.frames_per_batch());
+  TORCH_CHECK_VALUE(options.rollout_buffer() == nullptr, name,
+                    ": a rollout_buffer takes one collector's steps; give "
+                    "it to a Collector");
+  TORCH_CHECK_VALUE(options.timeout() > 0, name,
+                    ": timeout must be positive, got ", options.timeout());
+}
 
-// Thrown by a worker's step check once the collector stops.
-struct Stopped {};
+CollectorOptions MultiWorkers::worker_options(bool writes_buffer) const {
+  CollectorOptions each = options;
+  each.frames_per_batch((options.frames_per_batch() + num_workers - 1) /
+                        num_workers)
+      .total_frames(-1)
+      .processes(false);
+  if (!writes_buffer) each.replay_buffer(nullptr);
+  if (each.replay_buffer() == nullptr) {
+    // The caller splits and post-processes what it yields.
+    each.split_trajs(false).postproc(nullptr);
+  }
+  return each;
+}
+
+void MultiWorkers::check_one_shape(
+    const std::vector<std::vector<int64_t>>& shapes) const {
+  for (size_t w = 1; w < shapes.size(); ++w) {
+    TORCH_CHECK_VALUE(shapes[w] == shapes[0], name, ": worker ", w,
+                      "'s batches are ", detail::shape_str(shapes[w]),
+                      " but worker 0's are ", detail::shape_str(shapes[0]),
+                      ": the batches are stacked, so every env must have "
+                      "one batch size");
+  }
+}
+
+void MultiWorkers::check_usable() const {
+  TORCH_CHECK(failure.empty(), failure);
+  TORCH_CHECK(!shut, name, ": the collector was shut down");
+  TORCH_CHECK(!finished(), name, ": total_frames (", options.total_frames(),
+              ") were collected");
+}
+
+bool MultiWorkers::finished() const {
+  return shut || !failure.empty() ||
+         (options.total_frames() >= 0 && frames >= options.total_frames());
+}
+
+void MultiWorkers::fail(int64_t w, const std::string& error) {
+  failure =
+      std::string(name) + ": worker " + std::to_string(w) + " failed: " + error;
+  TORCH_CHECK(false, failure);
+}
+
+void MultiWorkers::check_weights() const {
+  TORCH_CHECK_VALUE(module.has_value(), name,
+                    "::update_policy_weights_: the policy is not a "
+                    "TensorDictModule, so it has no weights to update");
+  TORCH_CHECK(failure.empty(), failure);
+}
+
+TensorDict MultiWorkers::finish(TensorDict batch) const {
+  if (options.split_trajs()) batch = split_trajectories(batch);
+  if (options.postproc()) batch = options.postproc()(batch);
+  return batch;
+}
+
+namespace {
 
 std::chrono::duration<double> seconds(double s) {
   return std::chrono::duration<double>(s);
 }
 
-}  // namespace
-
-struct MultiWorkers {
+struct ThreadWorkers final : MultiWorkers {
   enum class SlotState { kFree, kFull, kLent };
   struct Slot {
     int64_t done_round = 0;  // sync: the last round finished
@@ -65,10 +138,6 @@ struct MultiWorkers {
     bool exited = false;
   };
 
-  const bool sync;
-  const char* name;
-  CollectorOptions options;
-  c10::optional<TensorDictModule> module;
   std::vector<std::unique_ptr<Collector>> collectors;
   std::vector<Slot> slots;
 
@@ -84,73 +153,39 @@ struct MultiWorkers {
   int64_t filled = 0;   // async: slots filled so far
   int64_t lent = -1;    // async: the slot the caller holds
   int64_t claimed = 0;  // async: the frames of the batches begun
-  // The caller's side.
-  int64_t frames = 0;
-  int64_t last_worker = -1;
-  bool shut = false;
-  std::string failure;  // set once a worker failed: every call raises it
-  TensorDict stacked;   // sync: the stacked batch
 
-  MultiWorkers(bool is_sync, const std::vector<EnvFactory>& env_fns,
-               const Policy& policy, c10::optional<TensorDictModule> m,
-               const CollectorOptions& o)
-      : sync(is_sync),
-        name(is_sync ? "MultiSyncCollector" : "MultiAsyncCollector"),
-        options(o),
-        module(std::move(m)) {
-    TORCH_CHECK_VALUE(!env_fns.empty(), name,
-                      ": expected at least one env factory");
-    TORCH_CHECK_VALUE(options.frames_per_batch() > 0, name,
-                      ": frames_per_batch must be positive, got ",
-                      options.frames_per_batch());
-    TORCH_CHECK_VALUE(options.rollout_buffer() == nullptr, name,
-                      ": a rollout_buffer takes one collector's steps; give "
-                      "it to a Collector");
-    TORCH_CHECK_VALUE(options.timeout() > 0, name,
-                      ": timeout must be positive, got ", options.timeout());
-    const auto n = static_cast<int64_t>(env_fns.size());
-    CollectorOptions each = options;
-    each.frames_per_batch((options.frames_per_batch() + n - 1) / n)
-        .total_frames(-1);
-    if (options.replay_buffer() == nullptr) {
-      // The caller splits and post-processes what it yields.
-      each.split_trajs(false).postproc(nullptr);
-    }
+  ThreadWorkers(bool is_sync, const std::vector<EnvFactory>& env_fns,
+                const Policy& policy, c10::optional<TensorDictModule> m,
+                const CollectorOptions& o)
+      : MultiWorkers(is_sync, env_fns.size(), o, std::move(m)) {
+    const CollectorOptions each = worker_options(true);
     const auto pool = std::make_shared<std::atomic<int64_t>>(0);
     for (const EnvFactory& fn : env_fns) {
       auto c = module.has_value()
                    ? std::make_unique<Collector>(fn, *module, each)
                    : std::make_unique<Collector>(fn, policy, each);
       // One counter of trajectory ids for every worker.
-      Collector::Impl& impl = *c->impl_;
-      impl.traj_pool = pool;
+      impl(*c).traj_pool = pool;
       collectors.push_back(std::move(c));
     }
     if (sync && options.replay_buffer() == nullptr) {
       // The batches are stacked: one shape for every worker's.
-      const auto shape = [](const Collector& c) {
-        std::vector<int64_t> out = c.env().batch_size().vec();
-        out.push_back(c.steps_per_batch());
-        return out;
-      };
-      for (size_t w = 1; w < collectors.size(); ++w) {
-        TORCH_CHECK_VALUE(
-            shape(*collectors[w]) == shape(*collectors[0]), name, ": worker ",
-            w, "'s batches are ", detail::shape_str(shape(*collectors[w])),
-            " but worker 0's are ", detail::shape_str(shape(*collectors[0])),
-            ": the batches are stacked, so every env must have one batch "
-            "size");
+      std::vector<std::vector<int64_t>> shapes;
+      for (const auto& c : collectors) {
+        shapes.push_back(c->env().batch_size().vec());
+        shapes.back().push_back(c->steps_per_batch());
       }
+      check_one_shape(shapes);
     }
     // The ids again, now from the shared counter, in worker order.
-    for (auto& c : collectors) c->impl_->fresh_traj_ids();
+    for (auto& c : collectors) impl(*c).fresh_traj_ids();
     slots.resize(collectors.size());
   }
 
   // Starts the threads; each holds `self`.
-  static void start(const std::shared_ptr<MultiWorkers>& self) {
+  static void start(const std::shared_ptr<ThreadWorkers>& self) {
     for (size_t w = 0; w < self->collectors.size(); ++w) {
-      self->collectors[w]->impl_->before_step = [raw = self.get()] {
+      impl(*self->collectors[w]).before_step = [raw = self.get()] {
         raw->step_check();
       };
       std::thread([self, w] { self->run(static_cast<int64_t>(w)); }).detach();
@@ -263,33 +298,6 @@ struct MultiWorkers {
     to_caller.notify_all();
   }
 
-  void check_usable() {
-    TORCH_CHECK(failure.empty(), failure);
-    TORCH_CHECK(!shut, name, ": the collector was shut down");
-    TORCH_CHECK(!finished(), name, ": total_frames (", options.total_frames(),
-                ") were collected");
-  }
-
-  [[nodiscard]] bool finished() const {
-    return shut || !failure.empty() ||
-           (options.total_frames() >= 0 && frames >= options.total_frames());
-  }
-
-  // Raises worker `w`'s error (kept for every later call).
-  void fail(int64_t w) {
-    failure = std::string(name) + ": worker " + std::to_string(w) +
-              " failed: " + slots[w].error;
-    TORCH_CHECK(false, failure);
-  }
-
-  // The yielded form of a batch: split, post-processed.
-  TensorDict finish(TensorDict batch) const {
-    if (options.replay_buffer() != nullptr) return TensorDict();
-    if (options.split_trajs()) batch = split_trajectories(batch);
-    if (options.postproc()) batch = options.postproc()(batch);
-    return batch;
-  }
-
   TensorDict next_sync() {
     std::vector<TensorDict> batches;
     {
@@ -304,7 +312,7 @@ struct MultiWorkers {
         int64_t late = -1;
         for (size_t w = 0; w < slots.size(); ++w) {
           if (slots[w].done_round == round && !slots[w].error.empty()) {
-            fail(static_cast<int64_t>(w));
+            fail(static_cast<int64_t>(w), slots[w].error);
           }
           if (late < 0 && slots[w].done_round < round) {
             late = static_cast<int64_t>(w);
@@ -362,26 +370,21 @@ struct MultiWorkers {
       TORCH_CHECK(false, failure);
     }
     const int64_t w = full();
-    if (!slots[w].error.empty()) fail(w);
+    if (!slots[w].error.empty()) fail(w, slots[w].error);
     slots[w].state = SlotState::kLent;
     lent = w;
     last_worker = w;
     frames += slots[w].frames;
     const TensorDict batch = slots[w].batch;
     lock.unlock();
+    if (options.replay_buffer() != nullptr) return TensorDict();
     return finish(batch);
   }
 
-  TensorDict next() {
-    check_usable();
-    return sync ? next_sync() : next_async();
-  }
+  TensorDict next() override { return sync ? next_sync() : next_async(); }
 
-  void update_weights(const TensorDict& params) {
-    TORCH_CHECK_VALUE(module.has_value(), name,
-                      "::update_policy_weights_: the policy is not a "
-                      "TensorDictModule, so it has no weights to update");
-    TORCH_CHECK(failure.empty(), failure);
+  void update_weights(const TensorDict& params) override {
+    check_weights();
     std::unique_lock<std::mutex> lock(mu);
     pause.store(true);
     const bool paused = to_caller.wait_for(lock, seconds(options.timeout()),
@@ -403,7 +406,7 @@ struct MultiWorkers {
                 options.timeout(), " s");
   }
 
-  uint64_t set_seed(uint64_t seed) {
+  uint64_t set_seed(uint64_t seed) override {
     std::unique_lock<std::mutex> lock(mu);
     TORCH_CHECK(running == 0 && (sync || round == 0), name,
                 "::set_seed: seed the workers before the first batch");
@@ -412,7 +415,7 @@ struct MultiWorkers {
   }
 
   // Stops the workers; waits a second for them to leave.
-  void stop() {
+  void stop() override {
     std::unique_lock<std::mutex> lock(mu);
     shut = true;
     stopping.store(true);
@@ -426,6 +429,17 @@ struct MultiWorkers {
   }
 };
 
+}  // namespace
+
+std::shared_ptr<MultiWorkers> make_collector_threads(
+    bool sync, const std::vector<EnvFactory>& env_fns, const Policy& policy,
+    c10::optional<TensorDictModule> module, const CollectorOptions& options) {
+  auto workers = std::make_shared<ThreadWorkers>(sync, env_fns, policy,
+                                                 std::move(module), options);
+  ThreadWorkers::start(workers);
+  return workers;
+}
+
 }  // namespace detail
 
 MultiCollector::MultiCollector(bool sync,
@@ -433,13 +447,17 @@ MultiCollector::MultiCollector(bool sync,
                                const Policy& policy,
                                c10::optional<TensorDictModule> module,
                                const CollectorOptions& options)
-    : workers_(std::make_shared<detail::MultiWorkers>(
-          sync, env_fns, policy, std::move(module), options)) {
-  detail::MultiWorkers::start(workers_);
-}
+    : workers_(options.processes()
+                   ? detail::make_collector_processes(
+                         sync, env_fns, policy, std::move(module), options)
+                   : detail::make_collector_threads(
+                         sync, env_fns, policy, std::move(module), options)) {}
 
 MultiCollector::~MultiCollector() { workers_->stop(); }
-TensorDict MultiCollector::next() { return workers_->next(); }
+TensorDict MultiCollector::next() {
+  workers_->check_usable();
+  return workers_->next();
+}
 bool MultiCollector::finished() const { return workers_->finished(); }
 void MultiCollector::update_policy_weights_(const TensorDict& params) {
   workers_->update_weights(params);
@@ -449,8 +467,9 @@ uint64_t MultiCollector::set_seed(uint64_t seed) {
 }
 void MultiCollector::shutdown() { workers_->stop(); }
 int64_t MultiCollector::frames() const { return workers_->frames; }
-int64_t MultiCollector::num_workers() const {
-  return static_cast<int64_t>(workers_->collectors.size());
+int64_t MultiCollector::num_workers() const { return workers_->num_workers; }
+std::vector<int64_t> MultiCollector::worker_pids() const {
+  return workers_->worker_pids();
 }
 
 MultiSyncCollector::MultiSyncCollector(const std::vector<EnvFactory>& env_fns,

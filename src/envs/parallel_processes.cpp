@@ -50,23 +50,6 @@ struct Slot {
   char error[4096];
 };
 
-// An anonymous shared mapping, unmapped with its owner (in each process).
-struct SharedMap {
-  void* base = MAP_FAILED;
-  size_t bytes = 0;
-  explicit SharedMap(size_t n) : bytes(n) {
-    base = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                -1, 0);
-    TORCH_CHECK(base != MAP_FAILED, "ParallelEnv: mmap of ", n,
-                " shared bytes failed: ", std::strerror(errno));
-  }
-  ~SharedMap() {
-    if (base != MAP_FAILED) munmap(base, bytes);
-  }
-  SharedMap(const SharedMap&) = delete;
-  SharedMap& operator=(const SharedMap&) = delete;
-};
-
 // The shared batch: each key of `specs` as a tensor in the mapping.
 struct SharedLayout {
   struct Leaf {
@@ -105,10 +88,6 @@ struct SharedLayout {
     return out;
   }
 };
-
-// How many times an idle worker polls for a call before it sleeps (some
-// 100 us).
-constexpr int kSpins = 2000;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
@@ -154,8 +133,8 @@ struct ProcessWorkers final : ParallelEnv::Workers {
     }
     const size_t slots =
         (static_cast<size_t>(workers) * sizeof(Slot) + 63) / 64 * 64;
-    map_ = std::make_unique<SharedMap>(slots + root_.bytes + next_.bytes +
-                                       size_t{64} * 2);
+    map_ = std::make_unique<SharedMap>(
+        slots + root_.bytes + next_.bytes + size_t{64} * 2, "ParallelEnv");
     auto* base = static_cast<char*>(map_->base);
     slots_ = reinterpret_cast<Slot*>(base);
     char* root_base = base + slots;
@@ -224,17 +203,7 @@ struct ProcessWorkers final : ParallelEnv::Workers {
     const std::vector<TensorDict>& in_rows = in.of(shm_root);
     const std::vector<TensorDict>& out_rows = out.of(shm_next);
     for (;;) {
-      // Spin for a while before sleeping, so that a rollout's next step
-      // meets an awake worker (a wake-up takes tens of microseconds on a
-      // virtual machine); yield now and then to the caller.
-      bool posted = false;
-      for (int i = 0; i < kSpins && !posted; ++i) {
-        posted = sem_trywait(&slot.go) == 0;
-        if (!posted && i % 16 == 15) sched_yield();
-      }
-      while (!posted && sem_wait(&slot.go) != 0) {
-        if (errno != EINTR) _exit(1);
-      }
+      if (!spin_wait(&slot.go)) _exit(1);
       const auto cmd = static_cast<Command>(slot.cmd);
       if (cmd == Command::kClose) break;
       std::string error;
@@ -261,27 +230,11 @@ struct ProcessWorkers final : ParallelEnv::Workers {
   bool wait_worker(size_t w, const std::string& what) {
     const auto t0 = std::chrono::steady_clock::now();
     for (;;) {
-      timespec until{};
-      clock_gettime(CLOCK_REALTIME, &until);
-      until.tv_nsec += 50L * 1000 * 1000;
-      if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec += 1;
-        until.tv_nsec -= 1000000000L;
-      }
-      if (sem_timedwait(&slots_[w].done, &until) == 0) return true;
-      if (errno != ETIMEDOUT && errno != EINTR) {
-        broken = std::string("ParallelEnv: sem_timedwait failed: ") +
-                 std::strerror(errno);
-        return false;
-      }
-      int status = 0;
-      if (pids_[w] > 0 && waitpid(pids_[w], &status, WNOHANG) == pids_[w]) {
+      if (sem_wait_for(&slots_[w].done, 50)) return true;
+      const std::string died = death(pids_[w]);
+      if (!died.empty()) {
         broken = "ParallelEnv: worker " + std::to_string(w) + " (pid " +
-                 std::to_string(pids_[w]) + ") died: " +
-                 (WIFSIGNALED(status)
-                      ? "signal " + std::to_string(WTERMSIG(status))
-                      : "exit status " + std::to_string(WEXITSTATUS(status)));
-        pids_[w] = -pids_[w];  // reaped
+                 std::to_string(-pids_[w]) + ") died: " + died;
         return false;
       }
       if (seconds_since(t0) > timeout_s) {
@@ -394,24 +347,7 @@ struct ProcessWorkers final : ParallelEnv::Workers {
       slots_[w].cmd = static_cast<int>(Command::kClose);
       sem_post(&slots_[w].go);
     }
-    // Each worker gets a second to exit, then SIGKILL; all are reaped.
-    const auto t0 = std::chrono::steady_clock::now();
-    for (pid_t& pid : pids_) {
-      if (pid <= 0) continue;
-      int status = 0;
-      for (;;) {
-        const pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid || (r < 0 && errno != EINTR)) break;
-        if (seconds_since(t0) > 1.0) {
-          kill(pid, SIGKILL);
-          while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-          }
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-      }
-      pid = -pid;
-    }
+    reap(pids_, 1.0);
     for (size_t w = 0; w < pids_.size(); ++w) {
       sem_destroy(&slots_[w].go);
       sem_destroy(&slots_[w].done);
@@ -442,6 +378,72 @@ struct ProcessWorkers final : ParallelEnv::Workers {
 };
 
 }  // namespace
+
+SharedMap::SharedMap(size_t n, const char* who, int fd) : bytes(n) {
+  base = mmap(nullptr, n, PROT_READ | PROT_WRITE,
+              fd < 0 ? MAP_SHARED | MAP_ANONYMOUS : MAP_SHARED, fd, 0);
+  TORCH_CHECK(base != MAP_FAILED, who, ": mmap of ", n,
+              " shared bytes failed: ", std::strerror(errno));
+}
+
+SharedMap::~SharedMap() {
+  if (base != MAP_FAILED) munmap(base, bytes);
+}
+
+bool spin_wait(sem_t* sem) {
+  // How many times to poll before sleeping (some 100 us).
+  constexpr int kSpins = 2000;
+  bool posted = false;
+  for (int i = 0; i < kSpins && !posted; ++i) {
+    posted = sem_trywait(sem) == 0;
+    if (!posted && i % 16 == 15) sched_yield();
+  }
+  while (!posted && sem_wait(sem) != 0) {
+    if (errno != EINTR) return false;
+  }
+  return true;
+}
+
+bool sem_wait_for(sem_t* sem, int64_t ms) {
+  timespec until{};
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += ms / 1000;
+  until.tv_nsec += (ms % 1000) * 1000L * 1000;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec += 1;
+    until.tv_nsec -= 1000000000L;
+  }
+  return sem_timedwait(sem, &until) == 0;
+}
+
+std::string death(pid_t& pid) {
+  int status = 0;
+  if (pid <= 0 || waitpid(pid, &status, WNOHANG) != pid) return "";
+  pid = -pid;  // reaped
+  return WIFSIGNALED(status)
+             ? "signal " + std::to_string(WTERMSIG(status))
+             : "exit status " + std::to_string(WEXITSTATUS(status));
+}
+
+void reap(std::vector<pid_t>& pids, double grace) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (pid_t& pid : pids) {
+    if (pid <= 0) continue;
+    int status = 0;
+    for (;;) {
+      const pid_t r = waitpid(pid, &status, WNOHANG);
+      if (r == pid || (r < 0 && errno != EINTR)) break;
+      if (seconds_since(t0) > grace) {
+        kill(pid, SIGKILL);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    pid = -pid;
+  }
+}
 
 std::unique_ptr<ParallelEnv::Workers> make_process_workers(
     int64_t n, int64_t workers, const EnvFactory& factory, const EnvBase& meta,

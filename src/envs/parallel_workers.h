@@ -10,6 +10,8 @@
 #pragma once
 
 #include <c10/util/Exception.h>
+#include <semaphore.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
@@ -46,6 +48,34 @@ int64_t run_share(Command cmd, std::vector<std::unique_ptr<EnvBase>>& envs,
                   const std::vector<TensorDict>* out, int64_t per_env,
                   uint64_t& seed, std::string& error,
                   std::atomic<int64_t>* current);
+
+// ---- What forked workers share (parallel_processes.cpp; the multi
+// collectors' processes use them too) -------------------------------------
+
+/// A shared mapping of `n` bytes, anonymous or of the file `fd`, unmapped
+/// with its owner (in each process). `who` starts the error.
+struct SharedMap {
+  SharedMap(size_t n, const char* who, int fd = -1);
+  ~SharedMap();
+  SharedMap(const SharedMap&) = delete;
+  SharedMap& operator=(const SharedMap&) = delete;
+  void* base;
+  size_t bytes;
+};
+
+/// Waits for `sem`, polling it for a while before sleeping, so that a
+/// worker's next call meets it awake (a wake-up takes tens of microseconds
+/// on a virtual machine); yields now and then to the caller. False on an
+/// error.
+bool spin_wait(sem_t* sem);
+/// Waits at most `ms` milliseconds for `sem`; whether it was taken.
+bool sem_wait_for(sem_t* sem, int64_t ms);
+/// How the child `pid` ended ("signal 9", "exit status 1"), reaping it and
+/// negating `pid`; empty while it runs (or was reaped: `pid` <= 0).
+std::string death(pid_t& pid);
+/// Waits for each child in `pids` (those > 0) to exit, for `grace` seconds
+/// in all, then kills the rest; reaps all and negates their pids.
+void reap(std::vector<pid_t>& pids, double grace);
 
 }  // namespace detail
 

@@ -1,0 +1,67 @@
+// A test env for the failure model of the multi collectors
+// (multi_collectors_test.cpp, collector_processes_test.cpp): a counter
+// whose step breaks at a given step of its own, by throwing, aborting the
+// process or hanging, or blocks while a flag is set.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <tensordict/envs.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+
+namespace tensordict_test {
+
+enum class Fault { kThrow, kAbort, kHang };
+
+// Batch [1]: "obs" (float [1, 1]) counts the steps; action Categorical(2).
+// At step `at` (0: never) the step throws "the simulator broke at step
+// <at>", aborts, or hangs for good; each step blocks while `*hold` is set.
+class FaultyEnv final : public tensordict::EnvBase {
+ public:
+  explicit FaultyEnv(int64_t at, Fault fault = Fault::kThrow,
+                     std::shared_ptr<std::atomic<bool>> hold = nullptr)
+      : EnvBase({1}), at_(at), fault_(fault), hold_(std::move(hold)) {
+    set_observation_spec(
+        tensordict::Composite({{"obs", tensordict::Unbounded({1, 1})}}, {1}));
+    set_action_spec(tensordict::Categorical(2, {1}));
+  }
+  [[nodiscard]] std::string name() const override { return "FaultyEnv"; }
+
+ protected:
+  void reset_impl(const tensordict::TensorDict& td) override {
+    td.get("obs").zero_();
+  }
+  void step_impl(const tensordict::TensorDict& td,
+                 const tensordict::TensorDict& next) override {
+    ++steps_;
+    if (at_ > 0 && steps_ == at_) {
+      if (fault_ == Fault::kAbort) std::abort();
+      while (fault_ == Fault::kHang) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      throw std::runtime_error("the simulator broke at step " +
+                               std::to_string(steps_));
+    }
+    while (hold_ && hold_->load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    next.get("obs").copy_(td.get("obs") + 1);
+  }
+  void set_seed_impl(uint64_t /*seed*/) override {}
+
+ private:
+  int64_t at_;
+  Fault fault_;
+  std::shared_ptr<std::atomic<bool>> hold_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace tensordict_test
