@@ -339,13 +339,14 @@ TEST(TensorDictModule, ParametersComeFromTheWrappedModules) {
   EXPECT_EQ(adam.param_groups()[0].params().size(), 2U);
 }
 
-// state_dict holds TorchRL's counters; a collector that loads it goes on
-// counting, with fresh trajectory ids.
-TEST(Collector, StateDictResumesTheCounters) {
+// A state with TorchRL's counters only (TorchRL's state_dict) makes a
+// collector go on counting, with fresh trajectory ids.
+TEST(Collector, TorchRLsCountersResumeWithFreshTrajectories) {
   Collector collector(Counters(), nullptr, CollectorOptions(12));
   (void)collector.next();
   (void)collector.next();
-  const TensorDict state = collector.state_dict();
+  const TensorDict state =
+      collector.state_dict().select({"frames", "iter", "traj_pool"});
   EXPECT_EQ(state.get("frames").item<int64_t>(), 24);
   EXPECT_EQ(state.get("iter").item<int64_t>(), 2);
   const int64_t next_id = state.get({"traj_pool", "traj_id"}).item<int64_t>();
@@ -361,4 +362,127 @@ TEST(Collector, StateDictResumesTheCounters) {
       [&] { resumed.load_state_dict(TensorDict()); },
       "Collector::load_state_dict: the state has no entry frames");
   EXPECT_EQ(resumed.frames(), 36);
+}
+
+namespace {
+
+// CartPole x4 with random actions and a StepCounter (max_frames_per_traj),
+// or three Pendulums in a SerialEnv under VecNorm, run by a policy.
+std::unique_ptr<Collector> ResumableCollector(bool pendulum, uint64_t seed) {
+  std::unique_ptr<EnvBase> env;
+  if (pendulum) {
+    env = std::make_unique<tensordict::TransformedEnv>(
+        std::make_unique<tensordict::SerialEnv>(
+            3, [] { return std::make_unique<tensordict::PendulumEnv>(); }),
+        std::make_shared<tensordict::VecNorm>(
+            std::vector<NestedKey>{"reward"}));
+  } else {
+    env = std::make_unique<CartPoleEnv>(std::vector<int64_t>{4});
+  }
+  env->set_seed(seed);
+  const auto options = CollectorOptions(pendulum ? 24 : 32)
+                           .max_frames_per_traj(pendulum ? 5 : 12);
+  if (!pendulum)
+    return std::make_unique<Collector>(std::move(env), nullptr, options);
+  const TensorDictModule torque(
+      [](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
+        return {(in[0] * 0.5 - in[1]).clamp(-2, 2).unsqueeze(-1)};
+      },
+      {"th", "thdot"}, {"action"});
+  return std::make_unique<Collector>(std::move(env), torque, options);
+}
+
+}  // namespace
+
+// state_dict covers the envs (their generators, CartPole's physics, the
+// transforms' statistics), the step they are at (the carrier: step
+// counters, trajectory ids, observations) and the counters: a collector
+// that loads it gives the batches the first one gives next.
+TEST(Collector, StateDictResumesTheSameStream) {
+  for (bool pendulum : {false, true}) {
+    SCOPED_TRACE(pendulum ? "SerialEnv of Pendulums, VecNorm" : "CartPole");
+    const auto first = ResumableCollector(pendulum, 0);
+    (void)first->next();
+    (void)first->next();
+    const TensorDict state = first->state_dict();
+    EXPECT_TRUE(state.contains({"carrier", "collector", "traj_ids"}));
+    EXPECT_TRUE(state.contains({"carrier", "step_count"}));
+    EXPECT_TRUE(state.contains({"env", "rng"}));
+    const TensorDict third = first->next().clone();
+    const TensorDict fourth = first->next().clone();
+    const auto resumed = ResumableCollector(pendulum, 123);
+    (void)resumed->next();
+    resumed->load_state_dict(state);
+    EXPECT_EQ(resumed->frames(), first->frames() - 2 * third.numel());
+    for (const TensorDict& expected : {third, fourth}) {
+      const TensorDict got = resumed->next();
+      ASSERT_EQ(got.keys(true, true), expected.keys(true, true));
+      for (const NestedKey& key : expected.keys(true, true)) {
+        EXPECT_TRUE(at::equal(got.get(key), expected.get(key))) << key.str();
+      }
+    }
+  }
+}
+
+// A state that does not fit, or whose generator bytes are no generator's,
+// is refused with the key, and nothing changes: the env's state, the
+// collector's and its batch.
+TEST(Collector, LoadStateDictIsAllOrNothing) {
+  const auto collector = ResumableCollector(true, 0);
+  const TensorDict batch = collector->next();
+  const TensorDict good = collector->state_dict();
+  (void)collector->next();
+  const tensordict_test::Snapshot batch_before =
+      tensordict_test::TakeSnapshot(batch);
+  const TensorDict state_before = collector->state_dict();
+  auto expect_unchanged = [&] {
+    tensordict_test::ExpectUnchanged(batch, batch_before);
+    const TensorDict now = collector->state_dict();
+    ASSERT_EQ(now.keys(true, true), state_before.keys(true, true));
+    for (const NestedKey& key : now.keys(true, true)) {
+      EXPECT_TRUE(at::equal(now.get(key), state_before.get(key))) << key.str();
+    }
+  };
+  // The last env's generator (under the StepCounter's TransformedEnv and
+  // VecNorm's): a position past the end of the state.
+  TensorDict bad = good.clone();
+  const NestedKey last_gen({"env", "env", "env", "envs", "2", "generator"});
+  const at::Tensor bytes = bad.get(last_gen);
+  bytes.narrow(0, 8, 4).copy_(
+      at::tensor({624}, at::kInt).view(at::kByte));  // left
+  bytes.narrow(0, 16, 8).copy_(
+      at::tensor({int64_t{624}}, at::kLong).view(at::kByte));  // next
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { collector->load_state_dict(bad); },
+      "TransformedEnv::load_state_dict: TransformedEnv::load_state_dict: "
+      "SerialEnv::load_state_dict: PendulumEnv::load_state_dict: the "
+      "generator state generator is not a Mersenne Twister state (position "
+      "624, left 624)");
+  expect_unchanged();
+  // A shape that does not fit, deep in the env's state.
+  bad = good.clone();
+  bad.set({"env", "env", "env", "envs", "1", "rng"}, at::zeros({3}, at::kByte));
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { collector->load_state_dict(bad); },
+      "TransformedEnv::load_state_dict: key ('env', 'env', 'envs', '1', "
+      "'rng'): expected shape [" +
+          std::to_string(good.get({"env", "rng"}).numel()) +
+          "] and dtype torch.uint8, got shape [3] and dtype torch.uint8");
+  expect_unchanged();
+  // A carrier without a key, a state without the carrier.
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        collector->load_state_dict(
+            good.exclude({NestedKey({"carrier", "step_count"})}));
+      },
+      "Collector::load_state_dict: the carrier has no entry step_count");
+  expect_unchanged();
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { collector->load_state_dict(good.exclude({"carrier"})); },
+      "Collector::load_state_dict: the state has \"env\" and \"carrier\" "
+      "(the envs and the step they are at) or neither, got no dict carrier");
+  expect_unchanged();
+  // The good state loads.
+  collector->load_state_dict(good);
+  EXPECT_EQ(collector->frames(), 24);
 }

@@ -207,10 +207,33 @@ class EnvBase {
   /// gives the same results.
   uint64_t set_seed(uint64_t seed);
 
+  /// What the env keeps besides the dicts it is given, so that a copy of it
+  /// resumes where it is: the generator of its random actions ("rng", its
+  /// `get_state()` bytes) and what its class adds (`state_dict_impl`): the
+  /// library's envs add their generator ("generator"), `CartPoleEnv` its
+  /// physics ("physics", "steps"), `SerialEnv` its envs' states ("envs",
+  /// "0", ...), `TransformedEnv` its env's ("env"). `ParallelEnv`'s workers
+  /// hold its envs, and `TransformedEnv`'s transforms keep their own
+  /// statistics: neither is in it. A dict of copies, batch size [].
+  [[nodiscard]] TensorDict state_dict() const;
+  /// Restores a `state_dict()`, all or nothing: `state` must have exactly
+  /// this env's keys, each of its shape (a c10::Error naming the key
+  /// otherwise), and a generator's bytes must be a valid state; on any
+  /// error the env is as it was.
+  void load_state_dict(const TensorDict& state);
+
   /// A name for errors and reprs (the class's, "CartPoleEnv").
   [[nodiscard]] virtual std::string name() const = 0;
 
  protected:
+  /// Adds what this class keeps to `out` (`state_dict`; nothing by
+  /// default).
+  virtual void state_dict_impl(TensorDict& out) const;
+  /// Restores what `state_dict_impl` added, from `state`, whose keys,
+  /// shapes and dtypes are `state_dict`'s (checked); may throw, leaving
+  /// the rest to `load_state_dict`, which then restores the state it had.
+  virtual void load_state_dict_impl(const TensorDict& state);
+
   /// An env of `batch_size` on `device`; the default specs are TorchRL's:
   /// empty observations, actions and state, an unbounded float reward of
   /// shape `[*batch, 1]`, and "done" and "terminated" flags.
@@ -301,6 +324,8 @@ class SerialEnv final : public EnvBase {
   void reset_impl(const TensorDict& td) override;
   void step_impl(const TensorDict& td, const TensorDict& next) override;
   void set_seed_impl(uint64_t seed) override;
+  void state_dict_impl(TensorDict& out) const override;
+  void load_state_dict_impl(const TensorDict& state) override;
 
  private:
   struct Rows;
@@ -406,6 +431,8 @@ class CartPoleEnv final : public EnvBase {
   void reset_impl(const TensorDict& td) override;
   void step_impl(const TensorDict& td, const TensorDict& next) override;
   void set_seed_impl(uint64_t seed) override;
+  void state_dict_impl(TensorDict& out) const override;
+  void load_state_dict_impl(const TensorDict& state) override;
 
  private:
   bool categorical_;
@@ -437,6 +464,8 @@ class PendulumEnv final : public EnvBase {
   void reset_impl(const TensorDict& td) override;
   void step_impl(const TensorDict& td, const TensorDict& next) override;
   void set_seed_impl(uint64_t seed) override;
+  void state_dict_impl(TensorDict& out) const override;
+  void load_state_dict_impl(const TensorDict& state) override;
 
  private:
   double g_;

@@ -118,6 +118,13 @@ class Transform {
   virtual void inv(const TensorDict& td, const TensorDict& inner_td);
   /// How many steps of the base env one step is (FrameSkip's).
   [[nodiscard]] virtual int64_t frame_skip() const { return 1; }
+  /// The transform's own state (TorchRL's `state_dict`): `VecNorm`'s
+  /// statistics, a `Compose`'s transforms' under "0", "1", ...; empty by
+  /// default. Copies.
+  [[nodiscard]] virtual TensorDict state_dict() const { return TensorDict(); }
+  /// Restores `state_dict()`'s result; throws, changing nothing, when a key
+  /// is missing or a shape differs. Does nothing by default.
+  virtual void load_state_dict(const TensorDict& /*state*/) {}
   /// The env this transform is part of (set by TransformedEnv), or null.
   [[nodiscard]] TransformedEnv* parent() const { return parent_; }
   /// The specs of the env below this transform (the base env's, or what
@@ -180,6 +187,11 @@ class Compose final : public Transform {
             const TensorDict& next) override;
   /// Each transform's reset, first to last.
   void reset(const TensorDict& inner, const TensorDict& td) override;
+  /// Each transform's state, under its index ("0", "1", ...), for those
+  /// that have one.
+  [[nodiscard]] TensorDict state_dict() const override;
+  /// Each transform's `load_state_dict`, all or nothing.
+  void load_state_dict(const TensorDict& state) override;
   /// Each transform's inv, last to first.
   void inv(const TensorDict& td, const TensorDict& inner_td) override;
   /// The product of the transforms' frame skips.
@@ -239,6 +251,10 @@ class TransformedEnv final : public EnvBase {
   void step_impl(const TensorDict& td, const TensorDict& next) override;
   /// Seeds the base env.
   void set_seed_impl(uint64_t seed) override;
+  /// The base env's state, under "env", and the transform's, under
+  /// "transform" when it has one.
+  void state_dict_impl(TensorDict& out) const override;
+  void load_state_dict_impl(const TensorDict& state) override;
 
  private:
   /// @cond
@@ -510,10 +526,10 @@ class VecNorm final : public Transform {
   /// `<key>_ssq` (the key's dtype and shape without the batch dims) and
   /// `<key>_count` (float32 `[1]`), TorchRL's names (a nested key's last
   /// part gets the suffix). Empty before the transform joins an env.
-  [[nodiscard]] TensorDict state_dict() const;
+  [[nodiscard]] TensorDict state_dict() const override;
   /// Copies `state` (as `state_dict()` gives) into the statistics; throws,
   /// changing nothing, when a key is missing or a shape differs.
-  void load_state_dict(const TensorDict& state);
+  void load_state_dict(const TensorDict& state) override;
   /// The mean of each key normalized (TorchRL's `loc`).
   [[nodiscard]] TensorDict loc() const;
   /// The standard deviation of each key normalized (TorchRL's `scale`).

@@ -147,29 +147,60 @@ TensorDict Collector::state_dict() const {
   out.set("iter", at::scalar_tensor(impl_->iter, at::kLong));
   out.set({"traj_pool", "traj_id"},
           at::scalar_tensor(impl_->traj_pool->load(), at::kLong));
+  out.set("env", impl_->env->state_dict());
+  out.set("carrier", impl_->loop->work().clone());
   return out;
 }
 
 void Collector::load_state_dict(const TensorDict& state) {
+  constexpr const char* fn = "Collector::load_state_dict";
   std::vector<int64_t> values;
   for (const NestedKey& key : {NestedKey("frames"), NestedKey("iter"),
                                NestedKey({"traj_pool", "traj_id"})}) {
-    TORCH_CHECK_VALUE(state.contains(key),
-                      "Collector::load_state_dict: the state has no entry ",
+    TORCH_CHECK_VALUE(state.contains(key), fn, ": the state has no entry ",
                       key.str());
     const at::Tensor value = state.get(key);
     TORCH_CHECK_VALUE(
         value.numel() == 1 && !value.is_floating_point() && !value.is_complex(),
-        "Collector::load_state_dict: ", key.str(),
-        " must be one integer, got a tensor of shape ",
+        fn, ": ", key.str(), " must be one integer, got a tensor of shape ",
         detail::shape_str(value.sizes()), " and dtype ",
         detail::dtype_name(value.scalar_type()));
     values.push_back(value.item<int64_t>());
   }
+  const bool resume = state.contains("env") || state.contains("carrier");
+  const TensorDict& work = impl_->loop->work();
+  TensorDict carrier;
+  if (resume) {
+    for (const char* key : {"env", "carrier"}) {
+      TORCH_CHECK_VALUE(
+          state.contains(key) && state.get_entry(key).is_tensordict(), fn,
+          ": the state has \"env\" and \"carrier\" (the envs "
+          "and the step they are at) or neither, got no dict ",
+          key);
+    }
+    // The carrier: the working dict's keys, each of its shape.
+    const TensorDict given = state.get_tensordict("carrier");
+    for (const NestedKey& key : work.keys(true, true)) {
+      TORCH_CHECK_VALUE(given.contains(key), fn, ": the carrier has no entry ",
+                        key.str());
+      TORCH_CHECK_VALUE(given.get(key).sizes() == work.get(key).sizes(), fn,
+                        ": carrier key ", key.str(), ": expected shape ",
+                        detail::shape_str(work.get(key).sizes()), ", got ",
+                        detail::shape_str(given.get(key).sizes()));
+    }
+    carrier = work.clone();
+    (void)carrier.update_(given.select(work.keys(true, true)));
+    // All or nothing itself; the last step that can fail.
+    impl_->env->load_state_dict(state.get_tensordict("env"));
+  }
   impl_->frames = values[0];
   impl_->iter = values[1];
   impl_->traj_pool->store(values[2]);
-  impl_->fresh_traj_ids();
+  if (resume) {
+    (void)work.update_(carrier);
+  } else {
+    impl_->fresh_traj_ids();
+  }
 }
 
 uint64_t Collector::set_seed(uint64_t seed) {

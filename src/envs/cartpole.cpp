@@ -5,10 +5,12 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
 
+#include "envs/env_access.h"
 #include "envs/flags.h"
 #include "tensordict/envs.h"
 
@@ -140,6 +142,21 @@ void CartPoleEnv::step_impl(const TensorDict& td, const TensorDict& next) {
     terminated[e] = term;
     truncated[e] = !term && steps_[e] >= kMaxSteps;
   }
+}
+
+void CartPoleEnv::state_dict_impl(TensorDict& out) const {
+  const auto n = static_cast<int64_t>(steps_.size());
+  out.set("generator", detail::generator_state(generator_));
+  out.set("physics", at::tensor(state_, at::kDouble).view({n, 4}));
+  out.set("steps", at::tensor(steps_, at::kLong));
+}
+
+void CartPoleEnv::load_state_dict_impl(const TensorDict& state) {
+  detail::set_generator_state(generator_, state.get("generator"), "generator");
+  const at::Tensor physics = state.get("physics").contiguous();
+  const at::Tensor steps = state.get("steps").contiguous();
+  std::copy_n(physics.data_ptr<double>(), state_.size(), state_.begin());
+  std::copy_n(steps.data_ptr<int64_t>(), steps_.size(), steps_.begin());
 }
 
 }  // namespace tensordict

@@ -11,9 +11,13 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/util/Exception.h>
 
+#include <cstring>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "core/names.h"
+#include "envs/env_access.h"
 #include "envs/flags.h"
 #include "rl/random.h"
 #include "tensordict/envs.h"
@@ -335,4 +339,86 @@ uint64_t EnvBase::set_seed(uint64_t seed) {
   return detail::Generator(seed)();
 }
 
+TensorDict EnvBase::state_dict() const {
+  TensorDict out;
+  out.set("rng", detail::generator_state(generator_));
+  state_dict_impl(out);
+  return out;
+}
+
+void EnvBase::state_dict_impl(TensorDict& /*out*/) const {}
+void EnvBase::load_state_dict_impl(const TensorDict& /*state*/) {}
+
+void EnvBase::load_state_dict(const TensorDict& state) {
+  const std::string fn = name() + "::load_state_dict";
+  const TensorDict mine = state_dict();
+  const std::vector<NestedKey> keys = mine.keys(true, true);
+  for (const NestedKey& key : keys) {
+    TORCH_CHECK_VALUE(state.contains(key), fn, ": the state has no entry ",
+                      key.str());
+    TORCH_CHECK_VALUE(
+        state.get(key).sizes() == mine.get(key).sizes() &&
+            state.get(key).scalar_type() == mine.get(key).scalar_type(),
+        fn, ": key ", key.str(), ": expected shape ",
+        detail::shape_str(mine.get(key).sizes()), " and dtype ",
+        detail::dtype_name(mine.get(key).scalar_type()), ", got shape ",
+        detail::shape_str(state.get(key).sizes()), " and dtype ",
+        detail::dtype_name(state.get(key).scalar_type()));
+  }
+  for (const NestedKey& key : state.keys(true, true)) {
+    TORCH_CHECK_VALUE(mine.contains(key), fn, ": unexpected entry ", key.str(),
+                      " (", name(), "'s state has ", keys.size(), " entries)");
+  }
+  const auto apply = [&](const TensorDict& s) {
+    detail::set_generator_state(generator_, s.get("rng"), "rng");
+    load_state_dict_impl(s);
+  };
+  try {
+    apply(state);
+  } catch (const c10::Error& e) {
+    apply(mine);  // a state of its own: loads
+    TORCH_CHECK_VALUE(false, fn, ": ", e.msg());
+  } catch (...) {
+    apply(mine);
+    throw;
+  }
+}
+
+namespace detail {
+
+at::Tensor generator_state(const at::Generator& gen) {
+  // Its owner's: an env is used from one thread.
+  return gen.get_state();
+}
+
+void set_generator_state(at::Generator& gen, const at::Tensor& state,
+                         const std::string& key) {
+  const at::Tensor mine = generator_state(gen);
+  TORCH_CHECK_VALUE(state.scalar_type() == at::kByte && state.dim() == 1 &&
+                        state.numel() == mine.numel(),
+                    "the generator state ", key, " must be uint8 [",
+                    mine.numel(), "], got ", dtype_name(state.scalar_type()),
+                    " ", shape_str(state.sizes()));
+  const at::Tensor bytes = state.cpu().contiguous();
+  // PyTorch's CPU generator state starts with its legacy layout: the seed
+  // (uint64), `left` (int32), `seeded` (int32), `next` (uint64), then the
+  // Mersenne Twister's 624 words. A draw decrements `left` (regenerating the
+  // words at 0, which sets left = 624, next = 0), then reads word `next`:
+  // a reachable position has left + next = 625, or is a fresh seed's
+  // (left 1, next 0).
+  int32_t left = 0;
+  uint64_t next = 0;
+  std::memcpy(&left, bytes.data_ptr<uint8_t>() + 8, sizeof(left));
+  std::memcpy(&next, bytes.data_ptr<uint8_t>() + 16, sizeof(next));
+  constexpr int64_t kWords = 624;
+  const bool valid = (left >= 1 && left <= kWords &&
+                      static_cast<int64_t>(next) + left == kWords + 1) ||
+                     (left == 1 && next == 0);
+  TORCH_CHECK_VALUE(valid, "the generator state ", key,
+                    " is not a Mersenne Twister state (position ", next,
+                    ", left ", left, ")");
+  gen.set_state(bytes);
+}
+
+}  // namespace detail
 }  // namespace tensordict

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <utility>
 
+#include "envs/env_access.h"
 #include "envs/flags.h"
 #include "tensordict/envs.h"
 
@@ -141,6 +142,14 @@ void PendulumEnv::step_impl(const TensorDict& td, const TensorDict& next) {
       next_params[i][e] = param_t[i].data_ptr<float>()[e];
     }
   }
+}
+
+void PendulumEnv::state_dict_impl(TensorDict& out) const {
+  out.set("generator", detail::generator_state(generator_));
+}
+
+void PendulumEnv::load_state_dict_impl(const TensorDict& state) {
+  detail::set_generator_state(generator_, state.get("generator"), "generator");
 }
 
 }  // namespace tensordict

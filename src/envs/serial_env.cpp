@@ -2,6 +2,7 @@
 // (envs/batched.h).
 #include <c10/util/Exception.h>
 
+#include <string>
 #include <utility>
 
 #include "core/names.h"
@@ -131,6 +132,19 @@ void SerialEnv::step_impl(const TensorDict& td, const TensorDict& next) {
 
 void SerialEnv::set_seed_impl(uint64_t seed) {
   for (const auto& env : envs_) seed = env->set_seed(seed);
+}
+
+void SerialEnv::state_dict_impl(TensorDict& out) const {
+  for (size_t i = 0; i < envs_.size(); ++i) {
+    out.set({"envs", std::to_string(i)}, envs_[i]->state_dict());
+  }
+}
+
+void SerialEnv::load_state_dict_impl(const TensorDict& state) {
+  for (size_t i = 0; i < envs_.size(); ++i) {
+    envs_[i]->load_state_dict(
+        state.get_tensordict({"envs", std::to_string(i)}));
+  }
 }
 
 }  // namespace tensordict

@@ -14,6 +14,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -214,6 +215,41 @@ void Compose::step(const TensorDict& td, const TensorDict& inner_next,
   }
 }
 
+TensorDict Compose::state_dict() const {
+  TensorDict out;
+  for (size_t i = 0; i < transforms_.size(); ++i) {
+    const TensorDict state = transforms_[i]->state_dict();
+    if (!state.empty()) out.set(std::to_string(i), state);
+  }
+  return out;
+}
+
+void Compose::load_state_dict(const TensorDict& state) {
+  const TensorDict mine = state_dict();
+  for (const NestedKey& key : mine.keys()) {
+    TORCH_CHECK_INDEX(
+        state.contains(key) && state.get_entry(key).is_tensordict(),
+        "Compose.load_state_dict: transform ", key.str(),
+        "'s state is missing");
+  }
+  // Each transform's load is all or nothing; one that fails after others
+  // loaded puts theirs back.
+  const auto load = [&](const TensorDict& from) {
+    for (size_t i = 0; i < transforms_.size(); ++i) {
+      const std::string key = std::to_string(i);
+      if (mine.contains(key)) {
+        transforms_[i]->load_state_dict(from.get_tensordict(key));
+      }
+    }
+  };
+  try {
+    load(state);
+  } catch (...) {
+    load(mine);
+    throw;
+  }
+}
+
 void Compose::reset(const TensorDict& inner, const TensorDict& td) {
   if (transforms_.empty()) {
     Transform::reset(inner, td);
@@ -364,6 +400,19 @@ void TransformedEnv::step_impl(const TensorDict& td, const TensorDict& next) {
 
 void TransformedEnv::set_seed_impl(uint64_t seed) {
   (void)env_->set_seed(seed);
+}
+
+void TransformedEnv::state_dict_impl(TensorDict& out) const {
+  out.set("env", env_->state_dict());
+  const TensorDict transform = transform_->state_dict();
+  if (!transform.empty()) out.set("transform", transform);
+}
+
+void TransformedEnv::load_state_dict_impl(const TensorDict& state) {
+  if (state.contains("transform")) {
+    transform_->load_state_dict(state.get_tensordict("transform"));
+  }
+  env_->load_state_dict(state.get_tensordict("env"));
 }
 
 }  // namespace tensordict
