@@ -229,12 +229,19 @@ class Collector {
   /// `TensorDictModule`.
   [[nodiscard]] TensorDict policy_weights() const;
 
-  /// The frames, batches and next trajectory id (TorchRL's "frames",
-  /// "iter", ("traj_pool", "traj_id"), int64 scalars).
+  /// What a collector needs to continue its stream, copied: the frames,
+  /// batches and next trajectory id (TorchRL's "frames", "iter",
+  /// ("traj_pool", "traj_id"), int64 scalars), the env's state under "env"
+  /// (`EnvBase::state_dict`: generators, physics, transforms' statistics)
+  /// and the step the envs are at under "carrier" (observations, step
+  /// counters, trajectory ids).
   [[nodiscard]] TensorDict state_dict() const;
-  /// Restores `state_dict()`'s counters; the envs start new trajectories
-  /// (fresh ids), as TorchRL's. Throws, changing nothing, for a dict
-  /// without those keys.
+  /// Restores a `state_dict()`: its next batches are those the saved
+  /// collector would have collected. A state with TorchRL's counters only
+  /// restores them, and the envs start new trajectories (fresh ids), as
+  /// TorchRL's. All or nothing: throws a ValueError naming the key for a
+  /// counter missing, an env state or a carrier that does not fit this
+  /// collector's, changing nothing.
   void load_state_dict(const TensorDict& state);
 
   /// Seeds the env (`EnvBase::set_seed`); returns the next seed.
