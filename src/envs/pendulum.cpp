@@ -31,10 +31,29 @@ float angle_normalize(float x) {
   return r - kPi;
 }
 
-// A float32 view of `td`'s `key` as a contiguous tensor (the tensor itself
-// when it is one).
+// The keys a step reads and writes, made once (each NestedKey holds a
+// vector: a step that made them would allocate some twenty per env).
+struct Keys {
+  NestedKey th{"th"}, thdot{"thdot"}, action{"action"}, reward{"reward"},
+      step{"_step"}, reset{"_reset"};
+  std::vector<NestedKey> params;
+  Keys() {
+    for (const char* name : kParams)
+      params.emplace_back(NestedKey({"params", name}));
+  }
+};
+const Keys& keys() {
+  static const Keys k;
+  return k;
+}
+
+// A float32 view of `td`'s `key` as a contiguous tensor: the tensor itself
+// when it is one (without a call through the dispatcher: a step makes nine
+// per env).
 at::Tensor floats(const TensorDict& td, const NestedKey& key) {
-  return td.get(key).to(at::kFloat).contiguous();
+  at::Tensor t = td.get(key);
+  if (t.scalar_type() == at::kFloat && t.is_contiguous()) return t;
+  return t.to(at::kFloat).contiguous();
 }
 
 }  // namespace
@@ -66,21 +85,22 @@ void PendulumEnv::set_seed_impl(uint64_t seed) {
 }
 
 void PendulumEnv::reset_impl(const TensorDict& td) {
-  const bool* mask =
-      td.contains("_reset") ? detail::flag_bytes(td.get("_reset")) : nullptr;
+  const bool* mask = td.contains(keys().reset)
+                         ? detail::flag_bytes(td.get(keys().reset))
+                         : nullptr;
   // TorchRL draws every row, "th" then "thdot": torch.rand(shape) * (high -
   // low) + low.
   th_draw_.uniform_(0.0, 1.0, generator_);
   thdot_draw_.uniform_(0.0, 1.0, generator_);
   const float* u_th = th_draw_.data_ptr<float>();
   const float* u_thdot = thdot_draw_.data_ptr<float>();
-  float* th = td.get("th").data_ptr<float>();
-  float* thdot = td.get("thdot").data_ptr<float>();
+  float* th = td.get(keys().th).data_ptr<float>();
+  float* thdot = td.get(keys().thdot).data_ptr<float>();
   const float values[] = {8.0F, 2.0F, 0.05F, static_cast<float>(g_),
                           1.0F, 1.0F};
   float* params[6];
   for (size_t i = 0; i < 6; ++i) {
-    params[i] = td.get({"params", kParams[i]}).data_ptr<float>();
+    params[i] = td.get(keys().params[i]).data_ptr<float>();
   }
   for (int64_t e = 0, n = th_draw_.numel(); e < n; ++e) {
     if (mask != nullptr && !mask[e]) continue;
@@ -91,14 +111,14 @@ void PendulumEnv::reset_impl(const TensorDict& td) {
 }
 
 void PendulumEnv::step_impl(const TensorDict& td, const TensorDict& next) {
-  const at::Tensor th_t = floats(td, "th");
-  const at::Tensor thdot_t = floats(td, "thdot");
-  const at::Tensor action_t = floats(td, "action");
+  const at::Tensor th_t = floats(td, keys().th);
+  const at::Tensor thdot_t = floats(td, keys().thdot);
+  const at::Tensor action_t = floats(td, keys().action);
   at::Tensor param_t[6];
   float* next_params[6];
   for (size_t i = 0; i < 6; ++i) {
-    param_t[i] = floats(td, {"params", kParams[i]});
-    next_params[i] = next.get({"params", kParams[i]}).data_ptr<float>();
+    param_t[i] = floats(td, keys().params[i]);
+    next_params[i] = next.get(keys().params[i]).data_ptr<float>();
   }
   const float* th = th_t.data_ptr<float>();
   const float* thdot = thdot_t.data_ptr<float>();
@@ -109,17 +129,18 @@ void PendulumEnv::step_impl(const TensorDict& td, const TensorDict& next) {
   const float* g = param_t[3].data_ptr<float>();
   const float* m = param_t[4].data_ptr<float>();
   const float* l = param_t[5].data_ptr<float>();
-  const bool* stepping =
-      td.contains("_step") ? detail::flag_bytes(td.get("_step")) : nullptr;
+  const bool* stepping = td.contains(keys().step)
+                             ? detail::flag_bytes(td.get(keys().step))
+                             : nullptr;
   // sin(th) from torch's kernel, as TorchRL's `th.sin()`: its vectorized
   // sin (SLEEF) and std::sin differ by an ulp now and then, which parts the
   // trajectories by 1e-5 within 200 steps. Into th_draw_, a scratch buffer
   // outside reset_impl, so that a step allocates nothing.
   at::sin_out(th_draw_, th_t.reshape({th_draw_.numel()}));
   const float* sin_th = th_draw_.data_ptr<float>();
-  float* next_th = next.get("th").data_ptr<float>();
-  float* next_thdot = next.get("thdot").data_ptr<float>();
-  float* reward = next.get("reward").data_ptr<float>();
+  float* next_th = next.get(keys().th).data_ptr<float>();
+  float* next_thdot = next.get(keys().thdot).data_ptr<float>();
+  float* reward = next.get(keys().reward).data_ptr<float>();
   for (int64_t e = 0, n = th_t.numel(); e < n; ++e) {
     if (stepping != nullptr && !stepping[e]) continue;
     TORCH_CHECK_VALUE(!std::isnan(action[e]), "PendulumEnv: the action of env ",

@@ -5,6 +5,7 @@
 #include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -165,7 +166,10 @@ RolloutLoop::RolloutLoop(EnvBase& env, const c10::optional<TensorDict>& start,
 void RolloutLoop::act(const Policy* policy) {
   if (policy != nullptr) {
     at::NoGradGuard no_grad;
+    if (!pins_ready_) pin_leaves();
+    pins_ready_ = true;
     (*policy)(work_);
+    pin_leaves();
     return;
   }
   if (!actions_ready_) {
@@ -177,6 +181,30 @@ void RolloutLoop::act(const Policy* policy) {
     actions_ready_ = true;
   }
   for (auto& [leaf, spec] : actions_) spec->rand_(leaf.get(), env_.generator_);
+}
+
+void RolloutLoop::pin_leaves() {
+  for (const NestedKey& key : work_.keys(true, true)) {
+    if (key.front() == "next") continue;
+    const at::Tensor& now = work_.get(key);
+    auto pin = std::find_if(pins_.begin(), pins_.end(),
+                            [&](const auto& p) { return p.first == key; });
+    if (pin == pins_.end()) {
+      // A leaf of the policy's: a copy of the loop's own (the policy's
+      // tensor may be another leaf, or one it keeps).
+      pins_.emplace_back(key, pins_ready_ ? now.clone() : now);
+      if (pins_ready_) work_.set(key, pins_.back().second);
+    } else if (!pin->second.is_same(now)) {
+      if (pin->second.sizes() == now.sizes() &&
+          pin->second.dtype() == now.dtype() &&
+          pin->second.device() == now.device() && !now.requires_grad()) {
+        copy_all(pin->second, now);
+        work_.set(key, pin->second);
+      } else {
+        pin->second = now;
+      }
+    }
+  }
 }
 
 void RolloutLoop::step(const at::Tensor& stepping) {

@@ -119,7 +119,10 @@ class RolloutLoop {
   // The current step's input (its "next" is the last step's output).
   [[nodiscard]] const TensorDict& work() const { return work_; }
   // Runs `policy` on the working dict, or draws random actions from the
-  // action spec (null `policy`).
+  // action spec (null `policy`). The tensors a policy sets (new ones at
+  // each call) are copied into the ones the working dict held before, when
+  // they fit: its leaves keep their identity from step to step, so that
+  // what views them (a batched env's rows) is made once.
   void act(const Policy* policy);
   // Steps the env (the rows of `stepping`, `[*batch]` bool, when defined)
   // into "next" and completes its done flags.
@@ -142,6 +145,11 @@ class RolloutLoop {
   // without a policy).
   std::vector<std::pair<LeafRef, SpecPtr>> actions_;
   bool actions_ready_ = false;
+  // The working dict's leaves (but "next"'s), by key, kept across policy
+  // calls.
+  std::vector<std::pair<NestedKey, at::Tensor>> pins_;
+  bool pins_ready_ = false;  // the leaves before the first call are pinned
+  void pin_leaves();
   // What step_mdp moves from "next" to the root, and next's flags.
   std::vector<std::pair<LeafRef, LeafRef>> moved_;
   std::vector<LeafRef> next_flags_;
