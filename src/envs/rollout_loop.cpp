@@ -166,10 +166,12 @@ RolloutLoop::RolloutLoop(EnvBase& env, const c10::optional<TensorDict>& start,
 void RolloutLoop::act(const Policy* policy) {
   if (policy != nullptr) {
     at::NoGradGuard no_grad;
-    if (!pins_ready_) pin_leaves();
-    pins_ready_ = true;
-    (*policy)(work_);
-    pin_leaves();
+    if (pins_ready_) {
+      (*policy)(work_);
+      repin();
+    } else {
+      first_call(*policy);
+    }
     return;
   }
   if (!actions_ready_) {
@@ -183,28 +185,47 @@ void RolloutLoop::act(const Policy* policy) {
   for (auto& [leaf, spec] : actions_) spec->rand_(leaf.get(), env_.generator_);
 }
 
-void RolloutLoop::pin_leaves() {
+void RolloutLoop::repin() {
+  for (auto& [key, pin] : pins_) {
+    if (!work_.contains(key)) continue;
+    const at::Tensor& now = work_.get(key);
+    if (pin.is_same(now)) continue;
+    if (pin.sizes() == now.sizes() && pin.dtype() == now.dtype() &&
+        pin.device() == now.device() && !now.requires_grad()) {
+      copy_all(pin, now);
+    } else {
+      pin = now.clone();
+    }
+    work_.set(key, pin);
+  }
+}
+
+void RolloutLoop::first_call(const Policy& policy) {
+  // The leaves before the call, then what it set (into the loop's tensor,
+  // or a copy: the policy's tensor may be another leaf, or one it keeps).
+  std::vector<std::pair<NestedKey, at::Tensor>> before;
+  for (const NestedKey& key : work_.keys(true, true)) {
+    if (key.front() != "next") before.emplace_back(key, work_.get(key));
+  }
+  policy(work_);
   for (const NestedKey& key : work_.keys(true, true)) {
     if (key.front() == "next") continue;
     const at::Tensor& now = work_.get(key);
-    auto pin = std::find_if(pins_.begin(), pins_.end(),
+    auto was = std::find_if(before.begin(), before.end(),
                             [&](const auto& p) { return p.first == key; });
-    if (pin == pins_.end()) {
-      // A leaf of the policy's: a copy of the loop's own (the policy's
-      // tensor may be another leaf, or one it keeps).
-      pins_.emplace_back(key, pins_ready_ ? now.clone() : now);
-      if (pins_ready_) work_.set(key, pins_.back().second);
-    } else if (!pin->second.is_same(now)) {
-      if (pin->second.sizes() == now.sizes() &&
-          pin->second.dtype() == now.dtype() &&
-          pin->second.device() == now.device() && !now.requires_grad()) {
-        copy_all(pin->second, now);
-        work_.set(key, pin->second);
-      } else {
-        pin->second = now;
-      }
+    if (was != before.end() && was->second.is_same(now)) continue;
+    if (was != before.end() && was->second.sizes() == now.sizes() &&
+        was->second.dtype() == now.dtype() &&
+        was->second.device() == now.device() && !now.requires_grad()) {
+      // The loop's tensor (a shared batch's, with worker processes).
+      copy_all(was->second, now);
+      pins_.emplace_back(key, was->second);
+    } else {
+      pins_.emplace_back(key, now.clone());
     }
+    work_.set(key, pins_.back().second);
   }
+  pins_ready_ = true;
 }
 
 void RolloutLoop::step(const at::Tensor& stepping) {

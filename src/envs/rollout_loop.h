@@ -145,11 +145,14 @@ class RolloutLoop {
   // without a policy).
   std::vector<std::pair<LeafRef, SpecPtr>> actions_;
   bool actions_ready_ = false;
-  // The working dict's leaves (but "next"'s), by key, kept across policy
-  // calls.
+  // The leaves a policy's first call set (but under "next"), each with the
+  // tensor the working dict keeps for it.
   std::vector<std::pair<NestedKey, at::Tensor>> pins_;
-  bool pins_ready_ = false;  // the leaves before the first call are pinned
-  void pin_leaves();
+  bool pins_ready_ = false;  // after the first policy call
+  // Runs the policy's first call and pins what it set.
+  void first_call(const Policy& policy);
+  // Copies what the policy set into the pins.
+  void repin();
   // What step_mdp moves from "next" to the root, and next's flags.
   std::vector<std::pair<LeafRef, LeafRef>> moved_;
   std::vector<LeafRef> next_flags_;
