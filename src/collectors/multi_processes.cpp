@@ -116,7 +116,7 @@ TensorDict dict_over(const nlohmann::ordered_json& meta, char* data,
                      int64_t bytes, std::shared_ptr<SharedMap> owner,
                      const char* fn, const std::string& source) {
   const at::Tensor buffer = at::from_blob(
-      data, {bytes}, [owner](void* /*unused*/) {},
+      data, {bytes}, [owner = std::move(owner)](void* /*unused*/) {},
       at::TensorOptions().dtype(at::kByte));
   return TensorDictImpl::wrap(
       dict_from_consolidated_meta(meta, buffer, fn, source));
@@ -353,7 +353,7 @@ struct ProcessWorkers final : MultiWorkers {
       auto* base = static_cast<char*>(map->base);
       const uint64_t length = meta.size();
       std::memcpy(base, &length, sizeof(length));
-      std::memcpy(base + sizeof(length), meta.data(), meta.size());
+      std::copy(meta.begin(), meta.end(), base + sizeof(length));
       view = dict_over(nlohmann::ordered_json::parse(meta), base + head,
                        static_cast<int64_t>(bytes), map, name, "the batch");
       slot.batch_bytes = static_cast<int64_t>(head + bytes);
