@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "count_env.h"
-#include "faulty_env.h"
+#include "multi_collector_util.h"
 #include "test_util.h"
 
 using tensordict::CartPoleEnv;
@@ -31,21 +31,16 @@ using tensordict::ReplayBuffer;
 using tensordict::ReplayBufferOptions;
 using tensordict::TensorDict;
 using tensordict::TensorDictModule;
-using tensordict_test::CountEnv;
+using tensordict_test::Counters;
 using tensordict_test::ExpectThrowsMsg;
 using tensordict_test::Fault;
 using tensordict_test::FaultyEnv;
+using tensordict_test::Ids;
+using tensordict_test::SecondsSince;
 
 namespace {
 
-const NestedKey kTrajIds({"collector", "traj_ids"});
-
-EnvFactory Counters() {
-  return [] {
-    return std::make_unique<CountEnv>(std::vector<int64_t>{2, 3, 0},
-                                      std::vector<int64_t>{0, 0, 4});
-  };
-}
+const NestedKey& kTrajIds = tensordict_test::TrajIdsKey();
 
 EnvFactory Faulty(int64_t at, Fault fault) {
   return [at, fault] { return std::make_unique<FaultyEnv>(at, fault); };
@@ -53,16 +48,6 @@ EnvFactory Faulty(int64_t at, Fault fault) {
 
 EnvFactory CartPoles() {
   return [] { return std::make_unique<CartPoleEnv>(std::vector<int64_t>{4}); };
-}
-
-std::set<int64_t> Ids(const at::Tensor& t) {
-  const at::Tensor c = t.to(at::kLong).contiguous();
-  return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
-}
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-      .count();
 }
 
 // The policy of the weight tests: a linear layer's argmax.

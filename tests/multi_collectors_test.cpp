@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "count_env.h"
-#include "faulty_env.h"
+#include "multi_collector_util.h"
 #include "test_util.h"
 
 using tensordict::CartPoleEnv;
@@ -34,27 +34,15 @@ using tensordict::ReplayBuffer;
 using tensordict::ReplayBufferOptions;
 using tensordict::TensorDict;
 using tensordict::TensorDictModule;
-using tensordict_test::CountEnv;
+using tensordict_test::Counters;
 using tensordict_test::ExpectThrowsMsg;
 using tensordict_test::FaultyEnv;
+using tensordict_test::Ids;
+using tensordict_test::SecondsSince;
 
 namespace {
 
-const NestedKey kTrajIds({"collector", "traj_ids"});
-
-// CountEnv: env 0 terminates at count 2, env 1 at count 3, env 2 is
-// truncated at count 4.
-EnvFactory Counters() {
-  return [] {
-    return std::make_unique<CountEnv>(std::vector<int64_t>{2, 3, 0},
-                                      std::vector<int64_t>{0, 0, 4});
-  };
-}
-
-std::set<int64_t> Ids(const at::Tensor& t) {
-  const at::Tensor c = t.to(at::kLong).contiguous();
-  return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
-}
+const NestedKey& kTrajIds = tensordict_test::TrajIdsKey();
 
 EnvFactory Faulty(int64_t throw_at,
                   std::shared_ptr<std::atomic<bool>> hold = nullptr) {
@@ -62,11 +50,6 @@ EnvFactory Faulty(int64_t throw_at,
     return std::make_unique<FaultyEnv>(throw_at, tensordict_test::Fault::kThrow,
                                        hold);
   };
-}
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-      .count();
 }
 
 }  // namespace

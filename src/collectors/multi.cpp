@@ -114,6 +114,16 @@ void MultiWorkers::check_weights() const {
   TORCH_CHECK(failure.empty(), failure);
 }
 
+const TensorDict& MultiWorkers::stack_batches(
+    const std::vector<TensorDict>& batches) {
+  if (stacked.empty()) {
+    stacked = tensordict::stack(batches, 0);
+  } else {
+    (void)tensordict::stack_out(stacked, batches, 0);
+  }
+  return stacked;
+}
+
 TensorDict MultiWorkers::finish(TensorDict batch) const {
   if (options.split_trajs()) batch = split_trajectories(batch);
   if (options.postproc()) batch = options.postproc()(batch);
@@ -333,12 +343,7 @@ struct ThreadWorkers final : MultiWorkers {
       }
     }
     if (options.replay_buffer() != nullptr) return TensorDict();
-    if (stacked.empty()) {
-      stacked = tensordict::stack(batches, 0);
-    } else {
-      (void)tensordict::stack_out(stacked, batches, 0);
-    }
-    return finish(stacked);
+    return finish(stack_batches(batches));
   }
 
   TensorDict next_async() {

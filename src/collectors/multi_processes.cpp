@@ -494,12 +494,7 @@ struct ProcessWorkers final : MultiWorkers {
       for (const TensorDict& batch : batches) (void)hand_over(batch);
       return TensorDict();
     }
-    if (stacked.empty()) {
-      stacked = tensordict::stack(batches, 0);
-    } else {
-      (void)tensordict::stack_out(stacked, batches, 0);
-    }
-    return finish(stacked);
+    return finish(stack_batches(batches));
   }
 
   TensorDict next_async() {

@@ -41,6 +41,9 @@ struct MultiWorkers {
   /// Raises the failure, the shutdown or the end of `total_frames`.
   void check_usable() const;
   [[nodiscard]] bool finished() const;
+  /// Sync: the workers' batches stacked into `stacked` (made by the first
+  /// call, written in place by the later ones).
+  const TensorDict& stack_batches(const std::vector<TensorDict>& batches);
   /// The yielded form of a batch: split, post-processed.
   [[nodiscard]] TensorDict finish(TensorDict batch) const;
   /// Raises a ValueError unless every worker's batch shape ([*env_batch,

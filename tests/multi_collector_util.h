@@ -1,7 +1,8 @@
-// A test env for the failure model of the multi collectors
-// (multi_collectors_test.cpp, collector_processes_test.cpp): a counter
-// whose step breaks at a given step of its own, by throwing, aborting the
-// process or hanging, or blocks while a flag is set.
+// What the multi collectors' tests share (multi_collectors_test.cpp,
+// collector_processes_test.cpp): CountEnv factories, the ids of a batch,
+// and an env for the failure model, a counter whose step breaks at a given
+// step of its own, by throwing, aborting the process or hanging, or blocks
+// while a flag is set.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -12,12 +13,41 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
+
+#include "count_env.h"
 
 namespace tensordict_test {
+
+inline const tensordict::NestedKey& TrajIdsKey() {
+  static const tensordict::NestedKey key({"collector", "traj_ids"});
+  return key;
+}
+
+// CountEnv: env 0 terminates at count 2, env 1 at count 3, env 2 is
+// truncated at count 4.
+inline tensordict::EnvFactory Counters() {
+  return [] {
+    return std::make_unique<CountEnv>(std::vector<int64_t>{2, 3, 0},
+                                      std::vector<int64_t>{0, 0, 4});
+  };
+}
+
+// The values of an integer tensor, as a set.
+inline std::set<int64_t> Ids(const at::Tensor& t) {
+  const at::Tensor c = t.to(at::kLong).contiguous();
+  return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
+}
+
+inline double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
 
 enum class Fault { kThrow, kAbort, kHang };
 
