@@ -17,6 +17,20 @@
 #include "tensordict/collectors.h"
 
 namespace tensordict {
+namespace detail {
+
+/// A collected batch as `options` say: split, post-processed, then written
+/// whole into the replay buffer (an empty dict is yielded) or yielded.
+inline TensorDict finish_batch(const CollectorOptions& options,
+                               TensorDict batch) {
+  if (options.split_trajs()) batch = split_trajectories(batch);
+  if (options.postproc()) batch = options.postproc()(batch);
+  if (options.replay_buffer() == nullptr) return batch;
+  options.replay_buffer()->extend(batch.reshape({-1}));
+  return TensorDict();
+}
+
+}  // namespace detail
 
 struct Collector::Impl {
   std::unique_ptr<EnvBase> env;
@@ -113,14 +127,7 @@ struct Collector::Impl {
     frames += steps * numel;
     ++iter;
     if (rollout_buffer != nullptr) return TensorDict();
-    TensorDict batch = store->data();
-    if (options.split_trajs()) batch = split_trajectories(batch);
-    if (options.postproc()) batch = options.postproc()(batch);
-    if (options.replay_buffer() != nullptr) {
-      options.replay_buffer()->extend(batch.reshape({-1}));
-      return TensorDict();
-    }
-    return batch;
+    return detail::finish_batch(options, store->data());
   }
 };
 

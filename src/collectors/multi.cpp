@@ -124,12 +124,6 @@ const TensorDict& MultiWorkers::stack_batches(
   return stacked;
 }
 
-TensorDict MultiWorkers::finish(TensorDict batch) const {
-  if (options.split_trajs()) batch = split_trajectories(batch);
-  if (options.postproc()) batch = options.postproc()(batch);
-  return batch;
-}
-
 namespace {
 
 std::chrono::duration<double> seconds(double s) {
@@ -343,7 +337,7 @@ struct ThreadWorkers final : MultiWorkers {
       }
     }
     if (options.replay_buffer() != nullptr) return TensorDict();
-    return finish(stack_batches(batches));
+    return finish_batch(options, stack_batches(batches));
   }
 
   TensorDict next_async() {
@@ -383,7 +377,7 @@ struct ThreadWorkers final : MultiWorkers {
     const TensorDict batch = slots[w].batch;
     lock.unlock();
     if (options.replay_buffer() != nullptr) return TensorDict();
-    return finish(batch);
+    return finish_batch(options, batch);
   }
 
   TensorDict next() override { return sync ? next_sync() : next_async(); }

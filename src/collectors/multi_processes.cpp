@@ -97,17 +97,27 @@ struct Slot {
 
 size_t aligned(size_t n) { return (n + 63) / 64 * 64; }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-      .count();
-}
-
 void write_error(Slot& slot, const std::string& message) {
   const std::string text = message.empty() ? "(no message)" : message;
   const size_t n = std::min(text.size(), sizeof(slot.error) - 1);
   std::memcpy(slot.error, text.data(), n);
   slot.error[n] = '\0';
   slot.failed = 1;
+}
+
+// A dict's layout once consolidated: the metadata (consolidated_meta's
+// JSON), the bytes, and the device of its storage.
+struct Layout {
+  nlohmann::ordered_json meta;
+  int64_t bytes;
+  at::Device device;
+};
+
+Layout layout_of(const TensorDict& td) {
+  const TensorDict c = td.consolidate();
+  const TensorDictImpl& impl = TensorDictImpl::of(c);
+  return {consolidated_meta(impl, impl.consolidated), impl.consolidated.numel(),
+          impl.consolidated.device()};
 }
 
 // The dict of `meta` (consolidated_meta's JSON) over `bytes` bytes at
@@ -153,10 +163,9 @@ struct ProcessWorkers final : MultiWorkers {
                           key.str(), " is on ",
                           device_name(weights.get(key).device()));
       }
-      const TensorDict c = weights.consolidate();
-      const TensorDictImpl& impl = TensorDictImpl::of(c);
-      weights_meta = consolidated_meta(impl, impl.consolidated);
-      weights_bytes = impl.consolidated.numel();
+      Layout layout = layout_of(weights);
+      weights_meta = std::move(layout.meta);
+      weights_bytes = layout.bytes;
     }
     const size_t slots_at = aligned(sizeof(Header));
     const size_t weights_at =
@@ -337,15 +346,13 @@ struct ProcessWorkers final : MultiWorkers {
   void write_batch(Slot& slot, int64_t w, const TensorDict& batch,
                    TensorDict& view) {
     if (view.empty()) {
-      const TensorDict c = batch.consolidate();
-      const TensorDictImpl& impl = TensorDictImpl::of(c);
-      TORCH_CHECK(impl.consolidated.is_cpu(), "the batch is on ",
-                  device_name(impl.consolidated.device()),
+      const Layout layout = layout_of(batch);
+      TORCH_CHECK(layout.device.is_cpu(), "the batch is on ",
+                  device_name(layout.device),
                   ": worker processes share their batches in CPU memory");
-      const std::string meta =
-          consolidated_meta(impl, impl.consolidated).dump();
+      const std::string meta = layout.meta.dump();
       const size_t head = aligned(sizeof(uint64_t) + meta.size());
-      const auto bytes = static_cast<size_t>(impl.consolidated.numel());
+      const auto bytes = static_cast<size_t>(layout.bytes);
       TORCH_CHECK(
           ftruncate(fds_[w], static_cast<off_t>(head + bytes)) == 0,
           "could not size its batch's shared memory: ", std::strerror(errno));
@@ -354,8 +361,8 @@ struct ProcessWorkers final : MultiWorkers {
       const uint64_t length = meta.size();
       std::memcpy(base, &length, sizeof(length));
       std::copy(meta.begin(), meta.end(), base + sizeof(length));
-      view = dict_over(nlohmann::ordered_json::parse(meta), base + head,
-                       static_cast<int64_t>(bytes), map, name, "the batch");
+      view = dict_over(layout.meta, base + head, static_cast<int64_t>(bytes),
+                       map, name, "the batch");
       slot.batch_bytes = static_cast<int64_t>(head + bytes);
     }
     (void)view.update_(batch);
@@ -467,13 +474,6 @@ struct ProcessWorkers final : MultiWorkers {
     return views_[w];
   }
 
-  // A batch of a worker, into the buffer (whole) or as yielded.
-  TensorDict hand_over(const TensorDict& batch) const {
-    if (options.replay_buffer() == nullptr) return finish(batch);
-    options.replay_buffer()->extend(finish(batch).reshape({-1}));
-    return TensorDict();
-  }
-
   TensorDict next() override {
     for (int64_t w = 0; w < num_workers; ++w) check_alive(w);
     return sync ? next_sync() : next_async();
@@ -491,10 +491,11 @@ struct ProcessWorkers final : MultiWorkers {
       batches.push_back(view(w));
     }
     if (options.replay_buffer() != nullptr) {
-      for (const TensorDict& batch : batches) (void)hand_over(batch);
+      for (const TensorDict& batch : batches)
+        (void)finish_batch(options, batch);
       return TensorDict();
     }
-    return finish(stack_batches(batches));
+    return finish_batch(options, stack_batches(batches));
   }
 
   TensorDict next_async() {
@@ -523,7 +524,7 @@ struct ProcessWorkers final : MultiWorkers {
         lent_ = best;
         last_worker = best;
         frames += slot.frames;
-        return hand_over(view(best));
+        return finish_batch(options, view(best));
       }
       if (sem_wait_for(&header_->ready, 50)) continue;
       for (int64_t w = 0; w < num_workers; ++w) check_alive(w);

@@ -44,8 +44,6 @@ struct MultiWorkers {
   /// Sync: the workers' batches stacked into `stacked` (made by the first
   /// call, written in place by the later ones).
   const TensorDict& stack_batches(const std::vector<TensorDict>& batches);
-  /// The yielded form of a batch: split, post-processed.
-  [[nodiscard]] TensorDict finish(TensorDict batch) const;
   /// Raises a ValueError unless every worker's batch shape ([*env_batch,
   /// T]) is the first's (sync batches are stacked).
   void check_one_shape(const std::vector<std::vector<int64_t>>& shapes) const;

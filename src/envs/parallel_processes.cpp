@@ -89,11 +89,6 @@ struct SharedLayout {
   }
 };
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-      .count();
-}
-
 struct ProcessWorkers final : ParallelEnv::Workers {
   ProcessWorkers(int64_t n, int64_t workers, const EnvFactory& factory,
                  const EnvBase& meta, double timeout)
@@ -388,6 +383,11 @@ SharedMap::SharedMap(size_t n, const char* who, int fd) : bytes(n) {
 
 SharedMap::~SharedMap() {
   if (base != MAP_FAILED) munmap(base, bytes);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+      .count();
 }
 
 bool spin_wait(sem_t* sem) {

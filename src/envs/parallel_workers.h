@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -63,6 +64,8 @@ struct SharedMap {
   size_t bytes;
 };
 
+/// Seconds since `t0`.
+double seconds_since(std::chrono::steady_clock::time_point t0);
 /// Waits for `sem`, polling it for a while before sleeping, so that a
 /// worker's next call meets it awake (a wake-up takes tens of microseconds
 /// on a virtual machine); yields now and then to the caller. False on an

@@ -185,13 +185,22 @@ void RolloutLoop::act(const Policy* policy) {
   for (auto& [leaf, spec] : actions_) spec->rand_(leaf.get(), env_.generator_);
 }
 
+namespace {
+
+// Whether a policy's tensor `now` can be copied into the loop's `pin`.
+bool fits(const at::Tensor& pin, const at::Tensor& now) {
+  return pin.sizes() == now.sizes() && pin.dtype() == now.dtype() &&
+         pin.device() == now.device() && !now.requires_grad();
+}
+
+}  // namespace
+
 void RolloutLoop::repin() {
   for (auto& [key, pin] : pins_) {
     if (!work_.contains(key)) continue;
     const at::Tensor& now = work_.get(key);
     if (pin.is_same(now)) continue;
-    if (pin.sizes() == now.sizes() && pin.dtype() == now.dtype() &&
-        pin.device() == now.device() && !now.requires_grad()) {
+    if (fits(pin, now)) {
       copy_all(pin, now);
     } else {
       pin = now.clone();
@@ -214,9 +223,7 @@ void RolloutLoop::first_call(const Policy& policy) {
     auto was = std::find_if(before.begin(), before.end(),
                             [&](const auto& p) { return p.first == key; });
     if (was != before.end() && was->second.is_same(now)) continue;
-    if (was != before.end() && was->second.sizes() == now.sizes() &&
-        was->second.dtype() == now.dtype() &&
-        was->second.device() == now.device() && !now.requires_grad()) {
+    if (was != before.end() && fits(was->second, now)) {
       // The loop's tensor (a shared batch's, with worker processes).
       copy_all(was->second, now);
       pins_.emplace_back(key, was->second);
