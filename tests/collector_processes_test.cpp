@@ -200,32 +200,13 @@ TEST(CollectorProcesses, UpdatePolicyWeightsReachesEveryProcess) {
 TEST(CollectorProcesses, AWorkerThatThrowsIsNamed) {
   for (bool sync : {true, false}) {
     SCOPED_TRACE(sync ? "sync" : "async");
-    const std::string name =
-        sync ? "MultiSyncCollector" : "MultiAsyncCollector";
-    const std::string expected =
-        name + ": worker 1 failed: the simulator broke at step 6";
-    const auto options = CollectorOptions(8).processes(true);
-    const std::vector<EnvFactory> fns = {Faulty(0, Fault::kThrow),
-                                         Faulty(6, Fault::kThrow)};
-    auto run = [&](auto& collector) {
-      const auto start = std::chrono::steady_clock::now();
-      try {
-        while (SecondsSince(start) < 1.0) (void)collector.next();
-        ADD_FAILURE() << "no error";
-      } catch (const c10::Error& e) {
-        EXPECT_EQ(e.msg(), expected);
-      }
-      EXPECT_LT(SecondsSince(start), 1.0);
-      ExpectThrowsMsg([&] { (void)collector.next(); }, expected);
-      EXPECT_TRUE(collector.finished());
-    };
-    if (sync) {
-      MultiSyncCollector collector(fns, nullptr, options);
-      run(collector);
-    } else {
-      MultiAsyncCollector collector(fns, nullptr, options);
-      run(collector);
-    }
+    const auto collector = tensordict_test::MakeMulti(
+        sync, {Faulty(0, Fault::kThrow), Faulty(6, Fault::kThrow)},
+        CollectorOptions(8).processes(true));
+    tensordict_test::ExpectFailsWithinASecond(
+        *collector,
+        std::string(sync ? "MultiSyncCollector" : "MultiAsyncCollector") +
+            ": worker 1 failed: the simulator broke at step 6");
   }
 }
 
@@ -236,40 +217,21 @@ TEST(CollectorProcesses, AWorkerThatDiesIsNamed) {
     SCOPED_TRACE(sync ? "sync" : "async");
     const std::string name =
         sync ? "MultiSyncCollector" : "MultiAsyncCollector";
-    auto run = [&](auto& collector, int signal) {
-      const std::string expected = name + ": worker 1 (pid " +
-                                   std::to_string(collector.worker_pids()[1]) +
-                                   ") died: signal " + std::to_string(signal);
-      const auto start = std::chrono::steady_clock::now();
-      try {
-        while (SecondsSince(start) < 2.0) (void)collector.next();
-        ADD_FAILURE() << "no error";
-      } catch (const c10::Error& e) {
-        EXPECT_EQ(e.msg(), expected);
-      }
-      EXPECT_LT(SecondsSince(start), 1.0);
-      ExpectThrowsMsg([&] { (void)collector.next(); }, expected);
-    };
     const auto options = CollectorOptions(8).processes(true);
-    const std::vector<EnvFactory> aborts = {Faulty(0, Fault::kThrow),
-                                            Faulty(6, Fault::kAbort)};
-    const std::vector<EnvFactory> fine = {Faulty(0, Fault::kThrow),
-                                          Faulty(0, Fault::kThrow)};
-    if (sync) {
-      MultiSyncCollector collector(aborts, nullptr, options);
-      run(collector, SIGABRT);
-      MultiSyncCollector killed(fine, nullptr, options);
-      (void)killed.next();
-      ASSERT_EQ(kill(static_cast<pid_t>(killed.worker_pids()[1]), SIGKILL), 0);
-      run(killed, SIGKILL);
-    } else {
-      MultiAsyncCollector collector(aborts, nullptr, options);
-      run(collector, SIGABRT);
-      MultiAsyncCollector killed(fine, nullptr, options);
-      (void)killed.next();
-      ASSERT_EQ(kill(static_cast<pid_t>(killed.worker_pids()[1]), SIGKILL), 0);
-      run(killed, SIGKILL);
-    }
+    auto expected = [&](const tensordict::MultiCollector& c, int signal) {
+      return name + ": worker 1 (pid " + std::to_string(c.worker_pids()[1]) +
+             ") died: signal " + std::to_string(signal);
+    };
+    const auto aborts = tensordict_test::MakeMulti(
+        sync, {Faulty(0, Fault::kThrow), Faulty(6, Fault::kAbort)}, options);
+    tensordict_test::ExpectFailsWithinASecond(*aborts,
+                                              expected(*aborts, SIGABRT));
+    const auto killed = tensordict_test::MakeMulti(
+        sync, {Faulty(0, Fault::kThrow), Faulty(0, Fault::kThrow)}, options);
+    (void)killed->next();
+    ASSERT_EQ(kill(static_cast<pid_t>(killed->worker_pids()[1]), SIGKILL), 0);
+    tensordict_test::ExpectFailsWithinASecond(*killed,
+                                              expected(*killed, SIGKILL));
   }
 }
 

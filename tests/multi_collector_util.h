@@ -1,11 +1,14 @@
 // What the multi collectors' tests share (multi_collectors_test.cpp,
 // collector_processes_test.cpp): CountEnv factories, the ids of a batch,
+// the failure check of a multi collector,
 // and an env for the failure model, a counter whose step breaks at a given
 // step of its own, by throwing, aborting the process or hanging, or blocks
 // while a flag is set.
 #pragma once
 
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <tensordict/collectors.h>
 #include <tensordict/envs.h>
 
 #include <atomic>
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "count_env.h"
+#include "test_util.h"
 
 namespace tensordict_test {
 
@@ -47,6 +51,34 @@ inline std::set<int64_t> Ids(const at::Tensor& t) {
 inline double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
+}
+
+// A MultiSyncCollector (`sync`) or a MultiAsyncCollector.
+inline std::unique_ptr<tensordict::MultiCollector> MakeMulti(
+    bool sync, const std::vector<tensordict::EnvFactory>& env_fns,
+    const tensordict::CollectorOptions& options) {
+  if (sync) {
+    return std::make_unique<tensordict::MultiSyncCollector>(env_fns, nullptr,
+                                                            options);
+  }
+  return std::make_unique<tensordict::MultiAsyncCollector>(env_fns, nullptr,
+                                                           options);
+}
+
+// Collects until `collector` raises, which must happen within a second,
+// with `expected`; every later call raises the same.
+inline void ExpectFailsWithinASecond(tensordict::MultiCollector& collector,
+                                     const std::string& expected) {
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    while (SecondsSince(start) < 2.0) (void)collector.next();
+    ADD_FAILURE() << "no error";
+  } catch (const c10::Error& e) {
+    EXPECT_EQ(e.msg(), expected);
+  }
+  EXPECT_LT(SecondsSince(start), 1.0);
+  ExpectThrowsMsg([&] { (void)collector.next(); }, expected);
+  EXPECT_TRUE(collector.finished());
 }
 
 enum class Fault { kThrow, kAbort, kHang };

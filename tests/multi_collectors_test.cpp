@@ -200,31 +200,12 @@ TEST(MultiCollectors, UpdatePolicyWeightsReachesEveryWorker) {
 TEST(MultiCollectors, AWorkerThatThrowsIsNamed) {
   for (bool sync : {true, false}) {
     SCOPED_TRACE(sync ? "sync" : "async");
-    const std::string name =
-        sync ? "MultiSyncCollector" : "MultiAsyncCollector";
-    const std::string expected =
-        name + ": worker 1 failed: the simulator broke at step 6";
-    auto run = [&](auto& collector) {
-      const auto start = std::chrono::steady_clock::now();
-      try {
-        while (SecondsSince(start) < 1.0) (void)collector.next();
-        ADD_FAILURE() << "no error";
-      } catch (const c10::Error& e) {
-        EXPECT_EQ(e.msg(), expected);
-      }
-      EXPECT_LT(SecondsSince(start), 1.0);
-      ExpectThrowsMsg([&] { (void)collector.next(); }, expected);
-      EXPECT_TRUE(collector.finished());
-    };
-    if (sync) {
-      MultiSyncCollector collector({Faulty(0), Faulty(6)}, nullptr,
-                                   CollectorOptions(8));
-      run(collector);
-    } else {
-      MultiAsyncCollector collector({Faulty(0), Faulty(6)}, nullptr,
-                                    CollectorOptions(8));
-      run(collector);
-    }
+    const auto collector = tensordict_test::MakeMulti(
+        sync, {Faulty(0), Faulty(6)}, CollectorOptions(8));
+    tensordict_test::ExpectFailsWithinASecond(
+        *collector,
+        std::string(sync ? "MultiSyncCollector" : "MultiAsyncCollector") +
+            ": worker 1 failed: the simulator broke at step 6");
   }
 }
 
