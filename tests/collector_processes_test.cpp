@@ -5,10 +5,13 @@
 // hangs, shutdown and the destructor. (Not under ThreadSanitizer, which
 // does not follow forks.)
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <tensordict/collectors.h>
 #include <tensordict/tensordict.h>
+#include <tensordict/transforms.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -97,10 +100,46 @@ TEST(CollectorProcesses, GiveTheBatchesOfWorkerThreads) {
   }
 }
 
+// Counters whose first step meets the other worker's over two pipes: each
+// writes a byte to the other and waits for the other's (5 s at most), so
+// both workers have begun a batch before either finishes one.
+class Meet final : public tensordict::Transform {
+ public:
+  Meet(int in, int out) : in_(in), out_(out) {}
+  void step(const TensorDict& td, const TensorDict& inner_next,
+            const TensorDict& next) override {
+    if (!met_) {
+      char byte = 1;
+      pollfd p{in_, POLLIN, 0};
+      TORCH_CHECK(::write(out_, &byte, 1) == 1 && ::poll(&p, 1, 5000) == 1 &&
+                      ::read(in_, &byte, 1) == 1,
+                  "Meet: the other worker never stepped");
+      met_ = true;
+    }
+    Transform::step(td, inner_next, next);
+  }
+
+ private:
+  int in_;
+  int out_;
+  bool met_ = false;
+};
+
 TEST(CollectorProcesses, AsyncYieldsOneWorkersBatchAtATime) {
+  int to0[2];
+  int to1[2];
+  ASSERT_EQ(::pipe(to0), 0);
+  ASSERT_EQ(::pipe(to1), 0);
+  auto meet = [](int in, int out) -> EnvFactory {
+    return [in, out] {
+      return std::make_unique<tensordict::TransformedEnv>(
+          Counters()(), std::make_shared<Meet>(in, out));
+    };
+  };
   MultiAsyncCollector collector(
-      {Counters(), Counters()}, nullptr,
+      {meet(to0[0], to1[1]), meet(to1[0], to0[1])}, nullptr,
       CollectorOptions(24).total_frames(96).processes(true));
+  for (int fd : {to0[0], to0[1], to1[0], to1[1]}) ::close(fd);
   int batches = 0;
   std::set<int64_t> workers;
   for (const TensorDict& batch : collector) {
