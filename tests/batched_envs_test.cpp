@@ -168,6 +168,70 @@ void lean_policy(const TensorDict& td) {
   td.set("action", at::stack({right.logical_not(), right}, -1));
 }
 
+// ParallelEnv's state is SerialEnv's (its workers' envs', asked of them);
+// a ParallelEnv that loads it steps as the first does next.
+TEST_P(ParallelModes, StateDictIsSerialEnvsAndResumesTheStream) {
+  SerialEnv serial(4, cartpole_factory());
+  ParallelEnv parallel(4, cartpole_factory(), options().num_workers(2));
+  serial.set_seed(11);
+  parallel.set_seed(11);
+  const auto opts = RolloutOptions().break_when_any_done(false);
+  (void)serial.rollout(30, opts);
+  (void)parallel.rollout(30, opts);
+  const TensorDict state = parallel.state_dict();
+  const TensorDict serial_state = serial.state_dict();
+  ASSERT_EQ(state.keys(true, true), serial_state.keys(true, true));
+  EXPECT_TRUE(state.contains({"envs", "3", "physics"}));
+  EXPECT_TRUE(state.allclose(serial_state, 0, 0));
+  // Mid-episode: the physics and the generators resume.
+  const TensorDict start = parallel.reset();
+  const TensorDict mid = parallel.state_dict();
+  const auto from =
+      RolloutOptions().break_when_any_done(false).auto_reset(false).tensordict(
+          start.clone());
+  const TensorDict expected = parallel.rollout(40, from);
+  ParallelEnv resumed(4, cartpole_factory(), options().num_workers(2));
+  resumed.set_seed(7);
+  (void)resumed.rollout(5, opts);
+  resumed.load_state_dict(mid);
+  EXPECT_TRUE(resumed.rollout(40, from).allclose(expected, 0, 0));
+}
+
+// A state an env refuses (env 3's generator bytes, in worker 1) raises,
+// naming the env, and every worker's envs are as they were.
+TEST_P(ParallelModes, LoadStateDictIsAllOrNothing) {
+  ParallelEnv parallel(4, cartpole_factory(), options().num_workers(2));
+  parallel.set_seed(3);
+  (void)parallel.rollout(10, RolloutOptions().break_when_any_done(false));
+  const TensorDict before = parallel.state_dict();
+  TensorDict bad = parallel.state_dict();
+  (void)parallel.rollout(10, RolloutOptions().break_when_any_done(false));
+  const TensorDict now = parallel.state_dict();
+  // env 0's state loads (worker 0's), env 3's does not (worker 1's).
+  const at::Tensor bytes = bad.get({"envs", "3", "generator"});
+  bytes.narrow(0, 8, 4).copy_(at::tensor({624}, at::kInt).view(at::kByte));
+  bytes.narrow(0, 16, 8).copy_(
+      at::tensor({int64_t{624}}, at::kLong).view(at::kByte));
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { parallel.load_state_dict(bad); },
+      "ParallelEnv::load_state_dict: env 3: CartPoleEnv::load_state_dict: the "
+      "generator state generator is not a Mersenne Twister state (position "
+      "624, left 624)");
+  const TensorDict after = parallel.state_dict();
+  ASSERT_EQ(after.keys(true, true), now.keys(true, true));
+  EXPECT_TRUE(after.allclose(now, 0, 0));
+  EXPECT_FALSE(after.allclose(before, 0, 0));
+  // A missing env's state, before any worker is asked.
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        parallel.load_state_dict(before.exclude({NestedKey({"envs", "2"})}));
+      },
+      "ParallelEnv::load_state_dict: the state has no entry ('envs', '2', "
+      "'rng')");
+  parallel.load_state_dict(before);
+  EXPECT_TRUE(parallel.state_dict().allclose(before, 0, 0));
+}
+
 TEST_P(ParallelModes, RolloutsFromAGivenInputEqualSerialEnvs) {
   SerialEnv serial(3, cartpole_factory());
   ParallelEnv parallel(3, cartpole_factory(), options());

@@ -342,3 +342,11 @@ TEST(CollectorProcesses, ConstructionErrorsNameTheWorker) {
       "Collector: processes is an option of the multi collectors (a "
       "Collector runs in its caller's thread)");
 }
+
+TEST(CollectorProcesses, StateDictResumesTheStream) {
+  tensordict_test::ExpectMultiStateResumes(true);
+}
+
+TEST(CollectorProcesses, LoadStateDictIsAllOrNothing) {
+  tensordict_test::ExpectMultiLoadIsAllOrNothing(true);
+}

@@ -1,6 +1,6 @@
 // What the multi collectors' tests share (multi_collectors_test.cpp,
 // collector_processes_test.cpp): CountEnv factories, the ids of a batch,
-// the failure check of a multi collector,
+// the failure check of a multi collector, the checks of its state,
 // and an env for the failure model, a counter whose step breaks at a given
 // step of its own, by throwing, aborting the process or hanging, or blocks
 // while a flag is set.
@@ -11,6 +11,7 @@
 #include <tensordict/collectors.h>
 #include <tensordict/envs.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -79,6 +80,121 @@ inline void ExpectFailsWithinASecond(tensordict::MultiCollector& collector,
   EXPECT_LT(SecondsSince(start), 1.0);
   ExpectThrowsMsg([&] { (void)collector.next(); }, expected);
   EXPECT_TRUE(collector.finished());
+}
+
+// Whether `a` and `b` have the same keys and values.
+inline void ExpectSameDicts(const tensordict::TensorDict& a,
+                            const tensordict::TensorDict& b) {
+  ASSERT_EQ(a.keys(true, true), b.keys(true, true));
+  for (const tensordict::NestedKey& key : a.keys(true, true)) {
+    EXPECT_TRUE(at::equal(a.get(key), b.get(key))) << key.str();
+  }
+}
+
+// CartPole x3 with random actions, in two workers, seeded with `seed`.
+inline std::unique_ptr<tensordict::MultiCollector> SeededCartPoles(
+    bool sync, bool processes, uint64_t seed) {
+  const tensordict::EnvFactory cartpole = [] {
+    return std::make_unique<tensordict::CartPoleEnv>(std::vector<int64_t>{3});
+  };
+  auto collector = MakeMulti(
+      sync, {cartpole, cartpole},
+      tensordict::CollectorOptions(30).max_frames_per_traj(8).processes(
+          processes));
+  (void)collector->set_seed(seed);
+  return collector;
+}
+
+// A multi collector's state (TorchRL's layout) resumes the stream: sync,
+// taken between batches, the same batches next (the same trajectory ids,
+// maybe another worker's); async, taken before the
+// first batch, the same batches of each worker (their order, and so the
+// trajectory ids, are the scheduler's).
+inline void ExpectMultiStateResumes(bool processes) {
+  {
+    SCOPED_TRACE("sync");
+    const auto first = SeededCartPoles(true, processes, 3);
+    (void)first->next();
+    (void)first->next();
+    const tensordict::TensorDict state = first->state_dict();
+    for (const char* key : {"worker0", "worker1", "frames", "iter"}) {
+      EXPECT_TRUE(state.contains(key)) << key;
+    }
+    EXPECT_EQ(state.get("iter").item<int64_t>(), 2);
+    EXPECT_TRUE(state.contains({"worker1", "env", "env", "physics"}));
+    const tensordict::TensorDict third = first->next().clone();
+    const tensordict::TensorDict fourth = first->next().clone();
+    const auto resumed = SeededCartPoles(true, processes, 99);
+    (void)resumed->next();
+    resumed->load_state_dict(state);
+    EXPECT_EQ(resumed->frames(), 60);
+    // The workers draw their new trajectory ids from one counter, in the
+    // order they reach it: the same ids, maybe another worker's.
+    for (const tensordict::TensorDict& expected : {third, fourth}) {
+      const tensordict::TensorDict got = resumed->next();
+      ExpectSameDicts(got.exclude({TrajIdsKey()}),
+                      expected.exclude({TrajIdsKey()}));
+      EXPECT_EQ(Ids(got.get(TrajIdsKey())), Ids(expected.get(TrajIdsKey())));
+    }
+  }
+  SCOPED_TRACE("async");
+  auto per_worker = [](tensordict::MultiCollector& c) {
+    auto& async = dynamic_cast<tensordict::MultiAsyncCollector&>(c);
+    std::vector<std::vector<tensordict::TensorDict>> out(2);
+    for (int i = 0; i < 6; ++i) {
+      const tensordict::TensorDict batch = async.next();
+      out[async.last_worker()].push_back(batch.exclude({TrajIdsKey()}).clone());
+    }
+    return out;
+  };
+  const auto first = SeededCartPoles(false, processes, 3);
+  const tensordict::TensorDict state = first->state_dict();
+  const auto expected = per_worker(*first);
+  tensordict_test::ExpectThrowsMsg(
+      [&] { (void)first->state_dict(); },
+      "MultiAsyncCollector::state_dict: the workers are collecting; a "
+      "MultiAsyncCollector's state is taken or loaded before its first "
+      "batch (a MultiSyncCollector's between batches)");
+  const auto resumed = SeededCartPoles(false, processes, 99);
+  resumed->load_state_dict(state);
+  const auto got = per_worker(*resumed);
+  size_t compared = 0;
+  for (size_t w = 0; w < 2; ++w) {
+    const size_t n = std::min(got[w].size(), expected[w].size());
+    for (size_t b = 0; b < n; ++b) ExpectSameDicts(got[w][b], expected[w][b]);
+    compared += n;
+  }
+  EXPECT_GT(compared, 0U);
+}
+
+// A state a worker refuses raises, naming the worker, and leaves every
+// worker (and the counters) as they were.
+inline void ExpectMultiLoadIsAllOrNothing(bool processes) {
+  const auto collector = SeededCartPoles(true, processes, 5);
+  (void)collector->next();
+  const tensordict::TensorDict good = collector->state_dict();
+  (void)collector->next();
+  const tensordict::TensorDict now = collector->state_dict();
+  tensordict_test::ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        collector->load_state_dict(good.exclude(
+            {tensordict::NestedKey({"worker1", "carrier", "observation"})}));
+      },
+      "MultiSyncCollector::load_state_dict: worker 1: "
+      "Collector::load_state_dict: the carrier has no entry observation");
+  ExpectSameDicts(collector->state_dict(), now);
+  tensordict_test::ExpectThrowsMsg<c10::ValueError>(
+      [&] { collector->load_state_dict(good.exclude({"worker1"})); },
+      "MultiSyncCollector::load_state_dict: the state has no dict worker1 (2 "
+      "workers)");
+  tensordict_test::ExpectThrowsMsg<c10::ValueError>(
+      [&] { collector->load_state_dict(good.exclude({"iter"})); },
+      "MultiSyncCollector::load_state_dict: the state has no entry iter");
+  ExpectSameDicts(collector->state_dict(), now);
+  EXPECT_EQ(collector->frames(), 60);
+  collector->load_state_dict(good);
+  EXPECT_EQ(collector->frames(), 30);
+  ExpectSameDicts(collector->state_dict(), good);
 }
 
 enum class Fault { kThrow, kAbort, kHang };

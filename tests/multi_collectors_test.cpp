@@ -242,3 +242,11 @@ TEST(MultiCollectors, AStuckWorkerTimesOutAndTheDestructorReturns) {
   ExpectThrowsMsg([&] { (void)stopped.next(); },
                   "MultiAsyncCollector: the collector was shut down");
 }
+
+TEST(MultiCollectors, StateDictResumesTheStream) {
+  tensordict_test::ExpectMultiStateResumes(false);
+}
+
+TEST(MultiCollectors, LoadStateDictIsAllOrNothing) {
+  tensordict_test::ExpectMultiLoadIsAllOrNothing(false);
+}

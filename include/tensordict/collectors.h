@@ -332,6 +332,16 @@ class MultiCollector {
   [[nodiscard]] int64_t num_workers() const;
   /// The worker processes' ids (empty with threads).
   [[nodiscard]] std::vector<int64_t> worker_pids() const;
+  /// TorchRL's layout: each worker's `Collector::state_dict` ("worker0",
+  /// "worker1", ...), the frames yielded ("frames") and the batches
+  /// ("iter"). Taken between two batches of a `MultiSyncCollector`, before
+  /// the first batch of a `MultiAsyncCollector` (whose workers then
+  /// collect on their own); a collector that loads it gives the same
+  /// batches next (sync) or the same batches per worker (async).
+  [[nodiscard]] TensorDict state_dict() const;
+  /// Restores `state_dict()`'s result, all or nothing (a worker that
+  /// refuses its state leaves every worker as it was), at the same times.
+  void load_state_dict(const TensorDict& state);
 
  protected:
   /// The workers (sync or not) of one collector per factory.

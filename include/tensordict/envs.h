@@ -211,10 +211,11 @@ class EnvBase {
   /// resumes where it is: the generator of its random actions ("rng", its
   /// `get_state()` bytes) and what its class adds (`state_dict_impl`): the
   /// library's envs add their generator ("generator"), `CartPoleEnv` its
-  /// physics ("physics", "steps"), `SerialEnv` its envs' states ("envs",
-  /// "0", ...), `TransformedEnv` its env's ("env"). `ParallelEnv`'s workers
-  /// hold its envs, and `TransformedEnv`'s transforms keep their own
-  /// statistics: neither is in it. A dict of copies, batch size [].
+  /// physics ("physics", "steps"), `SerialEnv` and `ParallelEnv` their
+  /// envs' states ("envs", "0", ...), `TransformedEnv` its env's ("env")
+  /// and its transform's (`Transform::state_dict`, "transform", when it
+  /// keeps any). A dict of
+  /// copies, batch size [].
   [[nodiscard]] TensorDict state_dict() const;
   /// Restores a `state_dict()`, all or nothing: `state` must have exactly
   /// this env's keys, each of its shape (a c10::Error naming the key
@@ -398,6 +399,10 @@ class ParallelEnv final : public EnvBase {
   void reset_impl(const TensorDict& td) override;
   void step_impl(const TensorDict& td, const TensorDict& next) override;
   void set_seed_impl(uint64_t seed) override;
+  /// The envs' states, as `SerialEnv`'s ("envs", "0", ...), asked of the
+  /// workers; a worker's failure raises as a call's.
+  void state_dict_impl(TensorDict& out) const override;
+  void load_state_dict_impl(const TensorDict& state) override;
   /// The worker processes' shared batch (none for threads, which write
   /// into the caller's dicts).
   [[nodiscard]] c10::optional<TensorDict> shared_tensordict(

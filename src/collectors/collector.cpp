@@ -141,6 +141,23 @@ TensorDict Collector::policy_weights() const {
   return from_module(*impl_->module);
 }
 
+namespace detail {
+
+int64_t state_int(const TensorDict& state, const NestedKey& key,
+                  const std::string& fn) {
+  TORCH_CHECK_VALUE(
+      state.contains(key) && !state.get_entry(key).is_tensordict(), fn,
+      ": the state has no entry ", key.str());
+  const at::Tensor value = state.get(key);
+  TORCH_CHECK_VALUE(
+      value.numel() == 1 && !value.is_floating_point() && !value.is_complex(),
+      fn, ": ", key.str(), " must be one integer, got a tensor of shape ",
+      shape_str(value.sizes()), " and dtype ", dtype_name(value.scalar_type()));
+  return value.item<int64_t>();
+}
+
+}  // namespace detail
+
 TensorDict Collector::state_dict() const {
   TensorDict out;
   out.set("frames", at::scalar_tensor(impl_->frames, at::kLong));
@@ -157,15 +174,7 @@ void Collector::load_state_dict(const TensorDict& state) {
   std::vector<int64_t> values;
   for (const NestedKey& key : {NestedKey("frames"), NestedKey("iter"),
                                NestedKey({"traj_pool", "traj_id"})}) {
-    TORCH_CHECK_VALUE(state.contains(key), fn, ": the state has no entry ",
-                      key.str());
-    const at::Tensor value = state.get(key);
-    TORCH_CHECK_VALUE(
-        value.numel() == 1 && !value.is_floating_point() && !value.is_complex(),
-        fn, ": ", key.str(), " must be one integer, got a tensor of shape ",
-        detail::shape_str(value.sizes()), " and dtype ",
-        detail::dtype_name(value.scalar_type()));
-    values.push_back(value.item<int64_t>());
+    values.push_back(detail::state_int(state, key, fn));
   }
   const bool resume = state.contains("env") || state.contains("carrier");
   const TensorDict& work = impl_->loop->work();

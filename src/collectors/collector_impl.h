@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -29,6 +30,11 @@ inline TensorDict finish_batch(const CollectorOptions& options,
   options.replay_buffer()->extend(batch.reshape({-1}));
   return TensorDict();
 }
+
+/// The integer `state[key]` of a collector's state (one element, not a
+/// float); "<fn>: ..." otherwise.
+int64_t state_int(const TensorDict& state, const NestedKey& key,
+                  const std::string& fn);
 
 }  // namespace detail
 

@@ -124,6 +124,44 @@ const TensorDict& MultiWorkers::stack_batches(
   return stacked;
 }
 
+TensorDict MultiWorkers::state_dict() {
+  check_idle("state_dict");
+  TensorDict out;
+  for (int64_t w = 0; w < num_workers; ++w) {
+    out.set("worker" + std::to_string(w), worker_state(w));
+  }
+  out.set("frames", at::scalar_tensor(frames, at::kLong));
+  out.set("iter", at::scalar_tensor(iters, at::kLong));
+  return out;
+}
+
+void MultiWorkers::load_state_dict(const TensorDict& state) {
+  const std::string fn = std::string(name) + "::load_state_dict";
+  check_idle("load_state_dict");
+  for (int64_t w = 0; w < num_workers; ++w) {
+    const std::string key = "worker" + std::to_string(w);
+    TORCH_CHECK_VALUE(
+        state.contains(key) && state.get_entry(key).is_tensordict(), fn,
+        ": the state has no dict ", key, " (", num_workers, " workers)");
+  }
+  const int64_t new_frames = state_int(state, "frames", fn);
+  const int64_t new_iters = state_int(state, "iter", fn);
+  // Each worker's load is all or nothing; the ones before a failure go
+  // back to where they were.
+  std::vector<TensorDict> before;
+  for (int64_t w = 0; w < num_workers; ++w) before.push_back(worker_state(w));
+  for (int64_t w = 0; w < num_workers; ++w) {
+    try {
+      load_worker_state(w, state.get_tensordict("worker" + std::to_string(w)));
+    } catch (const c10::Error& e) {
+      for (int64_t v = 0; v < w; ++v) load_worker_state(v, before[v]);
+      TORCH_CHECK_VALUE(false, fn, ": worker ", w, ": ", e.msg());
+    }
+  }
+  frames = new_frames;
+  iters = new_iters;
+}
+
 namespace {
 
 std::chrono::duration<double> seconds(double s) {
@@ -413,6 +451,24 @@ struct ThreadWorkers final : MultiWorkers {
     return seed;
   }
 
+  void check_idle(const char* fn) override {
+    TORCH_CHECK(failure.empty(), failure);
+    TORCH_CHECK(!shut, name, "::", fn, ": the collector was shut down");
+    std::unique_lock<std::mutex> lock(mu);
+    TORCH_CHECK(running == 0 && (sync || round == 0), name, "::", fn,
+                kBusyWorkers);
+  }
+  // The workers wait for the caller (check_idle): their collectors are the
+  // caller's to use.
+  TensorDict worker_state(int64_t w) override {
+    std::unique_lock<std::mutex> lock(mu);
+    return collectors[w]->state_dict();
+  }
+  void load_worker_state(int64_t w, const TensorDict& state) override {
+    std::unique_lock<std::mutex> lock(mu);
+    collectors[w]->load_state_dict(state);
+  }
+
   // Stops the workers; waits a second for them to leave.
   void stop() override {
     std::unique_lock<std::mutex> lock(mu);
@@ -453,9 +509,15 @@ MultiCollector::MultiCollector(bool sync,
                          sync, env_fns, policy, std::move(module), options)) {}
 
 MultiCollector::~MultiCollector() { workers_->stop(); }
+TensorDict MultiCollector::state_dict() const { return workers_->state_dict(); }
+void MultiCollector::load_state_dict(const TensorDict& state) {
+  workers_->load_state_dict(state);
+}
 TensorDict MultiCollector::next() {
   workers_->check_usable();
-  return workers_->next();
+  TensorDict batch = workers_->next();
+  ++workers_->iters;
+  return batch;
 }
 bool MultiCollector::finished() const { return workers_->finished(); }
 void MultiCollector::update_policy_weights_(const TensorDict& params) {

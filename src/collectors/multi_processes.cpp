@@ -63,7 +63,15 @@ static_assert(std::atomic<int64_t>::is_always_lock_free &&
                   std::atomic<int>::is_always_lock_free,
               "the workers share atomics across processes");
 
-enum class Cmd : int { kIds = 1, kSeed, kCollect, kStart, kClose };
+enum class Cmd : int {
+  kIds = 1,
+  kSeed,
+  kCollect,
+  kStart,
+  kClose,
+  kState,      // the collector's state_dict into the worker's state file
+  kLoadState,  // load_state_dict from it
+};
 enum SlotState : int { kFree = 0, kFull = 1, kLent = 2 };
 constexpr int kMaxDims = 16;
 
@@ -90,8 +98,7 @@ struct Slot {
   int64_t frames = 0;  // per batch
   int64_t ndim = 0;    // the batch shape, [*env_batch, T]
   int64_t shape[kMaxDims] = {};
-  int64_t batch_bytes = 0;  // the batch file's size, once written
-  int failed = 0;           // the last command failed: `error`
+  int failed = 0;  // the last command failed: `error`
   char error[4096] = {};
 };
 
@@ -103,33 +110,6 @@ void write_error(Slot& slot, const std::string& message) {
   std::memcpy(slot.error, text.data(), n);
   slot.error[n] = '\0';
   slot.failed = 1;
-}
-
-// A dict's layout once consolidated: the metadata (consolidated_meta's
-// JSON), the bytes, and the device of its storage.
-struct Layout {
-  nlohmann::ordered_json meta;
-  int64_t bytes;
-  at::Device device;
-};
-
-Layout layout_of(const TensorDict& td) {
-  const TensorDict c = td.consolidate();
-  const TensorDictImpl& impl = TensorDictImpl::of(c);
-  return {consolidated_meta(impl, impl.consolidated), impl.consolidated.numel(),
-          impl.consolidated.device()};
-}
-
-// The dict of `meta` (consolidated_meta's JSON) over `bytes` bytes at
-// `data`, which `owner` keeps mapped.
-TensorDict dict_over(const nlohmann::ordered_json& meta, char* data,
-                     int64_t bytes, std::shared_ptr<SharedMap> owner,
-                     const char* fn, const std::string& source) {
-  const at::Tensor buffer = at::from_blob(
-      data, {bytes}, [owner = std::move(owner)](void* /*unused*/) {},
-      at::TensorOptions().dtype(at::kByte));
-  return TensorDictImpl::wrap(
-      dict_from_consolidated_meta(meta, buffer, fn, source));
 }
 
 struct ProcessWorkers final : MultiWorkers {
@@ -191,14 +171,14 @@ struct ProcessWorkers final : MultiWorkers {
       (void)shared_weights_.update_(weights);
     }
     views_.resize(num_workers);
-    for (int64_t w = 0; w < num_workers; ++w) {
-      const int fd = memfd_create("tensordict-collector", MFD_CLOEXEC);
-      if (fd < 0) {
-        stop();
-        TORCH_CHECK(false, name,
-                    ": memfd_create failed: ", std::strerror(errno));
+    try {
+      for (int64_t w = 0; w < num_workers; ++w) {
+        files_.push_back(std::make_unique<DictFile>(name));
+        states_.push_back(std::make_unique<DictFile>(name));
       }
-      fds_.push_back(fd);
+    } catch (...) {
+      stop();
+      throw;
     }
     const pid_t parent = getpid();
     for (int64_t w = 0; w < num_workers; ++w) {
@@ -291,6 +271,10 @@ struct ProcessWorkers final : MultiWorkers {
         } else if (cmd == Cmd::kStart) {
           run_async(slot, w, *collector, view);
           break;
+        } else if (cmd == Cmd::kState) {
+          (void)states_[w]->write(collector->state_dict());
+        } else if (cmd == Cmd::kLoadState) {
+          collector->load_state_dict(states_[w]->map("the state"));
         }
       } catch (...) {
         write_error(slot, current_message());
@@ -332,7 +316,7 @@ struct ProcessWorkers final : MultiWorkers {
     bool stopped = false;
     try {
       const TensorDict batch = collector.next();
-      write_batch(slot, w, batch, view);
+      write_batch(w, batch, view);
     } catch (const Stopped&) {
       stopped = true;
     } catch (...) {
@@ -343,27 +327,10 @@ struct ProcessWorkers final : MultiWorkers {
   }
 
   // `batch` into the worker's file, made on the first call.
-  void write_batch(Slot& slot, int64_t w, const TensorDict& batch,
-                   TensorDict& view) {
+  void write_batch(int64_t w, const TensorDict& batch, TensorDict& view) {
     if (view.empty()) {
-      const Layout layout = layout_of(batch);
-      TORCH_CHECK(layout.device.is_cpu(), "the batch is on ",
-                  device_name(layout.device),
-                  ": worker processes share their batches in CPU memory");
-      const std::string meta = layout.meta.dump();
-      const size_t head = aligned(sizeof(uint64_t) + meta.size());
-      const auto bytes = static_cast<size_t>(layout.bytes);
-      TORCH_CHECK(
-          ftruncate(fds_[w], static_cast<off_t>(head + bytes)) == 0,
-          "could not size its batch's shared memory: ", std::strerror(errno));
-      auto map = std::make_shared<SharedMap>(head + bytes, name, fds_[w]);
-      auto* base = static_cast<char*>(map->base);
-      const uint64_t length = meta.size();
-      std::memcpy(base, &length, sizeof(length));
-      std::copy(meta.begin(), meta.end(), base + sizeof(length));
-      view = dict_over(layout.meta, base + head, static_cast<int64_t>(bytes),
-                       map, name, "the batch");
-      slot.batch_bytes = static_cast<int64_t>(head + bytes);
+      view = files_[w]->write(batch);
+      return;
     }
     (void)view.update_(batch);
   }
@@ -395,7 +362,7 @@ struct ProcessWorkers final : MultiWorkers {
       }
       if (slot.failed == 0) {
         try {
-          write_batch(slot, w, batch, view);
+          write_batch(w, batch, view);
         } catch (...) {
           write_error(slot, current_message());
         }
@@ -457,19 +424,7 @@ struct ProcessWorkers final : MultiWorkers {
   // Worker `w`'s batch file, mapped on first use.
   const TensorDict& view(int64_t w) {
     if (views_[w].empty()) {
-      const auto bytes = static_cast<size_t>(slots_[w].batch_bytes);
-      auto map = std::make_shared<SharedMap>(bytes, name, fds_[w]);
-      auto* base = static_cast<char*>(map->base);
-      uint64_t length = 0;
-      std::memcpy(&length, base, sizeof(length));
-      TORCH_CHECK(length <= bytes - sizeof(length), name, ": worker ", w,
-                  "'s batch metadata is cut");
-      const auto meta = nlohmann::ordered_json::parse(
-          base + sizeof(length), base + sizeof(length) + length);
-      const size_t head = aligned(sizeof(length) + length);
-      views_[w] =
-          dict_over(meta, base + head, static_cast<int64_t>(bytes - head), map,
-                    name, "worker " + std::to_string(w) + "'s batch");
+      views_[w] = files_[w]->map("worker " + std::to_string(w) + "'s batch");
     }
     return views_[w];
   }
@@ -580,6 +535,28 @@ struct ProcessWorkers final : MultiWorkers {
     return seed;
   }
 
+  void check_idle(const char* fn) override {
+    TORCH_CHECK(failure.empty(), failure);
+    TORCH_CHECK(!shut, name, "::", fn, ": the collector was shut down");
+    TORCH_CHECK(!started_, name, "::", fn, kBusyWorkers);
+  }
+  TensorDict worker_state(int64_t w) override {
+    state_command(w, Cmd::kState, "its state_dict");
+    return states_[w]->map("worker " + std::to_string(w) + "'s state").clone();
+  }
+  void load_worker_state(int64_t w, const TensorDict& state) override {
+    (void)states_[w]->write(state);
+    state_command(w, Cmd::kLoadState, "its load_state_dict");
+  }
+  // Runs `cmd` on idle worker `w`; raises its error (a death or a timeout:
+  // the collector's failure).
+  void state_command(int64_t w, Cmd cmd, const char* what) {
+    check_alive(w);
+    command(w, cmd);
+    wait_done(w, what);
+    TORCH_CHECK(slots_[w].failed == 0, slots_[w].error);
+  }
+
   void stop() override {
     shut = true;
     if (header_ == nullptr) return;
@@ -597,8 +574,8 @@ struct ProcessWorkers final : MultiWorkers {
       }
       sem_destroy(&header_->ready);
     }
-    for (const int fd : fds_) close(fd);
-    fds_.clear();
+    files_.clear();
+    states_.clear();
     shared_weights_ = TensorDict();
     header_ = nullptr;
     slots_ = nullptr;
@@ -615,9 +592,10 @@ struct ProcessWorkers final : MultiWorkers {
   Header* header_ = nullptr;
   Slot* slots_ = nullptr;
   bool semaphores_ = false;
-  TensorDict shared_weights_;      // in the mapping
-  std::vector<int> fds_;           // each worker's batch file
-  std::vector<TensorDict> views_;  // the caller's views of them
+  TensorDict shared_weights_;                      // in the mapping
+  std::vector<std::unique_ptr<DictFile>> files_;   // each worker's batch
+  std::vector<std::unique_ptr<DictFile>> states_;  // and its state
+  std::vector<TensorDict> views_;                  // the caller's views of them
   std::vector<pid_t> pids_;
   std::vector<std::string> died_;  // why each worker died; empty: alive
   bool started_ = false;           // async: the workers run

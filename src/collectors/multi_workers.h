@@ -21,6 +21,12 @@ namespace detail {
 // Thrown by a worker's step check once the collector stops.
 struct Stopped {};
 
+// Why a state cannot be taken or loaded now (check_idle).
+constexpr const char* kBusyWorkers =
+    ": the workers are collecting; a MultiAsyncCollector's state is taken "
+    "or loaded before its first batch (a MultiSyncCollector's between "
+    "batches)";
+
 struct MultiWorkers {
   MultiWorkers(bool is_sync, size_t workers, const CollectorOptions& o,
                c10::optional<TensorDictModule> m);
@@ -37,6 +43,19 @@ struct MultiWorkers {
   virtual void stop() = 0;
   /// The worker processes' ids (none for threads).
   [[nodiscard]] virtual std::vector<int64_t> worker_pids() const { return {}; }
+  /// Raises "<name>::<fn>: ..." unless the workers are between batches
+  /// (sync) or not started (async), and the failure.
+  virtual void check_idle(const char* fn) = 0;
+  /// Worker `w`'s `Collector::state_dict` (workers idle).
+  virtual TensorDict worker_state(int64_t w) = 0;
+  /// Worker `w`'s `Collector::load_state_dict(state)`, all or nothing;
+  /// raises its message (workers idle).
+  virtual void load_worker_state(int64_t w, const TensorDict& state) = 0;
+
+  /// {"worker0": ..., "frames", "iter"} (TorchRL's layout).
+  TensorDict state_dict();
+  /// Loads `state_dict()`'s result, all or nothing.
+  void load_state_dict(const TensorDict& state);
 
   /// Raises the failure, the shutdown or the end of `total_frames`.
   void check_usable() const;
@@ -65,6 +84,7 @@ struct MultiWorkers {
   const c10::optional<TensorDictModule> module;
   // The caller's side.
   int64_t frames = 0;
+  int64_t iters = 0;  // batches yielded
   int64_t last_worker = -1;
   bool shut = false;
   std::string failure;  // set once a worker failed: every call raises it

@@ -40,6 +40,10 @@ std::string call_name(Command cmd, int64_t step) {
       return "step " + std::to_string(step);
     case Command::kReset:
       return "reset";
+    case Command::kState:
+      return "state_dict";
+    case Command::kLoadState:
+      return "load_state_dict";
     default:
       return "set_seed";
   }
@@ -93,8 +97,30 @@ int64_t run_share(Command cmd, std::vector<std::unique_ptr<EnvBase>>& envs,
   return -1;
 }
 
+int64_t run_state(Command cmd, std::vector<std::unique_ptr<EnvBase>>& envs,
+                  int64_t begin, TensorDict& states, std::string& error) {
+  for (size_t i = 0; i < envs.size(); ++i) {
+    const int64_t env = begin + static_cast<int64_t>(i);
+    const std::string key = std::to_string(env);
+    try {
+      if (cmd == Command::kState) {
+        states.set(key, envs[i]->state_dict());
+      } else {
+        envs[i]->load_state_dict(states.get_tensordict(key));
+      }
+    } catch (...) {
+      error = current_message();
+      return env;
+    }
+  }
+  return -1;
+}
+
 std::string failure(int64_t env, Command cmd, int64_t step,
                     const std::string& message) {
+  if (cmd == Command::kLoadState) {
+    return "env " + std::to_string(env) + ": " + message;
+  }
   return "ParallelEnv: env " + std::to_string(env) + " failed at " +
          call_name(cmd, step) + ": " + message;
 }
@@ -186,6 +212,15 @@ c10::optional<TensorDict> ParallelEnv::shared_tensordict(bool next) const {
 
 void ParallelEnv::set_seed_impl(uint64_t seed) {
   workers_->run(detail::Command::kSeed, nullptr, nullptr, seed);
+}
+
+void ParallelEnv::state_dict_impl(TensorDict& out) const {
+  workers_->check_usable();
+  out.set("envs", workers_->env_states());
+}
+
+void ParallelEnv::load_state_dict_impl(const TensorDict& state) {
+  workers_->load_env_states(state.get_tensordict("envs"));
 }
 
 }  // namespace tensordict

@@ -16,6 +16,7 @@
 #include <semaphore.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,10 +31,13 @@
 #include <utility>
 #include <vector>
 
+#include "core/internal.h"
+#include "core/names.h"
 #include "envs/batched.h"
 #include "envs/flags.h"
 #include "envs/parallel_workers.h"
 #include "envs/row_views.h"
+#include "io/files.h"
 
 namespace tensordict {
 namespace detail {
@@ -142,6 +146,9 @@ struct ProcessWorkers final : ParallelEnv::Workers {
           sem_init(&slot.go, 1, 0) == 0 && sem_init(&slot.done, 1, 0) == 0,
           "ParallelEnv: sem_init failed: ", std::strerror(errno));
     }
+    for (int64_t w = 0; w < workers; ++w) {
+      files_.push_back(std::make_unique<DictFile>("ParallelEnv"));
+    }
     const pid_t parent = getpid();
     for (int64_t w = 0; w < workers; ++w) {
       const auto [begin, end] = env_range(w, workers, n);
@@ -202,6 +209,12 @@ struct ProcessWorkers final : ParallelEnv::Workers {
       const auto cmd = static_cast<Command>(slot.cmd);
       if (cmd == Command::kClose) break;
       std::string error;
+      if (cmd == Command::kState || cmd == Command::kLoadState) {
+        slot.failed = child_state(cmd, envs, begin, *files_[w], error);
+        if (slot.failed >= 0) write_error(slot, slot.failed, error);
+        sem_post(&slot.done);
+        continue;
+      }
       uint64_t seed = slot.seed;
       slot.failed = run_share(cmd, envs, begin, &in_rows, &out_rows, per_env,
                               seed, error, nullptr);
@@ -211,6 +224,30 @@ struct ProcessWorkers final : ParallelEnv::Workers {
     }
     envs.clear();
     _exit(0);
+  }
+
+  // A worker's kState (its envs' states into its file) or kLoadState
+  // (from it): as run_state.
+  static int64_t child_state(Command cmd,
+                             std::vector<std::unique_ptr<EnvBase>>& envs,
+                             int64_t begin, DictFile& file,
+                             std::string& error) {
+    TensorDict states;
+    try {
+      if (cmd == Command::kLoadState) states = file.map("the envs' states");
+    } catch (...) {
+      error = current_message();
+      return begin;
+    }
+    const int64_t failed = run_state(cmd, envs, begin, states, error);
+    if (failed >= 0 || cmd == Command::kLoadState) return failed;
+    try {
+      (void)file.write(states);
+    } catch (...) {
+      error = current_message();
+      return begin;
+    }
+    return -1;
   }
 
   static void write_error(Slot& slot, int64_t env, const std::string& message) {
@@ -247,7 +284,7 @@ struct ProcessWorkers final : ParallelEnv::Workers {
   void run(Command cmd, const TensorDict* td, const TensorDict* next,
            uint64_t& seed) override {
     check_usable();
-    if (cmd != Command::kSeed) {
+    if (cmd == Command::kReset || cmd == Command::kStep) {
       // The caller's inputs into the shared batch (a missing mask: all).
       for (const NestedKey& key :
            cmd == Command::kReset ? reset_io_ : step_in_) {
@@ -305,6 +342,35 @@ struct ProcessWorkers final : ParallelEnv::Workers {
         if (td->contains(key)) copy_out(td->get(key), shm_root.get(key));
       }
     }
+  }
+
+  TensorDict env_states() override {
+    uint64_t seed = 0;
+    run(Command::kState, nullptr, nullptr, seed);
+    TensorDict out;
+    for (size_t w = 0; w < files_.size(); ++w) {
+      const TensorDict states =
+          files_[w]->map("worker " + std::to_string(w) + "'s states").clone();
+      for (int64_t e = ranges_[w].first; e < ranges_[w].second; ++e) {
+        const std::string key = std::to_string(e);
+        out.set(key, states.get_tensordict(key));
+      }
+    }
+    return out;
+  }
+
+  void load_env_states(const TensorDict& states) override {
+    check_usable();
+    for (size_t w = 0; w < files_.size(); ++w) {
+      TensorDict mine;
+      for (int64_t e = ranges_[w].first; e < ranges_[w].second; ++e) {
+        const std::string key = std::to_string(e);
+        mine.set(key, states.get_tensordict(key));
+      }
+      (void)files_[w]->write(mine);
+    }
+    uint64_t seed = 0;
+    run(Command::kLoadState, nullptr, nullptr, seed);
   }
 
   // `dst` (a leaf of the shared batch) = `td[key]`, unless they are the same
@@ -370,6 +436,7 @@ struct ProcessWorkers final : ParallelEnv::Workers {
   TensorDict shm_root, shm_next;
   std::vector<pid_t> pids_;
   std::vector<std::pair<int64_t, int64_t>> ranges_;
+  std::vector<std::unique_ptr<DictFile>> files_;  // each worker's states
 };
 
 }  // namespace
@@ -383,6 +450,75 @@ SharedMap::SharedMap(size_t n, const char* who, int fd) : bytes(n) {
 
 SharedMap::~SharedMap() {
   if (base != MAP_FAILED) munmap(base, bytes);
+}
+
+namespace {
+size_t aligned(size_t n) { return (n + 63) / 64 * 64; }
+}  // namespace
+
+Layout layout_of(const TensorDict& td) {
+  const TensorDict c = td.consolidate();
+  const TensorDictImpl& impl = TensorDictImpl::of(c);
+  return {consolidated_meta(impl, impl.consolidated), impl.consolidated.numel(),
+          impl.consolidated.device()};
+}
+
+TensorDict dict_over(const nlohmann::ordered_json& meta, char* data,
+                     int64_t bytes, std::shared_ptr<SharedMap> owner,
+                     const char* fn, const std::string& source) {
+  const at::Tensor buffer = at::from_blob(
+      data, {bytes}, [owner = std::move(owner)](void* /*unused*/) {},
+      at::TensorOptions().dtype(at::kByte));
+  return TensorDictImpl::wrap(
+      dict_from_consolidated_meta(meta, buffer, fn, source));
+}
+
+DictFile::DictFile(const char* who)
+    : who_(who), fd_(memfd_create("tensordict", MFD_CLOEXEC)) {
+  TORCH_CHECK(fd_ >= 0, who_, ": memfd_create failed: ", std::strerror(errno));
+}
+
+DictFile::~DictFile() { close(fd_); }
+
+TensorDict DictFile::write(const TensorDict& td) {
+  const Layout layout = layout_of(td);
+  TORCH_CHECK(layout.device.is_cpu(), "the dict is on ",
+              device_name(layout.device),
+              ": worker processes share dicts in CPU memory");
+  const std::string meta = layout.meta.dump();
+  const size_t head = aligned(sizeof(uint64_t) + meta.size());
+  const auto bytes = static_cast<size_t>(layout.bytes);
+  TORCH_CHECK(ftruncate(fd_, static_cast<off_t>(head + bytes)) == 0,
+              "could not size its shared memory: ", std::strerror(errno));
+  auto map = std::make_shared<SharedMap>(head + bytes, who_, fd_);
+  auto* base = static_cast<char*>(map->base);
+  const uint64_t length = meta.size();
+  std::memcpy(base, &length, sizeof(length));
+  std::copy(meta.begin(), meta.end(), base + sizeof(length));
+  TensorDict view = dict_over(layout.meta, base + head,
+                              static_cast<int64_t>(bytes), map, who_, "a dict");
+  (void)view.update_(td);
+  return view;
+}
+
+TensorDict DictFile::map(const std::string& what) const {
+  struct stat st {};
+  TORCH_CHECK(fstat(fd_, &st) == 0, who_,
+              ": fstat failed: ", std::strerror(errno));
+  const auto bytes = static_cast<size_t>(st.st_size);
+  uint64_t length = 0;
+  TORCH_CHECK(bytes >= sizeof(length), who_, ": ", what, " is empty");
+  auto map = std::make_shared<SharedMap>(bytes, who_, fd_);
+  auto* base = static_cast<char*>(map->base);
+  std::memcpy(&length, base, sizeof(length));
+  TORCH_CHECK(length <= bytes - sizeof(length), who_, ": ", what,
+              "'s metadata is cut");
+  const auto meta = nlohmann::ordered_json::parse(
+      base + sizeof(length), base + sizeof(length) + length);
+  const size_t head = aligned(sizeof(length) + length);
+  TORCH_CHECK(head <= bytes, who_, ": ", what, "'s metadata is cut");
+  return dict_over(meta, base + head, static_cast<int64_t>(bytes - head), map,
+                   who_, what);
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {

@@ -39,6 +39,7 @@ struct ThreadShare {
   std::string error;
   int64_t failed = -1;
   uint64_t seed = 0;
+  TensorDict states;  // kState's, kLoadState's: its envs' states
   std::atomic<int64_t> current{-1};
   std::atomic<bool> exited{false};
 };
@@ -77,6 +78,11 @@ void cpu_relax() {
 }
 
 void run_thread_share(ThreadState& s, ThreadShare& share) {
+  if (s.cmd == Command::kState || s.cmd == Command::kLoadState) {
+    share.failed =
+        run_state(s.cmd, share.envs, share.begin, share.states, share.error);
+    return;
+  }
   const std::vector<TensorDict>* in = nullptr;
   const std::vector<TensorDict>* out = nullptr;
   try {
@@ -217,6 +223,34 @@ struct ThreadWorkers final : ParallelEnv::Workers {
       }
     }
     if (failed >= 0) TORCH_CHECK(false, failure(failed, cmd, steps, error));
+  }
+
+  TensorDict env_states() override {
+    for (ThreadShare& share : state->shares) share.states = TensorDict();
+    uint64_t seed = 0;
+    run(Command::kState, nullptr, nullptr, seed);
+    TensorDict out;
+    for (ThreadShare& share : state->shares) {
+      for (int64_t e = share.begin; e < share.end; ++e) {
+        const std::string key = std::to_string(e);
+        out.set(key, share.states.get_tensordict(key));
+      }
+      share.states = TensorDict();
+    }
+    return out;
+  }
+
+  void load_env_states(const TensorDict& states) override {
+    // Each share its own dict: the threads read no dict in common.
+    for (ThreadShare& share : state->shares) {
+      share.states = TensorDict();
+      for (int64_t e = share.begin; e < share.end; ++e) {
+        const std::string key = std::to_string(e);
+        share.states.set(key, states.get_tensordict(key));
+      }
+    }
+    uint64_t seed = 0;
+    run(Command::kLoadState, nullptr, nullptr, seed);
   }
 
   // Starts a call on the threads (only share `only`'s runs it when it is

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,13 +28,22 @@ namespace tensordict {
 
 namespace detail {
 
-enum class Command : int { kReset = 0, kStep = 1, kSeed = 2, kClose = 3 };
+enum class Command : int {
+  kReset = 0,
+  kStep = 1,
+  kSeed = 2,
+  kClose = 3,
+  kState = 4,      // each env's state_dict
+  kLoadState = 5,  // each env's load_state_dict
+};
 
 /// The message of the exception in flight (inside a catch block).
 std::string current_message();
-/// What a call is, for errors: "step 17", "reset", "set_seed".
+/// What a call is, for errors: "step 17", "reset", "set_seed",
+/// "state_dict", "load_state_dict".
 std::string call_name(Command cmd, int64_t step);
-/// "ParallelEnv: env 3 failed at step 17: <message>".
+/// "ParallelEnv: env 3 failed at step 17: <message>"; a load_state_dict's:
+/// "env 3: <message>" (EnvBase::load_state_dict names the env class).
 std::string failure(int64_t env, Command cmd, int64_t step,
                     const std::string& message);
 /// The env range [begin, end) of worker `w` of `workers` over `n` envs.
@@ -50,6 +60,13 @@ int64_t run_share(Command cmd, std::vector<std::unique_ptr<EnvBase>>& envs,
                   uint64_t& seed, std::string& error,
                   std::atomic<int64_t>* current);
 
+/// Runs kState (each env's `state_dict()` into `states`, under its index:
+/// "3") or kLoadState (each env loads `states`' entry of its index) on
+/// `envs` (envs begin, begin + 1, ...). Returns the index of the env that
+/// threw, its message in `error`, or -1.
+int64_t run_state(Command cmd, std::vector<std::unique_ptr<EnvBase>>& envs,
+                  int64_t begin, TensorDict& states, std::string& error);
+
 // ---- What forked workers share (parallel_processes.cpp; the multi
 // collectors' processes use them too) -------------------------------------
 
@@ -62,6 +79,43 @@ struct SharedMap {
   SharedMap& operator=(const SharedMap&) = delete;
   void* base;
   size_t bytes;
+};
+
+/// A dict's layout once consolidated: the metadata (JSON, io/files.h's
+/// consolidated_meta), the bytes, and the device of its storage.
+struct Layout {
+  nlohmann::ordered_json meta;
+  int64_t bytes;
+  at::Device device;
+};
+Layout layout_of(const TensorDict& td);
+/// The dict of `meta` (a Layout's) over `bytes` bytes at `data`, which
+/// `owner` (may be null) keeps mapped. `fn` and `source` name it in errors.
+TensorDict dict_over(const nlohmann::ordered_json& meta, char* data,
+                     int64_t bytes, std::shared_ptr<SharedMap> owner,
+                     const char* fn, const std::string& source);
+
+/// A memfd shared across a fork, through which a dict crosses whole: the
+/// length of its consolidated metadata, the metadata (JSON, io/files.h),
+/// then its bytes, 64-aligned. One side writes while the other waits (the
+/// callers' semaphores order them).
+class DictFile {
+ public:
+  /// `who` starts the errors.
+  explicit DictFile(const char* who);
+  ~DictFile();
+  DictFile(const DictFile&) = delete;
+  DictFile& operator=(const DictFile&) = delete;
+  /// Sizes the file for `td` (CPU leaves), writes it, and returns the
+  /// dict over the file's memory (which it keeps mapped).
+  TensorDict write(const TensorDict& td);
+  /// The dict the file holds, over its memory (which it keeps mapped);
+  /// `what` names it in errors.
+  [[nodiscard]] TensorDict map(const std::string& what) const;
+
+ private:
+  const char* who_;
+  int fd_;
 };
 
 /// Seconds since `t0`.
@@ -90,6 +144,11 @@ struct ParallelEnv::Workers {
                    const TensorDict* next, uint64_t& seed) = 0;
   virtual void close() = 0;
   [[nodiscard]] virtual std::vector<int64_t> pids() const { return {}; }
+  /// The envs' states, under their indices ("0", "1", ...).
+  [[nodiscard]] virtual TensorDict env_states() = 0;
+  /// Each env loads `states`' entry of its index (checked by the caller:
+  /// every index, each of the env's state's structure).
+  virtual void load_env_states(const TensorDict& states) = 0;
   /// The batch the workers read and write in place (EnvBase's
   /// `shared_tensordict`), for workers that do not write into the
   /// caller's dicts.
