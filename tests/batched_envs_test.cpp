@@ -183,6 +183,9 @@ TEST_P(ParallelModes, StateDictIsSerialEnvsAndResumesTheStream) {
   ASSERT_EQ(state.keys(true, true), serial_state.keys(true, true));
   EXPECT_TRUE(state.contains({"envs", "3", "physics"}));
   EXPECT_TRUE(state.allclose(serial_state, 0, 0));
+  // Leaves that are views into one buffer (a consolidated dict) load too.
+  serial.load_state_dict(serial_state.consolidate());
+  EXPECT_TRUE(serial.state_dict().allclose(serial_state, 0, 0));
   // Mid-episode: the physics and the generators resume.
   const TensorDict start = parallel.reset();
   const TensorDict mid = parallel.state_dict();

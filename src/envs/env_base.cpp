@@ -399,7 +399,9 @@ void set_generator_state(at::Generator& gen, const at::Tensor& state,
                     "the generator state ", key, " must be uint8 [",
                     mine.numel(), "], got ", dtype_name(state.scalar_type()),
                     " ", shape_str(state.sizes()));
-  const at::Tensor bytes = state.cpu().contiguous();
+  // A storage of its own: LibTorch 2.x refuses a view into a larger one
+  // ("Invalid mt19937 state"), such as a consolidated dict's leaf.
+  const at::Tensor bytes = state.cpu().clone(at::MemoryFormat::Contiguous);
   // PyTorch's CPU generator state starts with its legacy layout: the seed
   // (uint64), `left` (int32), `seeded` (int32), `next` (uint64), then the
   // Mersenne Twister's 624 words. A draw decrements `left` (regenerating the
