@@ -475,7 +475,7 @@ class PendulumEnv final : public EnvBase {
  private:
   double g_;
   at::Generator generator_;
-  at::Tensor th_draw_, thdot_draw_;  // the reset draws, float32 [numel]
+  at::Tensor th_draw_, thdot_draw_;  // the reset draws, float32 [*batch]
 };
 
 }  // namespace tensordict

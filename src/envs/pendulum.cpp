@@ -3,6 +3,7 @@
 // expressions, so that a trajectory matches TorchRL's.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/sin_cpu_dispatch.h>
 #include <c10/util/Exception.h>
 
 #include <cmath>
@@ -75,9 +76,8 @@ PendulumEnv::PendulumEnv(std::vector<int64_t> batch_size, double g)
   std::vector<int64_t> action_shape = batch;
   action_shape.push_back(1);
   set_action_spec(Bounded(-2.0, 2.0, action_shape));
-  const int64_t n = c10::multiply_integers(batch);
-  th_draw_ = at::empty({n});
-  thdot_draw_ = at::empty({n});
+  th_draw_ = at::empty(batch);
+  thdot_draw_ = at::empty(batch);
 }
 
 void PendulumEnv::set_seed_impl(uint64_t seed) {
@@ -135,8 +135,13 @@ void PendulumEnv::step_impl(const TensorDict& td, const TensorDict& next) {
   // sin(th) from torch's kernel, as TorchRL's `th.sin()`: its vectorized
   // sin (SLEEF) and std::sin differ by an ulp now and then, which parts the
   // trajectories by 1e-5 within 200 steps. Into th_draw_, a scratch buffer
-  // outside reset_impl, so that a step allocates nothing.
-  at::sin_out(th_draw_, th_t.reshape({th_draw_.numel()}));
+  // outside reset_impl, so that a step allocates nothing; straight to the
+  // CPU kernel, and without a reshape when "th" has the batch's shape (a
+  // step of a SerialEnv of Pendulums makes one per env).
+  const at::Tensor th_in = th_t.sizes() == th_draw_.sizes()
+                               ? th_t
+                               : th_t.reshape(th_draw_.sizes());
+  at::cpu::sin_out(th_draw_, th_in);
   const float* sin_th = th_draw_.data_ptr<float>();
   float* next_th = next.get(keys().th).data_ptr<float>();
   float* next_thdot = next.get(keys().thdot).data_ptr<float>();
