@@ -138,9 +138,8 @@ void PendulumEnv::step_impl(const TensorDict& td, const TensorDict& next) {
   // outside reset_impl, so that a step allocates nothing; straight to the
   // CPU kernel, and without a reshape when "th" has the batch's shape (a
   // step of a SerialEnv of Pendulums makes one per env).
-  const at::Tensor th_in = th_t.sizes() == th_draw_.sizes()
-                               ? th_t
-                               : th_t.reshape(th_draw_.sizes());
+  const at::Tensor th_in =
+      th_t.sizes() == th_draw_.sizes() ? th_t : th_t.reshape(th_draw_.sizes());
   at::cpu::sin_out(th_draw_, th_in);
   const float* sin_th = th_draw_.data_ptr<float>();
   float* next_th = next.get(keys().th).data_ptr<float>();
