@@ -142,8 +142,7 @@ inline void ExpectMultiStateResumes(bool processes) {
   auto per_worker = [](tensordict::MultiCollector& c) {
     auto& async = dynamic_cast<tensordict::MultiAsyncCollector&>(c);
     std::vector<std::vector<tensordict::TensorDict>> out(2);
-    for (int i = 0; i < 1000 && (out[0].size() < 2 || out[1].size() < 2);
-         ++i) {
+    for (int i = 0; i < 1000 && (out[0].size() < 2 || out[1].size() < 2); ++i) {
       const tensordict::TensorDict batch = async.next();
       out[async.last_worker()].push_back(batch.exclude({TrajIdsKey()}).clone());
     }
