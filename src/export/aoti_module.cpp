@@ -5,6 +5,7 @@
 // weights replaced through the runner's inactive constant buffer (written,
 // constant-folded, then swapped in).
 #include <ATen/ATen.h>
+#include <ATen/DynamicLibrary.h>
 #include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
@@ -12,6 +13,7 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -32,6 +34,29 @@ namespace {
 
 using Json = nlohmann::json;
 
+using Loader = torch::inductor::AOTIModelPackageLoader;
+using Runner = torch::inductor::AOTIModelContainerRunner;
+
+// What the runner keeps protected, named from a derived class: the model's
+// library, and (LibTorch >= 2.10) its entry points, which the runner leaves
+// null where the model lacks them (calling one of those crashes).
+struct RunnerEntries : Runner {
+  // Whether the model exports `symbol`.
+  static bool model_has(const Runner& runner, const char* symbol) {
+    try {
+      return (runner.*(&RunnerEntries::model_so_))->sym(symbol) != nullptr;
+    } catch (const c10::Error&) {
+      return false;
+    }
+  }
+#if TORCH_VERSION_MAJOR > 2 || \
+    (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 10)
+  static bool can_extract_constants(const Runner& runner) {
+    return runner.*(&RunnerEntries::extract_constants_map_func_) != nullptr;
+  }
+#endif
+};
+
 // A nested key's name as a keyword argument: its names joined by "_"
 // (tensordict's TensorDictModule.forward(**kwargs)).
 std::string keyword(const NestedKey& key) {
@@ -40,6 +65,17 @@ std::string keyword(const NestedKey& key) {
 
 // A weight's fully qualified name: from_module's keys joined by ".".
 std::string dotted(const NestedKey& key) { return c10::Join(".", key.parts()); }
+
+// An error's message without LibTorch's backtrace or a trailing newline.
+std::string message(const std::exception& e) {
+  const auto* error = dynamic_cast<const c10::Error*>(&e);
+  std::string out =
+      error != nullptr ? error->what_without_backtrace() : e.what();
+  while (!out.empty() && std::isspace(static_cast<unsigned char>(out.back()))) {
+    out.pop_back();
+  }
+  return out;
+}
 
 std::string joined(const std::vector<std::string>& names) {
   return c10::Join(", ", names);
@@ -92,16 +128,31 @@ struct AOTIModule::Package {
   };
 
   std::string path;
-  std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader;
+  AOTIOptions options;
+  // The loaded package; an update of a package that owning_model replaces
+  // it (under loader_mu; a call running meanwhile keeps the one it took).
+  std::shared_ptr<Loader> loader;
+  mutable std::mutex loader_mu;
+  // The model was compiled by a torch before 2.7 (it lacks
+  // AOTInductorModelContainerExtractConstantsMap): a constant buffer update
+  // takes ownership of the given tensor handles (CPU) and writes only the
+  // constants its buffer does not have yet, so new weights go into a
+  // freshly loaded package's empty inactive buffer. Later models copy the
+  // given tensors into the buffer they update.
+  bool owning_model = false;
+  bool folds = false;  // the package has constants folded from weights
+  at::Device device = at::kCPU;  // where its weights live
   std::vector<NestedKey> in_keys, out_keys;
   std::vector<Input> inputs;
   std::vector<size_t>
       out_of;  // the package's output i goes to out-key out_of[i]
   std::map<std::string, Weight> weights;  // by fully qualified name
   std::mutex update_mu;
-  // The weights given to the runner by the last two updates (the active
-  // buffer's and the inactive one's, which may borrow them).
-  std::vector<at::Tensor> held, held_before;
+
+  [[nodiscard]] std::shared_ptr<Loader> current() const {
+    const std::lock_guard<std::mutex> lock(loader_mu);
+    return loader;
+  }
 
   [[nodiscard]] std::string where() const { return "AOTIModule(" + path + ")"; }
 
@@ -277,8 +328,9 @@ struct AOTIModule::Package {
       args.push_back(t.contiguous());
     }
     std::vector<at::Tensor> out;
+    const std::shared_ptr<Loader> running = current();
     try {
-      out = loader->run(args);
+      out = running->run(args);
     } catch (const std::exception& e) {
       std::string order;
       for (size_t i = 0; i < inputs.size(); ++i) {
@@ -286,7 +338,7 @@ struct AOTIModule::Package {
                  in_keys[inputs[i].key].str();
       }
       TORCH_CHECK(false, where(), " failed (its inputs: ", order,
-                  "): ", e.what());
+                  "): ", message(e));
     }
     TORCH_CHECK(out.size() == out_of.size(), where(), ": the package returned ",
                 out.size(), " tensors, its spec says ", out_of.size());
@@ -296,15 +348,20 @@ struct AOTIModule::Package {
   }
 
   void read_weights(const std::unordered_map<std::string, std::string>& meta) {
-    auto* runner = loader->get_runner();
+    Runner* runner = loader->get_runner();
     const auto fqns = runner->getConstantNamesToOriginalFQNs();
     const auto dtypes = runner->getConstantNamesToDtypes();
     for (const auto& [name, fqn] : fqns) {
       // Constants folded at compile or load time are the package's own.
+      if (name.rfind("_FOLDED_CONST_", 0) == 0) folds = true;
       if (fqn.empty() || name.rfind("_FOLDED_CONST_", 0) == 0) continue;
       weights[fqn] = {
           name, static_cast<at::ScalarType>(dtypes.at(name)), {}, false};
     }
+    owning_model = !RunnerEntries::model_has(
+        *runner, "AOTInductorModelContainerExtractConstantsMap");
+    const auto device_key = meta.find("AOTI_DEVICE_KEY");
+    if (device_key != meta.end()) device = at::Device(device_key->second);
     const auto it = meta.find("tensordict.constants");
     if (it != meta.end()) {
       const Json described = Json::parse(it->second);
@@ -317,6 +374,7 @@ struct AOTIModule::Package {
     }
 #if TORCH_VERSION_MAJOR > 2 || \
     (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 10)
+    if (!RunnerEntries::can_extract_constants(*runner)) return;
     for (const auto& [name, tensor] : runner->extract_constants_map(false)) {
       for (auto& [fqn, w] : weights) {
         if (w.name == name) {
@@ -336,6 +394,7 @@ std::shared_ptr<AOTIModule::Package> load_package(
     const std::vector<NestedKey>& out_keys, const AOTIOptions& options) {
   auto p = std::make_shared<AOTIModule::Package>();
   p->path = path;
+  p->options = options;
   p->in_keys = in_keys;
   p->out_keys = out_keys;
   TORCH_CHECK_VALUE(std::ifstream(path).good(), p->where(), ": no such file");
@@ -343,11 +402,10 @@ std::shared_ptr<AOTIModule::Package> load_package(
   // metadata says what they are.
   setenv("AOTI_RUNTIME_CHECK_INPUTS", "1", 0);
   try {
-    p->loader = std::make_unique<torch::inductor::AOTIModelPackageLoader>(
-        path, options.model_name());
+    p->loader = std::make_shared<Loader>(path, options.model_name());
   } catch (const std::exception& e) {
     TORCH_CHECK_VALUE(false, p->where(),
-                      ": not a package LibTorch can load: ", e.what());
+                      ": not a package LibTorch can load: ", message(e));
   }
   const std::vector<std::string> spec = p->loader->get_call_spec();
   TORCH_CHECK_VALUE(spec.size() == 2, p->where(), ": the call spec has ",
@@ -420,24 +478,42 @@ void AOTIModule::update_weights(const TensorDict& params) {
         " ", detail::shape_str(w.shape), ", got ",
         detail::dtype_name(t.scalar_type()), " ", detail::shape_str(t.sizes()));
   }
-  // Copies of the runner's own (the next update replaces them), into its
-  // inactive buffer, folded, then swapped in.
+  // Written into the runner's inactive buffer, folded, then swapped in: a
+  // call running meanwhile sees the old weights or the new ones.
   const std::lock_guard<std::mutex> lock(p.update_mu);
-  std::vector<at::Tensor> copies;
+  std::vector<at::Tensor> tensors;
+  tensors.reserve(p.weights.size());
   torch::inductor::TensorConstantMap map;
-  copies.reserve(p.weights.size());
   for (const auto& [fqn, w] : p.weights) {
-    copies.push_back(given.at(fqn).detach().to(at::kCPU).clone(
-        at::MemoryFormat::Contiguous));
-    map[w.name] = &copies.back();
+    at::Tensor t = given.at(fqn).detach().to(p.device).contiguous();
+    // An owning model keeps the tensor it is given: its own copy.
+    if (p.owning_model && t.is_same(given.at(fqn))) t = t.clone();
+    tensors.push_back(std::move(t));
+    map[w.name] = &tensors.back();
   }
-  auto* runner = p.loader->get_runner();
+  std::shared_ptr<Loader> target = p.loader;
+  if (p.owning_model) {
+    try {
+      target = std::make_shared<Loader>(p.path, p.options.model_name());
+    } catch (const std::exception& e) {
+      TORCH_CHECK(false, fn,
+                  ": could not load the package again to update it "
+                  "(a package compiled by torch < 2.7 is updated in a fresh "
+                  "copy): ",
+                  message(e));
+    }
+    // Handles the model takes ownership of.
+    for (auto& [name, tensor] : map) tensor = new at::Tensor(*tensor);
+  }
+  Runner* runner = target->get_runner();
   runner->update_constant_buffer(map, /*use_inactive=*/true,
                                  /*validate_full_updates=*/true);
-  runner->run_const_fold(/*use_inactive=*/true);
+  if (p.folds) runner->run_const_fold(/*use_inactive=*/true);
   runner->swap_constant_buffer();
-  p.held_before = std::move(p.held);
-  p.held = std::move(copies);
+  if (p.owning_model) {
+    const std::lock_guard<std::mutex> swap(p.loader_mu);
+    p.loader = std::move(target);
+  }
 }
 
 }  // namespace tensordict
