@@ -19,8 +19,8 @@ Usage: python3 export_policy.py OUT_DIR [--check DIR]
   OUT_DIR/tanh_normal.pt2)
 """
 import argparse
-import json
 import os
+import sys
 
 import torch
 from tensordict import TensorDict
@@ -32,6 +32,9 @@ from tensordict.nn import (
 )
 from torchrl.modules import TanhNormal
 from tensordict.nn import InteractionType, set_interaction_type
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from aoti_package import compile_package  # noqa: E402
 
 
 def mlp(out_features):
@@ -64,29 +67,9 @@ def policies():
     return {"mlp": logits, "tanh_normal": actor}
 
 
-# What AOTIModule checks its inputs against: each input's name, dtype and
-# shape (null for the dynamic batch dim, whose range follows).
+# What AOTIModule checks its inputs against (aoti_package.inductor_configs).
 INPUTS = [{"name": "observation", "dtype": "float32", "shape": [None, 4],
            "dynamic": {"0": [1, 1024]}}]
-
-# Compiled so that every parameter stays a constant that
-# AOTIModule::update_weights can replace (the folded ones are recomputed
-# from them), and so that batch 1 passes the model's own input checks.
-# The weights' shapes go into the metadata too ("tensordict.constants"),
-# for LibTorch versions whose runner cannot tell them.
-def inductor_configs(program):
-    constants = {
-        name: {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape)}
-        for name, t in program.state_dict.items()
-    }
-    return {
-        "aot_inductor.use_runtime_constant_folding": True,
-        "aot_inductor.check_lowerbound": False,
-        "aot_inductor.metadata": {
-            "tensordict.inputs": json.dumps(INPUTS),
-            "tensordict.constants": json.dumps(constants),
-        },
-    }
 
 
 def export(policy, path):
@@ -99,9 +82,7 @@ def export(policy, path):
             kwargs={"observation": obs},
             dynamic_shapes={"observation": {0: batch}},
         )
-        torch._inductor.aoti_compile_and_package(
-            program, package_path=path, inductor_configs=inductor_configs(program)
-        )
+        compile_package(program, path, INPUTS)
 
 
 def outputs(policy, obs):
