@@ -195,4 +195,147 @@ TEST(PythonReference, ExportedPolicyRefusesWhatDoesNotFit) {
   EXPECT_TRUE(at::equal(mlp(td).get("logits"), logits));
 }
 
+namespace {
+
+// Packages of other shapes of call spec, exported by the same Python
+// (torch.export of plain modules): "mixed" takes a positional tensor and a
+// keyword one ("agent_goal": the nested key (agent, goal)) and returns a
+// tuple, with a static batch of 3 and the input metadata; "plain" is the
+// same module compiled without metadata (the model checks its inputs
+// itself); "pair" takes a tuple of tensors, which this code does not read.
+struct Variants {
+  TempDir dir{"td_export_variants"};
+  bool ok = false;
+  std::string package(const std::string& name) const {
+    return dir / (name + ".pt2");
+  }
+};
+
+const Variants& variants() {
+  static Variants* made = [] {
+    auto* v = new Variants();
+    v->ok = RunPython(
+        "import sys, torch\n"
+        "sys.path.insert(0, sys.argv[2])\n"
+        "from aoti_package import compile_package\n"
+        "from tensordict import TensorDict\n"
+        "out = sys.argv[1]\n"
+        "class Mixed(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.lin = torch.nn.Linear(4, 4)\n"
+        "    def forward(self, obs, agent_goal):\n"
+        "        return self.lin(obs) + agent_goal, obs.sum(-1)\n"
+        "class Pair(torch.nn.Module):\n"
+        "    def forward(self, pair):\n"
+        "        return pair[0] + pair[1]\n"
+        "torch.manual_seed(0)\n"
+        "m = Mixed()\n"
+        "obs, goal = torch.randn(3, 4), torch.randn(3, 4)\n"
+        "with torch.no_grad():\n"
+        "    p = torch.export.export(m, (obs,), {'agent_goal': goal})\n"
+        "    compile_package(p, out + '/mixed.pt2', [\n"
+        "        {'name': '', 'dtype': 'float32', 'shape': [3, 4]},\n"
+        "        {'name': 'agent_goal', 'dtype': 'float32', 'shape': [3, "
+        "4]}])\n"
+        "    torch._inductor.aoti_compile_and_package(\n"
+        "        p, package_path=out + '/plain.pt2')\n"
+        "    p = torch.export.export(Pair(), ((obs, goal),))\n"
+        "    torch._inductor.aoti_compile_and_package(\n"
+        "        p, package_path=out + '/pair.pt2')\n"
+        "    a, b = m(obs, goal)\n"
+        "TensorDict({'observation': obs, 'agent': {'goal': goal}, 'a': a,\n"
+        "            'b': b}, batch_size=[3]).memmap(out + '/check')\n",
+        {v->dir.str(),
+         tensordict_test::TestDataDir() + "/../../examples/python"});
+    return v;
+  }();
+  return *made;
+}
+
+}  // namespace
+
+// A positional argument takes the in-key the keywords leave, whatever
+// in_keys' order; a keyword the in-key of its name (a nested key's names
+// joined by "_"); a tuple's outputs go to out_keys in order.
+TEST(PythonReference, ExportedPositionalAndKeywordArguments) {
+  if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
+  const Variants& v = variants();
+  ASSERT_TRUE(v.ok);
+  const TensorDict check = TensorDict::load_memmap(v.dir / "check");
+  const NestedKey goal({"agent", "goal"});
+  for (const std::vector<NestedKey>& in_keys :
+       {std::vector<NestedKey>{"observation", goal},
+        std::vector<NestedKey>{goal, "observation"}}) {
+    const AOTIModule mixed(v.package("mixed"), in_keys, {"a", "b"});
+    TensorDict td({3});
+    td.set("observation", check.get("observation"));
+    td.set(goal, check.get(goal));
+    mixed(td);
+    ExpectClose(td.get("a"), check.get("a"));
+    ExpectClose(td.get("b"), check.get("b"));
+  }
+  const std::string at = "AOTIModule(" + v.package("mixed") + ")";
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        AOTIModule m(v.package("mixed"), {"observation", "goal"}, {"a", "b"});
+      },
+      at + ": the package's keyword argument \"agent_goal\" is no in-key's "
+           "name (in_keys: [observation, goal]; a nested key's names joined "
+           "by \"_\")");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        AOTIModule m(v.package("mixed"), {"observation", goal}, {"a"});
+      },
+      at + ": the package returns 2 tensors but out_keys has 1: [a]");
+}
+
+// A static batch: another batch is refused naming the exported shape, by
+// this code where the package describes its inputs, by the model's own
+// checks otherwise (a c10::Error, never a crash); the dict unchanged.
+TEST(PythonReference, ExportedStaticBatchRefusesAnother) {
+  if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
+  const Variants& v = variants();
+  ASSERT_TRUE(v.ok);
+  const NestedKey goal({"agent", "goal"});
+  TensorDict td({5});
+  td.set("observation", at::zeros({5, 4}));
+  td.set(goal, at::zeros({5, 4}));
+  const tensordict_test::Snapshot before = tensordict_test::TakeSnapshot(td);
+  const AOTIModule mixed(v.package("mixed"), {"observation", goal}, {"a", "b"});
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { mixed(td); },
+      "AOTIModule(" + v.package("mixed") +
+          "): in-key observation: the package takes torch.float32 [3, 4], "
+          "got torch.float32 [5, 4]");
+  tensordict_test::ExpectUnchanged(td, before);
+  const AOTIModule plain(v.package("plain"), {"observation", goal}, {"a", "b"});
+  ExpectThrowsMsg<c10::Error>(
+      [&] { plain(td); },
+      "AOTIModule(" + v.package("plain") +
+          ") failed (its inputs: 0: observation, 1: ('agent', 'goal')): "
+          "input_handles[0]: unmatched dim value at 0, expected: 3, but got: "
+          "5");
+  tensordict_test::ExpectUnchanged(td, before);
+  // The right batch runs.
+  TensorDict three({3});
+  three.set("observation", at::zeros({3, 4}));
+  three.set(goal, at::zeros({3, 4}));
+  plain(three);
+  EXPECT_EQ(three.get("b").sizes(), at::IntArrayRef({3}));
+}
+
+TEST(PythonReference, ExportedSpecThisCodeDoesNotReadIsRefusedAtLoad) {
+  if (PyRef().empty()) GTEST_SKIP() << kSkipMessage;
+  const Variants& v = variants();
+  ASSERT_TRUE(v.ok);
+  tensordict_test::ExpectThrowsMsgPrefix<c10::ValueError>(
+      [&] {
+        AOTIModule m(v.package("pair"), {"a", "b"}, {"c"});
+      },
+      "AOTIModule(" + v.package("pair") +
+          "): the package's input spec has an argument that is not a tensor "
+          "(a \"builtins.tuple\"), which this code does not read: ");
+}
+
 #endif  // TENSORDICT_HAS_AOTI
