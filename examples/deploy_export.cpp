@@ -35,9 +35,9 @@ using tensordict::TensorDict;
 struct PolicyNet : torch::nn::Module {
   PolicyNet()
       : net(register_module(
-            "net", torch::nn::Sequential(torch::nn::Linear(4, 32),
-                                         torch::nn::Tanh(),
-                                         torch::nn::Linear(32, 2)))) {}
+            "net",
+            torch::nn::Sequential(torch::nn::Linear(4, 32), torch::nn::Tanh(),
+                                  torch::nn::Linear(32, 2)))) {}
   torch::nn::Sequential net;
 };
 

@@ -83,8 +83,8 @@ TEST(AOTIModule, CheckedInPackageGivesTheTorchScriptPolicysOutputs) {
     TensorDict td = Observations(batch);
     const TensorDict expected = tensordict::forward(scripted, td);
     policy(td);
-    EXPECT_TRUE(at::allclose(td.get("logits"), expected.get("logits"), 1e-5,
-                             1e-5));
+    EXPECT_TRUE(
+        at::allclose(td.get("logits"), expected.get("logits"), 1e-5, 1e-5));
     EXPECT_EQ(td.get("action").scalar_type(), at::kLong);
     EXPECT_TRUE(at::equal(td.get("action"), expected.get("action")));
   }
@@ -124,8 +124,9 @@ TEST(AOTIModule, RefusesInputsThatDoNotFitTheExportedShape) {
     const tensordict_test::Snapshot before = tensordict_test::TakeSnapshot(td);
     ExpectThrowsMsg<c10::ValueError>(
         [&] { policy(td); },
-        at + ": in-key observation: the package takes torch.float32 [1 to "
-             "1024, 4], got " +
+        at +
+            ": in-key observation: the package takes torch.float32 [1 to "
+            "1024, 4], got " +
             tensordict::detail::dtype_name(obs.scalar_type()) + " " +
             tensordict::detail::shape_str(obs.sizes()));
     tensordict_test::ExpectUnchanged(td, before);
@@ -180,11 +181,12 @@ TEST(AOTIModule, UpdateWeightsCopiesTheGivenTensors) {
   TensorDict weights = ScriptedWeights(scripted, 0.5);
   const TensorDict kept = weights.clone();
   policy.update_weights(weights);
-  for (const NestedKey& key : weights.keys(true, true)) weights.get(key).zero_();
+  for (const NestedKey& key : weights.keys(true, true))
+    weights.get(key).zero_();
   TensorDict td = Observations(4);
   policy(td);
-  EXPECT_TRUE(at::allclose(td.get("logits"), Logits(kept, td.get("observation")),
-                           1e-5, 1e-5));
+  EXPECT_TRUE(at::allclose(td.get("logits"),
+                           Logits(kept, td.get("observation")), 1e-5, 1e-5));
 }
 
 TEST(AOTIModule, RefusesWeightsThatDoNotFitAndKeepsItsOwn) {
@@ -226,16 +228,15 @@ TEST(AOTIModule, DrivesARolloutAsTheTorchScriptPolicyDoes) {
   const AOTIModule policy(Package(), {"observation"}, {"logits", "action"});
   std::vector<TensorDict> runs;
   for (const tensordict::TensorDictModule* m :
-       {static_cast<const tensordict::TensorDictModule*>(&policy),
-        &scripted}) {
+       {static_cast<const tensordict::TensorDictModule*>(&policy), &scripted}) {
     tensordict::CartPoleEnv env({8}, /*categorical_action_encoding=*/true);
     env.set_seed(3);
     runs.push_back(env.rollout(100, *m));
   }
   ASSERT_EQ(runs[0].batch_size(), at::IntArrayRef({8, 100}));
   EXPECT_TRUE(at::equal(runs[0].get("action"), runs[1].get("action")));
-  EXPECT_TRUE(at::allclose(runs[0].get("logits"), runs[1].get("logits"), 1e-5,
-                           1e-5));
+  EXPECT_TRUE(
+      at::allclose(runs[0].get("logits"), runs[1].get("logits"), 1e-5, 1e-5));
 }
 
 TEST(AOTIModule, CollectorRunsItAndSeesItsNewWeights) {

@@ -67,7 +67,10 @@ class AOTIModule : public TensorDictModule {
   /// the constant "module.0.weight") into the package's weights. Every
   /// name, dtype and shape is checked first (a missing or an extra one
   /// names what the package has); then all are written at once: a call
-  /// running meanwhile sees the old weights or the new ones.
+  /// running meanwhile sees the old weights or the new ones. The tensors
+  /// are copied. A package compiled by torch before 2.7 is loaded again
+  /// from `path` for each update (its model takes new weights only into
+  /// an empty buffer): milliseconds, not microseconds.
   void update_weights(const TensorDict& params);
 
   /// The package's weights that `update_weights` writes, by their fully

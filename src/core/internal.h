@@ -109,6 +109,10 @@ NestedKey prefixed(const NestedKey* prefix, const std::string& key);
 void collect_keys(const TensorDictImpl& impl, const NestedKey* prefix,
                   bool include_nested, bool leaves_only,
                   std::vector<NestedKey>& out);
+/// `key` split at each `sep` ("a.b" -> a, b); `key` whole for an empty
+/// `sep`.
+std::vector<std::string> split_key(const std::string& key,
+                                   const std::string& sep);
 /// "[a, ('next', 'obs')]".
 std::string key_vec_str(const std::vector<NestedKey>& keys);
 /// "[a, next, ('next', 'obs')]": every key, nested ones included.

@@ -6,6 +6,7 @@
 // constant-folded, then swapped in).
 #include <ATen/ATen.h>
 #include <ATen/DynamicLibrary.h>
+#include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
@@ -19,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -147,9 +149,36 @@ struct AOTIModule::Package {
   std::vector<size_t>
       out_of;  // the package's output i goes to out-key out_of[i]
   std::map<std::string, Weight> weights;  // by fully qualified name
+  // In the order of weights: each one's key in from_module's layout, and
+  // its name in the runner; the map update_weights hands the runner (its
+  // names made once, under update_mu).
+  std::vector<NestedKey> weight_keys;
+  std::vector<std::string> weight_names;
+  torch::inductor::TensorConstantMap constant_map;
+
+  // Throws naming a leaf the package has no weight for, or a weight
+  // without a leaf.
+  [[noreturn]] void refuse_names(const std::vector<NestedKey>& keys) const {
+    const std::string fn = where() + ".update_weights";
+    std::vector<std::string> names;
+    for (const auto& [fqn, w] : weights) names.push_back(fqn);
+    std::set<std::string> given;
+    for (const NestedKey& key : keys) given.insert(dotted(key));
+    for (const std::string& fqn : given) {
+      TORCH_CHECK_VALUE(weights.count(fqn) == 1, fn,
+                        ": the package has no weight ", fqn,
+                        " (it has: ", joined(names), ")");
+    }
+    for (const std::string& fqn : names) {
+      TORCH_CHECK_VALUE(given.count(fqn) == 1, fn, ": weight ", fqn,
+                        " is missing (the package has: ", joined(names), ")");
+    }
+    TORCH_CHECK(false, fn, ": the weights do not match");
+  }
   std::mutex update_mu;
 
   [[nodiscard]] std::shared_ptr<Loader> current() const {
+    if (!owning_model) return loader;  // never replaced
     const std::lock_guard<std::mutex> lock(loader_mu);
     return loader;
   }
@@ -358,6 +387,11 @@ struct AOTIModule::Package {
       weights[fqn] = {
           name, static_cast<at::ScalarType>(dtypes.at(name)), {}, false};
     }
+    for (const auto& [fqn, w] : weights) {
+      weight_keys.emplace_back(detail::split_key(fqn, "."));
+      weight_names.push_back(w.name);
+      constant_map[w.name] = nullptr;
+    }
     owning_model = !RunnerEntries::model_has(
         *runner, "AOTInductorModelContainerExtractConstantsMap");
     const auto device_key = meta.find("AOTI_DEVICE_KEY");
@@ -451,56 +485,65 @@ std::vector<std::string> AOTIModule::constant_names() const {
 
 void AOTIModule::update_weights(const TensorDict& params) {
   Package& p = *package_;
-  const std::string fn = p.where() + ".update_weights";
-  std::map<std::string, at::Tensor> given;
-  for (const NestedKey& key : params.keys(true, true)) {
-    given[dotted(key)] = params.get(key);
+  // The leaves by name, each checked against the package's weight; a name
+  // the package lacks, or one it has that is missing, fails naming them.
+  const std::vector<NestedKey> keys = params.keys(true, true);
+  std::vector<const at::Tensor*> given(p.weights.size(), nullptr);
+  std::vector<at::Tensor> leaves;
+  leaves.reserve(keys.size());
+  bool all = keys.size() == p.weights.size();
+  for (size_t w = 0; all && w < p.weights.size(); ++w) {
+    all = params.contains(p.weight_keys[w]);
+    if (all) {
+      leaves.push_back(params.get(p.weight_keys[w]));
+      given[w] = &leaves.back();
+    }
   }
-  for (const auto& [fqn, t] : given) {
-    TORCH_CHECK_VALUE(p.weights.count(fqn) == 1, fn,
-                      ": the package has no "
-                      "weight ",
-                      fqn, " (it has: ", joined(constant_names()), ")");
-  }
-  for (const auto& [fqn, w] : p.weights) {
-    const auto it = given.find(fqn);
-    TORCH_CHECK_VALUE(
-        it != given.end(), fn, ": weight ", fqn,
-        " is missing (the package has: ", joined(constant_names()), ")");
-    TORCH_CHECK_VALUE(w.shaped, fn, ": the package does not say the shape of ",
+  if (!all) p.refuse_names(keys);
+  size_t w = 0;
+  for (const auto& [fqn, weight] : p.weights) {
+    const at::Tensor& t = *given[w++];
+    TORCH_CHECK_VALUE(weight.shaped, p.where(),
+                      ".update_weights: the package does not say the shape "
+                      "of ",
                       fqn,
                       " (no tensordict.constants metadata, and this "
                       "LibTorch cannot read it)");
-    const at::Tensor& t = it->second;
-    TORCH_CHECK_VALUE(
-        t.scalar_type() == w.dtype && t.sizes().vec() == w.shape, fn,
-        ": weight ", fqn, ": the package has ", detail::dtype_name(w.dtype),
-        " ", detail::shape_str(w.shape), ", got ",
-        detail::dtype_name(t.scalar_type()), " ", detail::shape_str(t.sizes()));
+    TORCH_CHECK_VALUE(t.scalar_type() == weight.dtype &&
+                          t.sizes() == at::IntArrayRef(weight.shape),
+                      p.where(), ".update_weights: weight ", fqn,
+                      ": the package has ", detail::dtype_name(weight.dtype),
+                      " ", detail::shape_str(weight.shape), ", got ",
+                      detail::dtype_name(t.scalar_type()), " ",
+                      detail::shape_str(t.sizes()));
   }
   // Written into the runner's inactive buffer, folded, then swapped in: a
   // call running meanwhile sees the old weights or the new ones.
   const std::lock_guard<std::mutex> lock(p.update_mu);
+  const at::NoGradGuard no_grad;
   std::vector<at::Tensor> tensors;
   tensors.reserve(p.weights.size());
-  torch::inductor::TensorConstantMap map;
-  for (const auto& [fqn, w] : p.weights) {
-    at::Tensor t = given.at(fqn).detach().to(p.device).contiguous();
+  for (size_t k = 0; k < given.size(); ++k) {
+    at::Tensor t = *given[k];
+    if (t.device() != p.device) t = t.to(p.device);
+    if (!t.is_contiguous()) t = t.contiguous();
     // An owning model keeps the tensor it is given: its own copy.
-    if (p.owning_model && t.is_same(given.at(fqn))) t = t.clone();
+    if (p.owning_model && t.is_same(*given[k])) t = t.clone();
     tensors.push_back(std::move(t));
-    map[w.name] = &tensors.back();
+    p.constant_map.at(p.weight_names[k]) = &tensors.back();
   }
+  torch::inductor::TensorConstantMap& map = p.constant_map;
   std::shared_ptr<Loader> target = p.loader;
   if (p.owning_model) {
     try {
       target = std::make_shared<Loader>(p.path, p.options.model_name());
     } catch (const std::exception& e) {
-      TORCH_CHECK(false, fn,
-                  ": could not load the package again to update it "
-                  "(a package compiled by torch < 2.7 is updated in a fresh "
-                  "copy): ",
-                  message(e));
+      TORCH_CHECK(
+          false, p.where(),
+          ".update_weights: could not load the package again to update it "
+          "(a package compiled by torch < 2.7 is updated in a fresh "
+          "copy): ",
+          message(e));
     }
     // Handles the model takes ownership of.
     for (auto& [name, tensor] : map) tensor = new at::Tensor(*tensor);
@@ -510,6 +553,7 @@ void AOTIModule::update_weights(const TensorDict& params) {
                                  /*validate_full_updates=*/true);
   if (p.folds) runner->run_const_fold(/*use_inactive=*/true);
   runner->swap_constant_buffer();
+  for (auto& [name, tensor] : map) tensor = nullptr;
   if (p.owning_model) {
     const std::lock_guard<std::mutex> swap(p.loader_mu);
     p.loader = std::move(target);

@@ -102,23 +102,6 @@ void collect_entries(const TensorDictImpl& impl, bool include_nested,
       [&](const KeyPath&, const TensorDictImpl&) { levels.pop_back(); });
 }
 
-std::vector<std::string> split_key(const std::string& key,
-                                   const std::string& sep) {
-  std::vector<std::string> parts;
-  if (sep.empty()) return {key};
-  size_t start = 0;
-  while (true) {
-    const size_t pos = key.find(sep, start);
-    if (pos == std::string::npos) {
-      parts.push_back(key.substr(start));
-      break;
-    }
-    parts.push_back(key.substr(start, pos - start));
-    start = pos + sep.size();
-  }
-  return parts;
-}
-
 // Inserts `node` (named by `parts`, relative to `dst`) for unflatten_keys.
 // `prefix` is `dst`'s own path and `orig` the key being unflattened, both for
 // errors.
