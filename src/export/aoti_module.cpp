@@ -178,7 +178,6 @@ struct AOTIModule::Package {
   std::mutex update_mu;
 
   [[nodiscard]] std::shared_ptr<Loader> current() const {
-    if (!owning_model) return loader;  // never replaced
     const std::lock_guard<std::mutex> lock(loader_mu);
     return loader;
   }
@@ -357,7 +356,11 @@ struct AOTIModule::Package {
       args.push_back(t.contiguous());
     }
     std::vector<at::Tensor> out;
-    const std::shared_ptr<Loader> running = current();
+    // An owning model's package may be replaced by an update meanwhile:
+    // the call keeps the one it took.
+    const std::shared_ptr<Loader> kept =
+        owning_model ? current() : std::shared_ptr<Loader>();
+    Loader* running = owning_model ? kept.get() : loader.get();
     try {
       out = running->run(args);
     } catch (const std::exception& e) {
@@ -549,8 +552,9 @@ void AOTIModule::update_weights(const TensorDict& params) {
     for (auto& [name, tensor] : map) tensor = new at::Tensor(*tensor);
   }
   Runner* runner = target->get_runner();
+  // Every weight is in the map (checked above).
   runner->update_constant_buffer(map, /*use_inactive=*/true,
-                                 /*validate_full_updates=*/true);
+                                 /*validate_full_updates=*/false);
   if (p.folds) runner->run_const_fold(/*use_inactive=*/true);
   runner->swap_constant_buffer();
   for (auto& [name, tensor] : map) tensor = nullptr;
