@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/names.h"  // src/ (tests/CMakeLists.txt)
+#include "export_test_util.h"
 #include "test_paths.h"
 #include "test_util.h"
 
@@ -115,22 +116,10 @@ TEST(AOTIModule, DictOutputsGoToTheOutKeysOfTheirNames) {
 
 TEST(AOTIModule, RefusesInputsThatDoNotFitTheExportedShape) {
   const AOTIModule policy(Package(), {"observation"}, {"logits", "action"});
-  const std::string at = "AOTIModule(" + Package() + ")";
-  for (const at::Tensor& obs :
-       {at::zeros({3, 4}, at::kDouble), at::zeros({3, 4}, at::kLong),
-        at::zeros({1025, 4}), at::zeros({3, 2}), at::zeros({3})}) {
-    TensorDict td({obs.size(0)});
-    td.set("observation", obs);
-    const tensordict_test::Snapshot before = tensordict_test::TakeSnapshot(td);
-    ExpectThrowsMsg<c10::ValueError>(
-        [&] { policy(td); },
-        at +
-            ": in-key observation: the package takes torch.float32 [1 to "
-            "1024, 4], got " +
-            tensordict::detail::dtype_name(obs.scalar_type()) + " " +
-            tensordict::detail::shape_str(obs.sizes()));
-    tensordict_test::ExpectUnchanged(td, before);
-  }
+  tensordict_test::ExpectRefusesObservations(
+      policy, Package(),
+      {at::zeros({3, 4}, at::kDouble), at::zeros({3, 4}, at::kLong),
+       at::zeros({1025, 4}), at::zeros({3, 2}), at::zeros({3})});
   // A view that is not contiguous runs as its contiguous copy.
   TensorDict td({6});
   const at::Tensor wide = at::randn({4, 6});
@@ -209,6 +198,27 @@ TEST(AOTIModule, RefusesWeightsThatDoNotFitAndKeepsItsOwn) {
       fn + ": the package has no weight module.net.0.bias (it has: "
            "net.0.bias, net.0.weight, net.2.bias, net.2.weight)");
   EXPECT_TRUE(at::equal(policy(td).get("logits"), logits));
+}
+
+// In a sequence: the package's outputs feed the next module; a failure in
+// the package leaves the dict as it was.
+TEST(AOTIModule, ComposesInASequence) {
+  const AOTIModule policy(Package(), {"observation"}, {"logits", "action"});
+  const tensordict::TensorDictModule probs(
+      [](const std::vector<at::Tensor>& in) {
+        return std::vector<at::Tensor>{at::softmax(in[0], -1)};
+      },
+      {"logits"}, {"probs"});
+  const tensordict::TensorDictSequential seq({policy, probs});
+  TensorDict td = Observations(8);
+  seq(td);
+  EXPECT_TRUE(at::allclose(td.get("probs"), at::softmax(td.get("logits"), -1)));
+  EXPECT_TRUE(at::equal(td.get("action"), td.get("logits").argmax(-1)));
+  TensorDict wide({8});
+  wide.set("observation", at::zeros({8, 5}));
+  const tensordict_test::Snapshot before = tensordict_test::TakeSnapshot(wide);
+  EXPECT_THROW(seq(wide), c10::ValueError);
+  tensordict_test::ExpectUnchanged(wide, before);
 }
 
 // As a policy: env.rollout runs it on each step's dict, a collector on

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/names.h"  // src/ (tests/CMakeLists.txt)
+#include "export_test_util.h"
 #include "fs_util.h"
 #include "python_reference.h"
 #include "test_paths.h"
@@ -145,21 +146,10 @@ TEST(PythonReference, ExportedPolicyRefusesWhatDoesNotFit) {
       "AOTIModule(" + text + "): not a package LibTorch can load: ");
 
   AOTIModule mlp(path, {"observation"}, {"logits"});
-  for (const at::Tensor& obs :
-       {at::zeros({3, 4}, at::kDouble), at::zeros({3, 5}), at::zeros({2000, 4}),
-        at::zeros({3, 4, 1})}) {
-    TensorDict td({obs.size(0)});
-    td.set("observation", obs);
-    const tensordict_test::Snapshot before = tensordict_test::TakeSnapshot(td);
-    ExpectThrowsMsg<c10::ValueError>(
-        [&] { mlp(td); },
-        at +
-            ": in-key observation: the package takes torch.float32 [1 to "
-            "1024, 4], got " +
-            tensordict::detail::dtype_name(obs.scalar_type()) + " " +
-            tensordict::detail::shape_str(obs.sizes()));
-    tensordict_test::ExpectUnchanged(td, before);
-  }
+  tensordict_test::ExpectRefusesObservations(
+      mlp, path,
+      {at::zeros({3, 4}, at::kDouble), at::zeros({3, 5}), at::zeros({2000, 4}),
+       at::zeros({3, 4, 1})});
 
   // The weights: an extra one, a missing one, a shape; nothing changes.
   TensorDict td({5});
