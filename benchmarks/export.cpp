@@ -106,6 +106,29 @@ void BM_UpdateWeights(benchmark::State& state) {
   for (auto _ : state) policy.update_weights(params);
 }
 
+// What the runner itself does for an update (write the inactive buffer,
+// fold it, swap), given a ready map: the floor under update_weights.
+void BM_RunnerUpdate(benchmark::State& state) {
+  torch::inductor::AOTIModelPackageLoader loader(dir() + "/mlp.pt2", "model");
+  auto* runner = loader.get_runner();
+  const tensordict::TensorDict params = mlp_params();
+  std::vector<at::Tensor> tensors;
+  tensors.reserve(6);
+  torch::inductor::TensorConstantMap map;
+  for (const auto& [name, fqn] : runner->getConstantNamesToOriginalFQNs()) {
+    if (fqn.rfind("module.", 0) != 0) continue;
+    const std::string layer = fqn.substr(7, 1);
+    tensors.push_back(params.get({"module", layer, fqn.substr(9)}));
+    map[name] = &tensors.back();
+  }
+  for (auto _ : state) {
+    runner->update_constant_buffer(map, /*use_inactive=*/true,
+                                   /*validate_full_updates=*/false);
+    runner->run_const_fold(/*use_inactive=*/true);
+    runner->swap_constant_buffer();
+  }
+}
+
 void BM_CopyWeights(benchmark::State& state) {
   const tensordict::TensorDict params = mlp_params();
   const tensordict::TensorDict dest = params.clone();
@@ -139,6 +162,7 @@ int main(int argc, char** argv) {
       benchmark::RegisterBenchmark("BM_Eager", BM_Eager)->Arg(batch);
     }
     benchmark::RegisterBenchmark("BM_UpdateWeights", BM_UpdateWeights);
+    benchmark::RegisterBenchmark("BM_RunnerUpdate", BM_RunnerUpdate);
     benchmark::RegisterBenchmark("BM_CopyWeights", BM_CopyWeights);
     return tensordict_bench::run(
         argc, argv,
@@ -161,6 +185,8 @@ int main(int argc, char** argv) {
              "BM_TorchScript/256", 0},
             {"update_weights / copy_ of the same bytes", "BM_UpdateWeights",
              "BM_CopyWeights", 2},
+            {"the runner's own update / copy_ of the same bytes",
+             "BM_RunnerUpdate", "BM_CopyWeights", 0},
         });
   }
 #endif
