@@ -5,6 +5,8 @@
 #include <c10/util/Exception.h>
 
 #include <ostream>
+#include <string>
+#include <vector>
 
 namespace tensordict {
 
@@ -53,5 +55,26 @@ std::string NestedKey::str() const {
 std::ostream& operator<<(std::ostream& os, const NestedKey& key) {
   return os << key.str();
 }
+
+namespace detail {
+
+std::vector<std::string> split_key(const std::string& key,
+                                   const std::string& sep) {
+  std::vector<std::string> parts;
+  if (sep.empty()) return {key};
+  size_t start = 0;
+  while (true) {
+    const size_t pos = key.find(sep, start);
+    if (pos == std::string::npos) {
+      parts.push_back(key.substr(start));
+      break;
+    }
+    parts.push_back(key.substr(start, pos - start));
+    start = pos + sep.size();
+  }
+  return parts;
+}
+
+}  // namespace detail
 
 }  // namespace tensordict

@@ -105,23 +105,6 @@ void collect_keys(const TensorDictImpl& impl, const NestedKey* prefix,
       Ignore());
 }
 
-std::vector<std::string> split_key(const std::string& key,
-                                   const std::string& sep) {
-  std::vector<std::string> parts;
-  if (sep.empty()) return {key};
-  size_t start = 0;
-  while (true) {
-    const size_t pos = key.find(sep, start);
-    if (pos == std::string::npos) {
-      parts.push_back(key.substr(start));
-      break;
-    }
-    parts.push_back(key.substr(start, pos - start));
-    start = pos + sep.size();
-  }
-  return parts;
-}
-
 std::string key_vec_str(const std::vector<NestedKey>& ks) {
   std::string out = "[";
   for (size_t i = 0; i < ks.size(); ++i) {

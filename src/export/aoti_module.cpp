@@ -149,12 +149,12 @@ struct AOTIModule::Package {
   std::vector<size_t>
       out_of;  // the package's output i goes to out-key out_of[i]
   std::map<std::string, Weight> weights;  // by fully qualified name
-  // In the order of weights: each one's key in from_module's layout, and
-  // its name in the runner; the map update_weights hands the runner (its
-  // names made once, under update_mu).
-  std::vector<NestedKey> weight_keys;
-  std::vector<std::string> weight_names;
+  // The map update_weights hands the runner, its names made once (written
+  // under update_mu); in the order of weights, each one's key in
+  // from_module's layout and its slot in the map.
   torch::inductor::TensorConstantMap constant_map;
+  std::vector<NestedKey> weight_keys;
+  std::vector<at::Tensor**> weight_slots;
 
   // Throws naming a leaf the package has no weight for, or a weight
   // without a leaf.
@@ -392,8 +392,7 @@ struct AOTIModule::Package {
     }
     for (const auto& [fqn, w] : weights) {
       weight_keys.emplace_back(detail::split_key(fqn, "."));
-      weight_names.push_back(w.name);
-      constant_map[w.name] = nullptr;
+      weight_slots.push_back(&constant_map[w.name]);
     }
     owning_model = !RunnerEntries::model_has(
         *runner, "AOTInductorModelContainerExtractConstantsMap");
@@ -533,7 +532,7 @@ void AOTIModule::update_weights(const TensorDict& params) {
     // An owning model keeps the tensor it is given: its own copy.
     if (p.owning_model && t.is_same(*given[k])) t = t.clone();
     tensors.push_back(std::move(t));
-    p.constant_map.at(p.weight_names[k]) = &tensors.back();
+    *p.weight_slots[k] = &tensors.back();
   }
   torch::inductor::TensorConstantMap& map = p.constant_map;
   std::shared_ptr<Loader> target = p.loader;
