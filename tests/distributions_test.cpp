@@ -382,7 +382,8 @@ TEST(DistributionsFactories, NameMissingUnexpectedAndDuplicateParameters) {
   p.add("mu", torch::zeros({2}));
   ExpectThrowsMsg<c10::ValueError>(
       [&] { (void)D::normal()(p); },
-      "Normal: unexpected parameter mu (expected loc, scale)");
+      "Normal: unexpected parameter mu (expected loc, scale); map other "
+      "keys with ProbabilisticOptions::dist_keys");
   D::DistributionParams both;
   both.add("logits", torch::zeros({2}));
   both.add("probs", torch::ones({2}) / 2);

@@ -138,7 +138,8 @@ TEST(ProbabilisticModule, DistKeysNameTheParametersOfOtherKeys) {
                                               D::normal());
   ExpectThrowsMsg<c10::ValueError>(
       [&] { unnamed(td); },
-      "Normal: unexpected parameter mu (expected loc, scale)");
+      "Normal: unexpected parameter mu (expected loc, scale); map other "
+      "keys with ProbabilisticOptions::dist_keys");
 }
 
 TEST(ProbabilisticModule, RandomDrawsFromTheGeneratorWithGradients) {

@@ -360,7 +360,7 @@ class LazyStackReplayBuffer {
   /// Reseeds the sampler's generator.
   void manual_seed(uint64_t seed);
   /// The stored row at storage index `i` (the buffer's own: writing into it
-  /// changes the stored row).
+  /// changes the stored row). Only the lookup is synchronized.
   [[nodiscard]] TensorDict row(int64_t i) const;
 
  private:

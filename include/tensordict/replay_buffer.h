@@ -54,10 +54,33 @@
 // per written row and per drawn sample.
 //
 // Thread safety. Unlike `TensorDict`, a `ReplayBuffer` is synchronized: any
-// number of threads may call `add`/`extend`/`sample`/`update_priority`
-// concurrently (one internal lock covers a whole write and a whole gather). A
-// sampled row is never torn (half old, half new data). `storage()` is the
-// exception: reading the returned dict is not synchronized with writers.
+// number of threads may call its member functions concurrently, except
+// moving and destroying it. `add`, `extend`, `sample`, `update_priority`,
+// `dumps`, `loads`, `clear`, `manual_seed`, `size` (and so `empty`),
+// `cursor`, `rate_limiter_info` and `storage` each run under one internal
+// lock, held through a whole write, gather or checkpoint (a rate-limited
+// call waits with it released, before it writes or gathers); `capacity` and
+// `options` read what never changes. A sampled row is never torn (half old,
+// half new data).
+//   - `storage()` returns the storage dict itself: reading it is not
+//     synchronized with writers.
+//   - `update_priority` takes storage indices, not rows. Under the lock it
+//     checks every index against the current `size()`, then sets the
+//     priorities of the rows stored there now: indices from an earlier
+//     sample whose rows were overwritten since give the new rows those
+//     priorities. If any index is at or past `size()` (after a `clear()`),
+//     the whole call throws a `c10::IndexError` and no priority changes.
+//   - A sample owns its memory (a copy, never a view of the storage), so the
+//     thread it is handed to may hold, read and drop it without the lock.
+//     The sampling thread reuses a small sample's memory for a later sample
+//     only once nothing holds any of it. On CUDA the gather is queued on the
+//     sampling thread's current stream: another stream must wait for it, as
+//     for any tensor.
+//   - `LazyStackReplayBuffer` (lazy_stack.h) is synchronized the same way,
+//     but its `row(i)` only looks the row up under the lock: it returns the
+//     stored dict itself, and reading or writing that is not synchronized
+//     with other calls (a later write to row `i` stores a new dict, so the
+//     one returned keeps the old data).
 // With `ReplayBufferOptions::shared`, the same holds across the processes
 // forked after the buffer's construction.
 //

@@ -11,6 +11,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 
 namespace tensordict {
@@ -173,7 +174,13 @@ bool cpu_gatherable(const at::Tensor& t, bool grad_mode) {
 c10::Storage gather_storage(size_t total) {
   constexpr size_t kKept = size_t{1} << 20;
   static thread_local c10::Storage last;
-  if (last && last.use_count() == 1 && last.nbytes() >= total) return last;
+  if (last && last.use_count() == 1 && last.nbytes() >= total) {
+    // use_count() is a relaxed load: the fence orders another thread's last
+    // read of a sample it dropped (its release of the reference) before
+    // this thread writes over the memory.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return last;
+  }
   c10::Storage fresh =
       at::detail::empty_cpu({static_cast<int64_t>(total)}, at::kByte).storage();
   if (total <= kKept) last = fresh;

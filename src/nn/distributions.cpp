@@ -539,7 +539,8 @@ void DistributionParams::check_names(
     TORCH_CHECK_VALUE(
         std::find(allowed.begin(), allowed.end(), p.first) != allowed.end(),
         dist, ": unexpected parameter ", p.first, " (expected ",
-        join_names(allowed), ")");
+        join_names(allowed),
+        "); map other keys with ProbabilisticOptions::dist_keys");
   }
 }
 
