@@ -117,5 +117,19 @@ int main() {
              fmt::join(values(terminated.advantage), ", "));
   TORCH_CHECK(truncated.advantage.equal(torch::tensor({1.5, 2.0, 1.0})));
   TORCH_CHECK(terminated.advantage.equal(torch::tensor({0.25, -3.0, 1.0})));
+
+  // ---- Other return estimators
+  const at::Tensor td1 =
+      tensordict::td1_return(0.5, next_value, reward, done, never, 0);
+  const at::Tensor td_lambda = tensordict::td_lambda_return(
+      0.5, 0.5, next_value, reward, done, never, 0);
+  fmt::print("td1:       [{}]\n", fmt::join(values(td1), ", "));
+  fmt::print("td_lambda: [{}]\n", fmt::join(values(td_lambda), ", "));
+  TORCH_CHECK(td1.equal(torch::tensor({4.0, 6.0, 9.0})));
+  TORCH_CHECK(td_lambda.equal(torch::tensor({3.5, 6.0, 9.0})));
+  buffer.compute(tensordict::ValueEstimator::td_lambda(0.99, 0.95));
+  TORCH_CHECK(
+      data.get("advantage")
+          .allclose(data.get("value_target") - data.get("state_value")));
   std::cout << "all checks passed\n";
 }

@@ -94,7 +94,7 @@ TEST(GaeTest, MatchesTheNaiveDoubleRecurrenceWithEpisodeEndsInsideTheWindow) {
   EXPECT_LE(MaxAbsDiff(got.value_target, want.value_target), 1e-6);
 }
 
-TEST(GaeTest, FloatInputsGiveFloatResultsWithin1e6OfTheDoubleReference) {
+TEST(GaeTest, FloatInputsGiveFloatResultsWithin1e5OfTheDoubleReference) {
   const RandomRollout r = MakeRandomRollout({300, 8}, at::kFloat, 2);
   const GaeResult got = tensordict::gae(r.reward, r.value, r.next_value, r.done,
                                         r.terminated, 0.99, 0.95);
@@ -102,8 +102,8 @@ TEST(GaeTest, FloatInputsGiveFloatResultsWithin1e6OfTheDoubleReference) {
                                   r.terminated, 0.99, 0.95);
   EXPECT_EQ(got.advantage.scalar_type(), at::kFloat);
   EXPECT_EQ(got.value_target.scalar_type(), at::kFloat);
-  EXPECT_LE(MaxAbsDiff(got.advantage, want.advantage), 1e-6);
-  EXPECT_LE(MaxAbsDiff(got.value_target, want.value_target), 1e-6);
+  EXPECT_LE(MaxAbsDiff(got.advantage, want.advantage), 1e-5);
+  EXPECT_LE(MaxAbsDiff(got.value_target, want.value_target), 1e-5);
 }
 
 TEST(GaeTest, TrailingDimsAndNumericFlagsGiveTheSameResult) {
@@ -201,8 +201,9 @@ TEST(GaeTest, NonFloatingValuesAndScalarsThrow) {
       [&] { (void)tensordict::gae(l, l, l, l, l, 1, 1); },
       "gae: value must be a floating-point tensor, got torch.int64");
   const at::Tensor s = torch::zeros({});
-  ExpectThrowsMsg([&] { (void)tensordict::gae(s, s, s, s, s, 1, 1); },
-                  "gae: value must have a time dim [T, ...], got shape []");
+  ExpectThrowsMsg(
+      [&] { (void)tensordict::gae(s, s, s, s, s, 1, 1); },
+      "gae: value must have a time dim, got shape [] (a 0-dim tensor)");
 }
 
 // ---- RolloutBuffer ------------------------------------------------------------

@@ -1,4 +1,5 @@
-// tensordict/rollout_buffer.h — on-policy rollout storage and GAE.
+// tensordict/rollout_buffer.h — on-policy rollout storage and its return
+// estimates.
 //
 // `RolloutBuffer(num_steps, num_envs)` holds one rollout of a vectorized
 // environment as a TensorDict of batch size `[T, E]` (time-major, T =
@@ -9,13 +10,15 @@
 // target, and `minibatches()` shuffles the flattened `[T * E]` batch into
 // minibatches for the PPO epochs.
 //
-// Key layout (TorchRL's, configurable with `GaeKeys`): the value of the
+// Key layout (TorchRL's, configurable with `EstimatorKeys`): the value of the
 // observation at step t is `"state_value"`, the value of the next observation
 // is `("next", "state_value")`, and the reward and end flags of the
 // transition are `("next", "reward")`, `("next", "done")`,
 // `("next", "terminated")` and optionally `("next", "truncated")`.
 //
-// `tensordict::gae()` is the same computation on plain tensors.
+// `compute(estimator)` runs any of the return estimators of returns.h
+// (`tensordict::gae()` and the others are the same computations on plain
+// tensors).
 //
 // Thread safety: like TensorDict, a RolloutBuffer is not synchronized; use
 // one from one thread at a time.
@@ -35,68 +38,10 @@
 #include <vector>
 
 #include "tensordict/nested_key.h"
+#include "tensordict/returns.h"
 #include "tensordict/tensor_dict.h"
 
 namespace tensordict {
-
-/// The result of `gae()`.
-struct GaeResult {
-  /// The advantage estimate, shaped and typed like the value.
-  at::Tensor advantage;
-  /// `advantage + value`: the critic's regression target.
-  at::Tensor value_target;
-};
-
-/// Generalized advantage estimation over time-major tensors `[T, E, ...]`
-/// (any trailing dims, all inputs the same shape):
-///
-///   delta_t = reward_t + gamma * next_value_t * (1 - terminated_t) - value_t
-///   A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1},  A_T = 0
-///
-/// `done` marks the last step of an episode (terminated or truncated): the
-/// recursion does not cross it. `terminated` marks true terminal states: their
-/// next value is not bootstrapped. On truncation (`done` but not
-/// `terminated`) the estimate bootstraps from `next_value`, which must then be
-/// the value of the final observation. There is no `truncated` input: pass
-/// `done = terminated | truncated`. `done`/`terminated` may be bool or
-/// numeric (non-zero is true).
-///
-/// The result is new tensors in `value`'s dtype and device, without autograd
-/// history. The recurrence runs as a plain loop over contiguous CPU memory in
-/// double precision (inputs are converted once: a copy only for
-/// non-contiguous, non-CPU or other-dtype inputs). Throws when an input is
-/// undefined or not shaped like `value`, when `value` has no dims, and (a
-/// TypeError) when `value` is not floating point.
-///
-/// Example:
-/// ```
-///   auto [adv, target] = tensordict::gae(reward, value, next_value, done,
-///                                        terminated, 0.99, 0.95);
-/// ```
-[[nodiscard]] GaeResult gae(const at::Tensor& reward, const at::Tensor& value,
-                            const at::Tensor& next_value,
-                            const at::Tensor& done,
-                            const at::Tensor& terminated, double gamma,
-                            double lambda);
-
-/// The keys `RolloutBuffer::compute_gae` reads and writes.
-struct GaeKeys {
-  /// The inputs (see `gae`), in TorchRL's layout.
-  ///@{
-  TORCH_ARG(NestedKey, value) = NestedKey("state_value");
-  TORCH_ARG(NestedKey, next_value) = NestedKey({"next", "state_value"});
-  TORCH_ARG(NestedKey, reward) = NestedKey({"next", "reward"});
-  TORCH_ARG(NestedKey, done) = NestedKey({"next", "done"});
-  TORCH_ARG(NestedKey, terminated) = NestedKey({"next", "terminated"});
-  ///@}
-  /// Read only when present: a truncated step also ends the episode.
-  TORCH_ARG(NestedKey, truncated) = NestedKey({"next", "truncated"});
-  /// Where the results go.
-  ///@{
-  TORCH_ARG(NestedKey, advantage) = NestedKey("advantage");
-  TORCH_ARG(NestedKey, value_target) = NestedKey("value_target");
-  ///@}
-};
 
 /// Fixed-size on-policy rollout storage, `[num_steps, num_envs]`.
 ///
@@ -144,6 +89,17 @@ class RolloutBuffer {
   /// written then.
   void compute_gae(double gamma, double lambda, const GaeKeys& keys = {});
 
+  /// Runs `estimator` (any of `ValueEstimator`'s kinds, with its keys) along
+  /// the time dim, dim 0, and stores the advantage and value target as
+  /// `compute_gae` does, with the same checks and errors (prefixed
+  /// "RolloutBuffer::compute").
+  ///
+  /// Example:
+  /// ```
+  ///   buf.compute(ValueEstimator::td_lambda(0.99, 0.95));
+  /// ```
+  void compute(const ValueEstimator& estimator);
+
   /// The flattened `[T * E]` batch in `num_minibatches` shuffled minibatches
   /// of `T * E / num_minibatches` rows each: one random permutation, cut into
   /// consecutive pieces. Each minibatch has every key (a row is a whole
@@ -161,6 +117,11 @@ class RolloutBuffer {
   [[nodiscard]] int64_t num_envs() const noexcept { return num_envs_; }
 
  private:
+  // compute and compute_gae: errors start with `fn`; `before` ends the hint
+  // of a missing value.
+  void store(const ValueEstimator& estimator, const char* fn,
+             const char* before);
+
   int64_t num_steps_;
   int64_t num_envs_;
   TensorDict data_;

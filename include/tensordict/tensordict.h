@@ -23,6 +23,7 @@
 #include "tensordict/persistence.h"
 #include "tensordict/probabilistic.h"
 #include "tensordict/replay_buffer.h"
+#include "tensordict/returns.h"
 #include "tensordict/rollout_buffer.h"
 #include "tensordict/tensor_dict.h"
 #include "tensordict/tensorclass.h"

@@ -1,0 +1,728 @@
+// Return and advantage estimators (tensordict/returns.h): the functions on
+// tensors, their TensorDict form (ValueEstimator) and multi_step.
+//
+// Every estimator reads its inputs as contiguous CPU memory viewed as
+// `[outer, T, inner]` (the dims before the time dim, the time dim, the dims
+// after it: no transpose for any time dim) and runs its reverse-time
+// recurrence as a plain loop, the running value of each of the `inner`
+// columns in one double array. A loop of per-step tensor ops would cost T
+// dispatches of several ops each (about 100x slower at T = 2048).
+#include "tensordict/returns.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/internal.h"
+#include "rl/returns_keys.h"
+
+// The columns of a step are independent and the outputs never alias the
+// inputs or the running values (all allocated here): GCC may vectorize the
+// loop without checking.
+#if defined(__GNUC__) && !defined(__clang__)
+#define TENSORDICT_IVDEP _Pragma("GCC ivdep")
+#else
+#define TENSORDICT_IVDEP
+#endif
+
+namespace tensordict {
+
+namespace {
+
+using detail::dtype_name;
+using detail::shape_str;
+
+// An estimator's inputs: checked against a reference tensor (the one whose
+// shape every input must have) and read as contiguous CPU memory in the
+// compute dtype.
+class Inputs {
+ public:
+  Inputs(const char* fn, const at::Tensor& ref, const char* ref_name,
+         int64_t time_dim)
+      : fn_(fn), ref_name_(ref_name) {
+    TORCH_CHECK(ref.defined(), fn, ": ", ref_name, " is an undefined tensor");
+    TORCH_CHECK_TYPE(at::isFloatingType(ref.scalar_type()), fn, ": ", ref_name,
+                     " must be a floating-point tensor, got ",
+                     dtype_name(ref.scalar_type()));
+    const int64_t nd = ref.dim();
+    TORCH_CHECK(nd >= 1, fn, ": ", ref_name,
+                " must have a time dim, got shape [] (a 0-dim tensor)");
+    TORCH_CHECK_INDEX(time_dim >= -nd && time_dim < nd, fn, ": time_dim ",
+                      time_dim, " is out of range for ", ref_name, " of shape ",
+                      shape_str(ref.sizes()), " (expected a dim in [", -nd,
+                      ", ", nd - 1, "])");
+    const int64_t dim = time_dim < 0 ? time_dim + nd : time_dim;
+    sizes_ = ref.sizes().vec();
+    steps_ = sizes_[static_cast<size_t>(dim)];
+    for (int64_t i = 0; i < dim; ++i) outer_ *= sizes_[static_cast<size_t>(i)];
+    for (int64_t i = dim + 1; i < nd; ++i) {
+      inner_ *= sizes_[static_cast<size_t>(i)];
+    }
+    out_dtype_ = ref.scalar_type();
+    dtype_ = out_dtype_ == at::kDouble ? at::kDouble : at::kFloat;
+    out_device_ = ref.device();
+  }
+
+  // A real-valued input: defined, shaped like the reference, floating point.
+  at::Tensor real(const at::Tensor& t, const char* name) const {
+    check_shape(t, name);
+    TORCH_CHECK_TYPE(at::isFloatingType(t.scalar_type()), fn_, ": ", name,
+                     " must be a floating-point tensor, got ",
+                     dtype_name(t.scalar_type()));
+    return readable(t, dtype_);
+  }
+
+  // A flag: a bool tensor shaped like the reference (any dtype, non-zero
+  // true, when `numeric` is set).
+  at::Tensor flag(const at::Tensor& t, const char* name,
+                  bool numeric = false) const {
+    check_shape(t, name);
+    TORCH_CHECK_TYPE(numeric || t.scalar_type() == at::kBool, fn_, ": ", name,
+                     " must be a bool tensor, got ",
+                     dtype_name(t.scalar_type()));
+    return readable(t, at::kBool);
+  }
+
+  // A new result of the reference's shape, in the compute dtype.
+  at::Tensor result() const {
+    return at::empty(sizes_, at::TensorOptions().dtype(dtype_));
+  }
+  // The dtype the inputs are read in: double for double references, float
+  // for the others (half and bfloat16 are widened); the arithmetic is in
+  // double either way.
+  at::ScalarType dtype() const { return dtype_; }
+  // `r` in the reference's dtype and device.
+  at::Tensor out(const at::Tensor& r) const {
+    if (r.scalar_type() == out_dtype_ && out_device_.is_cpu()) return r;
+    return r.to(out_device_, out_dtype_);
+  }
+
+  int64_t outer() const { return outer_; }
+  int64_t steps() const { return steps_; }
+  int64_t inner() const { return inner_; }
+
+ private:
+  // `t` as contiguous CPU memory of `dtype`: `t` itself when it is that
+  // already (only read, so its autograd state does not matter), else a copy.
+  static at::Tensor readable(const at::Tensor& t, at::ScalarType dtype) {
+    if (t.is_cpu() && t.scalar_type() == dtype && t.is_contiguous()) return t;
+    return t.detach().to(at::kCPU, dtype).contiguous();
+  }
+
+  void check_shape(const at::Tensor& t, const char* name) const {
+    TORCH_CHECK(t.defined(), fn_, ": ", name, " is an undefined tensor");
+    TORCH_CHECK(t.sizes() == c10::IntArrayRef(sizes_), fn_, ": ", name,
+                " has shape ", shape_str(t.sizes()), ", expected ", ref_name_,
+                "'s shape ", shape_str(sizes_));
+  }
+
+  const char* fn_;
+  const char* ref_name_;
+  std::vector<int64_t> sizes_;
+  int64_t outer_ = 1;
+  int64_t steps_ = 0;
+  int64_t inner_ = 1;
+  at::ScalarType out_dtype_;
+  at::ScalarType dtype_;
+  at::Device out_device_ = at::kCPU;
+};
+
+// 1 for false, 0 for true: TorchRL's `(~flag).int()`, as a factor (the
+// loops multiply by flags as TorchRL does, which also lets them vectorize).
+template <typename T>
+T not_flag(bool b) {
+  return b ? T(0) : T(1);
+}
+
+template <typename T>
+const T* ptr(const at::Tensor& t) {
+  return t.data_ptr<T>();
+}
+template <typename T>
+T* out_ptr(at::Tensor& t) {
+  return t.data_ptr<T>();
+}
+
+// Calls `step(t, off)` for t = T-1 .. 0 of every outer slice, `off` the
+// offset of (o, t, 0); `start(off)` first, at the start of each slice, with
+// the offset of its last step.
+template <typename Start, typename Step>
+void reverse_scan(const Inputs& in, Start start, Step step) {
+  const int64_t steps = in.steps();
+  const int64_t inner = in.inner();
+  if (steps == 0) return;
+  for (int64_t o = 0; o < in.outer(); ++o) {
+    const int64_t base = o * steps * inner;
+    start(base + (steps - 1) * inner);
+    for (int64_t t = steps - 1; t >= 0; --t) step(t, base + t * inner);
+  }
+}
+
+}  // namespace
+
+AdvantageEstimate gae(const at::Tensor& reward, const at::Tensor& value,
+                      const at::Tensor& next_value, const at::Tensor& done,
+                      const at::Tensor& terminated, double gamma, double lambda,
+                      int64_t time_dim) {
+  const Inputs in("gae", value, "value", time_dim);
+  const at::Tensor r = in.real(reward, "reward");
+  const at::Tensor v = in.real(value, "value");
+  const at::Tensor nv = in.real(next_value, "next_value");
+  const at::Tensor d = in.flag(done, "done", /*numeric=*/true);
+  const at::Tensor term = in.flag(terminated, "terminated", /*numeric=*/true);
+  at::Tensor adv = in.result();
+  at::Tensor tgt = in.result();
+  AT_DISPATCH_FLOATING_TYPES(in.dtype(), "gae", [&] {
+    const auto gamma_t = static_cast<scalar_t>(gamma);
+    const scalar_t *rp = ptr<scalar_t>(r), *vp = ptr<scalar_t>(v),
+                   *nvp = ptr<scalar_t>(nv);
+    const bool *dp = ptr<bool>(d), *tp = ptr<bool>(term);
+    scalar_t *ap = out_ptr<scalar_t>(adv), *gp = out_ptr<scalar_t>(tgt);
+    const int64_t inner = in.inner();
+    std::vector<scalar_t> acc_v(static_cast<size_t>(inner));
+    scalar_t* const acc = acc_v.data();
+    const auto gl = static_cast<scalar_t>(gamma * lambda);
+    reverse_scan(
+        in, [&](int64_t) { std::fill(acc, acc + inner, scalar_t(0)); },
+        [=](int64_t, int64_t off) {
+          if (inner == 1) {
+            // One column: a latency-bound chain, where a branch on the rare
+            // episode end is cheaper than a multiply.
+            const scalar_t vi = vp[off];
+            const scalar_t boot = tp[off] ? scalar_t(0) : nvp[off];
+            const scalar_t delta = rp[off] + gamma_t * boot - vi;
+            const scalar_t a = dp[off] ? delta : delta + gl * acc[0];
+            acc[0] = a;
+            ap[off] = a;
+            gp[off] = a + vi;
+            return;
+          }
+          // Columns across SIMD lanes: flags as factors, TorchRL's arithmetic.
+          TENSORDICT_IVDEP
+          for (int64_t j = 0; j < inner; ++j) {
+            const int64_t i = off + j;
+            const scalar_t vi = vp[i];
+            const scalar_t delta =
+                rp[i] + gamma_t * not_flag<scalar_t>(tp[i]) * nvp[i] - vi;
+            const scalar_t a =
+                delta + acc[j] * (gl * not_flag<scalar_t>(dp[i]));
+            acc[j] = a;
+            ap[i] = a;
+            gp[i] = a + vi;
+          }
+        });
+  });
+  return {in.out(adv), in.out(tgt)};
+}
+
+at::Tensor td0_return(double gamma, const at::Tensor& next_value,
+                      const at::Tensor& reward, const at::Tensor& terminated) {
+  const Inputs in("td0_return", next_value, "next_value", -1);
+  const at::Tensor nv = in.real(next_value, "next_value");
+  const at::Tensor r = in.real(reward, "reward");
+  const at::Tensor term = in.flag(terminated, "terminated");
+  at::Tensor ret = in.result();
+  AT_DISPATCH_FLOATING_TYPES(in.dtype(), "td0_return", [&] {
+    const auto gamma_t = static_cast<scalar_t>(gamma);
+    const scalar_t *nvp = ptr<scalar_t>(nv), *rp = ptr<scalar_t>(r);
+    const bool* tp = ptr<bool>(term);
+    scalar_t* gp = out_ptr<scalar_t>(ret);
+    const int64_t n = ret.numel();
+    for (int64_t i = 0; i < n; ++i) {
+      gp[i] = rp[i] + (tp[i] ? scalar_t(0) : gamma_t * nvp[i]);
+    }
+  });
+  return in.out(ret);
+}
+
+namespace {
+
+// TD(lambda), and TD(1) as its lambda = 1 case: the two agree wherever a
+// terminated step is also done, and TD(1) (`td1`) counts a terminated step
+// as done, as TorchRL's td1_return_estimate does.
+at::Tensor lambda_return(const char* fn, double gamma, double lambda,
+                         const at::Tensor& next_value, const at::Tensor& reward,
+                         const at::Tensor& done, const at::Tensor& terminated,
+                         int64_t time_dim, bool td1) {
+  const Inputs in(fn, next_value, "next_value", time_dim);
+  const at::Tensor nv = in.real(next_value, "next_value");
+  const at::Tensor r = in.real(reward, "reward");
+  at::Tensor d = in.flag(done, "done");
+  const at::Tensor term =
+      terminated.defined() ? in.flag(terminated, "terminated") : d;
+  if (td1 && terminated.defined()) d = d.logical_or(term);
+  at::Tensor ret = in.result();
+  AT_DISPATCH_FLOATING_TYPES(in.dtype(), "lambda_return", [&] {
+    const auto gamma_t = static_cast<scalar_t>(gamma);
+    const auto lambda_t = static_cast<scalar_t>(lambda);
+    const scalar_t *nvp = ptr<scalar_t>(nv), *rp = ptr<scalar_t>(r);
+    const bool *dp = ptr<bool>(d), *tp = ptr<bool>(term);
+    scalar_t* gp = out_ptr<scalar_t>(ret);
+    const int64_t inner = in.inner();
+    std::vector<scalar_t> g_v(static_cast<size_t>(inner));
+    scalar_t* const g = g_v.data();
+    const scalar_t keep = scalar_t(1) - lambda_t;
+    reverse_scan(
+        in,
+        [&](int64_t last) {
+          for (int64_t j = 0; j < inner; ++j) {
+            g[j] = nvp[last + j] * not_flag<scalar_t>(tp[last + j]);
+          }
+        },
+        [=](int64_t, int64_t off) {
+          for (int64_t j = 0; j < inner; ++j) {
+            const int64_t i = off + j;
+            const scalar_t nvi = nvp[i];
+            const scalar_t boot = tp[i] ? scalar_t(0) : nvi;
+            const scalar_t next = dp[i] ? boot : g[j];
+            const scalar_t x =
+                rp[i] + gamma_t * (keep * boot + lambda_t * next);
+            g[j] = x;
+            gp[i] = x;
+          }
+        });
+  });
+  return in.out(ret);
+}
+
+}  // namespace
+
+at::Tensor td1_return(double gamma, const at::Tensor& next_value,
+                      const at::Tensor& reward, const at::Tensor& done,
+                      const at::Tensor& terminated, int64_t time_dim) {
+  return lambda_return("td1_return", gamma, 1.0, next_value, reward, done,
+                       terminated, time_dim, /*td1=*/true);
+}
+
+at::Tensor td_lambda_return(double gamma, double lambda,
+                            const at::Tensor& next_value,
+                            const at::Tensor& reward, const at::Tensor& done,
+                            const at::Tensor& terminated, int64_t time_dim) {
+  return lambda_return("td_lambda_return", gamma, lambda, next_value, reward,
+                       done, terminated, time_dim, /*td1=*/false);
+}
+
+AdvantageEstimate vtrace(double gamma, const at::Tensor& log_pi,
+                         const at::Tensor& log_mu, const at::Tensor& value,
+                         const at::Tensor& next_value, const at::Tensor& reward,
+                         const at::Tensor& done, const at::Tensor& terminated,
+                         double rho_thresh, double c_thresh, int64_t time_dim) {
+  const Inputs in("vtrace", value, "value", time_dim);
+  const at::Tensor lpi = in.real(log_pi, "log_pi");
+  const at::Tensor lmu = in.real(log_mu, "log_mu");
+  const at::Tensor v = in.real(value, "value");
+  const at::Tensor nv = in.real(next_value, "next_value");
+  const at::Tensor r = in.real(reward, "reward");
+  const at::Tensor d = in.flag(done, "done");
+  const at::Tensor term =
+      terminated.defined() ? in.flag(terminated, "terminated") : d;
+  // The importance weights in one vectorized pass (LibTorch's exp uses the
+  // CPU's widest SIMD; a scalar exp per step would cost most of the loop).
+  const at::Tensor ratio = at::sub(lpi, lmu).exp_();
+  at::Tensor adv = in.result();
+  at::Tensor vs = in.result();
+  AT_DISPATCH_FLOATING_TYPES(in.dtype(), "vtrace", [&] {
+    const auto gamma_t = static_cast<scalar_t>(gamma);
+    const auto rho_t = static_cast<scalar_t>(rho_thresh);
+    const auto c_t = static_cast<scalar_t>(c_thresh);
+    const scalar_t *rhop = ptr<scalar_t>(ratio), *vp = ptr<scalar_t>(v),
+                   *nvp = ptr<scalar_t>(nv), *rp = ptr<scalar_t>(r);
+    const bool *dp = ptr<bool>(d), *tp = ptr<bool>(term);
+    scalar_t *ap = out_ptr<scalar_t>(adv), *sp = out_ptr<scalar_t>(vs);
+    const int64_t inner = in.inner();
+    const int64_t steps = in.steps();
+    // acc: v_{t+1} - value_{t+1}; vnext: v_{t+1}.
+    std::vector<scalar_t> acc_v(static_cast<size_t>(inner));
+    scalar_t* const acc = acc_v.data();
+    std::vector<scalar_t> vnext_v(static_cast<size_t>(inner));
+    scalar_t* const vnext = vnext_v.data();
+    reverse_scan(
+        in,
+        [&](int64_t) {
+          std::fill(acc, acc + inner, scalar_t(0));
+          std::fill(vnext, vnext + inner, scalar_t(0));
+        },
+        [=](int64_t t, int64_t off) {
+          const bool last = t == steps - 1;
+          for (int64_t j = 0; j < inner; ++j) {
+            const int64_t i = off + j;
+            const scalar_t vi = vp[i];
+            const scalar_t nvi = nvp[i];
+            const scalar_t ri = rp[i];
+            const scalar_t rho = rhop[i];
+            const scalar_t crho = std::min(rho, rho_t);
+            const scalar_t cc = std::min(rho, c_t);
+            const scalar_t disc = gamma_t * not_flag<scalar_t>(tp[i]);
+            const scalar_t delta = crho * (ri + disc * nvi - vi);
+            const scalar_t a =
+                delta + gamma_t * not_flag<scalar_t>(dp[i]) * cc * acc[j];
+            const scalar_t vn = vnext[j];
+            const scalar_t boot = dp[i] || last ? nvi : vn;
+            ap[i] = crho * (ri + disc * boot - vi);
+            acc[j] = a;
+            const scalar_t vsi = a + vi;
+            vnext[j] = vsi;
+            sp[i] = vsi;
+          }
+        });
+  });
+  return {in.out(adv), in.out(vs)};
+}
+
+at::Tensor reward_to_go(const at::Tensor& reward, const at::Tensor& done,
+                        double gamma, int64_t time_dim) {
+  const Inputs in("reward_to_go", reward, "reward", time_dim);
+  const at::Tensor r = in.real(reward, "reward");
+  const at::Tensor d = in.flag(done, "done");
+  at::Tensor ret = in.result();
+  AT_DISPATCH_FLOATING_TYPES(in.dtype(), "reward_to_go", [&] {
+    const auto gamma_t = static_cast<scalar_t>(gamma);
+    const scalar_t* rp = ptr<scalar_t>(r);
+    const bool* dp = ptr<bool>(d);
+    scalar_t* gp = out_ptr<scalar_t>(ret);
+    const int64_t inner = in.inner();
+    std::vector<scalar_t> g_v(static_cast<size_t>(inner));
+    scalar_t* const g = g_v.data();
+    reverse_scan(
+        in, [&](int64_t) { std::fill(g, g + inner, scalar_t(0)); },
+        [=](int64_t, int64_t off) {
+          for (int64_t j = 0; j < inner; ++j) {
+            const int64_t i = off + j;
+            const scalar_t x =
+                rp[i] + gamma_t * not_flag<scalar_t>(dp[i]) * g[j];
+            g[j] = x;
+            gp[i] = x;
+          }
+        });
+  });
+  return in.out(ret);
+}
+
+// ---- ValueEstimator -----------------------------------------------------------
+
+ValueEstimator::ValueEstimator(Kind kind, double gamma, double lambda,
+                               double rho_thresh, double c_thresh)
+    : kind_(kind),
+      gamma_(gamma),
+      lambda_(lambda),
+      rho_thresh_(rho_thresh),
+      c_thresh_(c_thresh) {}
+
+ValueEstimator ValueEstimator::td0(double gamma) {
+  return {Kind::kTD0, gamma, 0.0, 1.0, 1.0};
+}
+ValueEstimator ValueEstimator::td1(double gamma) {
+  return {Kind::kTD1, gamma, 1.0, 1.0, 1.0};
+}
+ValueEstimator ValueEstimator::td_lambda(double gamma, double lambda) {
+  return {Kind::kTDLambda, gamma, lambda, 1.0, 1.0};
+}
+ValueEstimator ValueEstimator::gae(double gamma, double lambda) {
+  return {Kind::kGAE, gamma, lambda, 1.0, 1.0};
+}
+ValueEstimator ValueEstimator::vtrace(double gamma, double rho_thresh,
+                                      double c_thresh) {
+  return {Kind::kVTrace, gamma, 1.0, rho_thresh, c_thresh};
+}
+
+const char* ValueEstimator::name() const noexcept {
+  switch (kind_) {
+    case Kind::kTD0:
+      return "TD0Estimator";
+    case Kind::kTD1:
+      return "TD1Estimator";
+    case Kind::kTDLambda:
+      return "TDLambdaEstimator";
+    case Kind::kGAE:
+      return "GAE";
+    case Kind::kVTrace:
+      return "VTrace";
+  }
+  return "ValueEstimator";
+}
+
+AdvantageEstimate ValueEstimator::run(const TensorDict& data, int64_t time_dim,
+                                      const char* fn,
+                                      const char* before) const {
+  const EstimatorKeys& k = keys_;
+  const detail::EstimatorInputs x(data, k, fn, before);
+  const bool numeric = kind_ == Kind::kGAE;
+  const at::Tensor value = x.value();
+  const at::Tensor next_value = x.tensor("next value", k.next_value(), value);
+  const at::Tensor reward = x.tensor("reward", k.reward(), value);
+  const at::Tensor terminated =
+      x.flag("terminated", k.terminated(), value, numeric);
+  const at::Tensor done = x.done(value, numeric);
+  at::Tensor log_pi;
+  at::Tensor log_mu;
+  if (kind_ == Kind::kVTrace) {
+    log_pi = x.tensor("log prob", k.log_prob(), value);
+    log_mu = x.tensor("sample log prob", k.sample_log_prob(), value);
+  }
+  const at::Tensor steps_to_next =
+      kind_ == Kind::kTD0
+          ? x.optional("steps to next obs", k.steps_to_next_obs())
+          : at::Tensor();
+  // The leaves' leading dims are the batch dims: a batch dim is the same
+  // dim of every input.
+  const int64_t nd = data.batch_dims();
+  TORCH_CHECK_INDEX(time_dim >= -nd && time_dim < nd, fn, ": time_dim ",
+                    time_dim, " is not a batch dim of the data (batch size ",
+                    shape_str(data.batch_size()), ")");
+  const int64_t dim = time_dim < 0 ? time_dim + nd : time_dim;
+  switch (kind_) {
+    case Kind::kTD0: {
+      at::Tensor target;
+      if (steps_to_next.defined()) {
+        // TorchRL's gamma ** steps_to_next_obs, one discount per step.
+        TORCH_CHECK(steps_to_next.numel() == value.numel(), fn, ": key ",
+                    k.steps_to_next_obs(), ": expected ", value.numel(),
+                    " elements (like ", k.value(), "), got shape ",
+                    shape_str(steps_to_next.sizes()));
+        const at::Tensor discount =
+            at::pow(gamma_, steps_to_next.detach()
+                                .to(at::kCPU, at::kDouble)
+                                .reshape(value.sizes()));
+        target =
+            td0_return(1.0,
+                       next_value.detach().to(at::kCPU, at::kDouble) * discount,
+                       reward, terminated)
+                .to(next_value.device(), next_value.scalar_type());
+      } else {
+        target = td0_return(gamma_, next_value, reward, terminated);
+      }
+      return {target - value.detach(), target};
+    }
+    case Kind::kTD1: {
+      const at::Tensor target =
+          td1_return(gamma_, next_value, reward, done, terminated, dim);
+      return {target - value.detach(), target};
+    }
+    case Kind::kTDLambda: {
+      const at::Tensor target = td_lambda_return(gamma_, lambda_, next_value,
+                                                 reward, done, terminated, dim);
+      return {target - value.detach(), target};
+    }
+    case Kind::kGAE:
+      return tensordict::gae(reward, value, next_value, done, terminated,
+                             gamma_, lambda_, dim);
+    case Kind::kVTrace:
+      return tensordict::vtrace(gamma_, log_pi, log_mu, value, next_value,
+                                reward, done, terminated, rho_thresh_,
+                                c_thresh_, dim);
+  }
+  TORCH_CHECK(false, fn, ": unknown estimator");
+}
+
+AdvantageEstimate ValueEstimator::estimate(const TensorDict& data) const {
+  return run(data, time_dim_.value_or(data.batch_dims() - 1), name(),
+             "calling the estimator");
+}
+
+const TensorDict& ValueEstimator::operator()(const TensorDict& data) const {
+  detail::check_estimator_outputs(data, keys_, name());
+  AdvantageEstimate res = estimate(data);
+  data.set(keys_.advantage(), res.advantage);
+  data.set(keys_.value_target(), res.value_target);
+  return data;
+}
+
+// ---- multi_step ----------------------------------------------------------------
+
+namespace {
+
+// The tensor at `key` of `data`, shaped `[*B, T]` or `[*B, T, 1]`.
+at::Tensor step_tensor(const TensorDict& data, const NestedKey& key,
+                       const char* role) {
+  const detail::Node* node =
+      detail::lookup(detail::TensorDictImpl::of(data), key);
+  TORCH_CHECK(node != nullptr, "multi_step: missing key ", key, " (", role,
+              ")");
+  TORCH_CHECK(!node->is_dict(), "multi_step: key ", key, " (", role,
+              ") holds a TensorDict, expected a tensor");
+  const at::Tensor& t = node->tensor;
+  const c10::IntArrayRef batch = data.batch_size();
+  const bool fits =
+      t.sizes() == batch ||
+      (t.dim() == static_cast<int64_t>(batch.size()) + 1 && t.size(-1) == 1 &&
+       t.sizes().slice(0, batch.size()) == batch);
+  std::vector<int64_t> with_one = batch.vec();
+  with_one.push_back(1);
+  TORCH_CHECK(fits, "multi_step: key ", key, " (", role, "): expected shape ",
+              shape_str(batch), " or ", shape_str(with_one), ", got ",
+              shape_str(t.sizes()));
+  return t;
+}
+
+}  // namespace
+
+TensorDict multi_step(const TensorDict& data, int64_t n_steps, double gamma,
+                      const MultiStepKeys& keys) {
+  TORCH_CHECK_VALUE(n_steps >= 1,
+                    "multi_step: n_steps must be at least 1, got ", n_steps);
+  TORCH_CHECK_VALUE(gamma > 0.0 && gamma <= 1.0,
+                    "multi_step: gamma must be in (0, 1], got ", gamma);
+  TORCH_CHECK(data.batch_dims() >= 1,
+              "multi_step: the data needs a time dim (its last batch dim), "
+              "got batch size []");
+  TORCH_CHECK(
+      keys.reward().is_nested(), "multi_step: the reward key ", keys.reward(),
+      " must be under the next step's dict, such as ('next', 'reward')");
+  const at::Tensor reward = step_tensor(data, keys.reward(), "reward");
+  TORCH_CHECK_TYPE(at::isFloatingType(reward.scalar_type()), "multi_step: key ",
+                   keys.reward(),
+                   " (reward) must be a floating-point tensor, got ",
+                   dtype_name(reward.scalar_type()));
+  const at::Tensor done = step_tensor(data, keys.done(), "done");
+  TORCH_CHECK_TYPE(done.scalar_type() == at::kBool, "multi_step: key ",
+                   keys.done(), " (done) must be a bool tensor, got ",
+                   dtype_name(done.scalar_type()));
+  const NestedKey parent(std::vector<std::string>(
+      keys.reward().parts().begin(), keys.reward().parts().end() - 1));
+  const TensorDict next = data.get_tensordict(parent);
+
+  const c10::IntArrayRef batch = data.batch_size();
+  const int64_t steps = batch.back();
+  const int64_t rows = steps == 0 ? 0 : data.numel() / steps;
+  const at::Tensor r = reward.detach().to(at::kCPU, at::kDouble).contiguous();
+  const at::Tensor d = done.detach().to(at::kCPU).contiguous();
+  at::Tensor summed = at::empty({rows, steps}, r.options());
+  at::Tensor count =
+      at::empty({rows, steps}, at::TensorOptions().dtype(at::kLong));
+  at::Tensor index = at::empty({rows, steps}, count.options());
+  const double* rp = r.data_ptr<double>();
+  const bool* dp = d.data_ptr<bool>();
+  double* sp = summed.data_ptr<double>();
+  int64_t* kp = count.data_ptr<int64_t>();
+  int64_t* ip = index.data_ptr<int64_t>();
+  for (int64_t row = 0; row < rows; ++row) {
+    const int64_t base = row * steps;
+    int64_t end = steps - 1;  // the last step of the current episode
+    for (int64_t t = steps - 1; t >= 0; --t) {
+      if (dp[base + t]) end = t;
+      const int64_t k = std::min(n_steps, end - t + 1);
+      double sum = 0.0;
+      double discount = 1.0;
+      for (int64_t i = 0; i < k; ++i, discount *= gamma) {
+        sum += discount * rp[base + t + i];
+      }
+      sp[base + t] = sum;
+      kp[base + t] = k;
+      ip[base + t] = base + t + k - 1;
+    }
+  }
+
+  // Every other leaf of the next step's dict, from the window's last step.
+  const NestedKey own(keys.reward().parts().back());
+  const TensorDict gathered = next.exclude({own})
+                                  .reshape({rows * steps})
+                                  .index({index.reshape({-1})})
+                                  .reshape(batch);
+  TensorDict out = data.copy();
+  out.set(parent, gathered);
+  out.set(keys.original_reward(), reward);
+  out.set(
+      keys.reward(),
+      summed.reshape(reward.sizes()).to(reward.device(), reward.scalar_type()));
+  const at::Tensor k = count.reshape(batch).to(done.device());
+  out.set(keys.steps_to_next_obs(), k);
+  out.set(keys.gamma(), at::pow(gamma, k.to(at::kDouble)).to(at::kFloat));
+  out.set(keys.nonterminal(), k.ne(1));
+  return out;
+}
+
+// ---- The TensorDict forms' keys (rl/returns_keys.h) ---------------------------
+
+namespace detail {
+
+at::Tensor EstimatorInputs::fetch(const char* role, const NestedKey& key,
+                                  bool is_value) const {
+  const Node* node = lookup(TensorDictImpl::of(data_), key);
+  TORCH_CHECK(node != nullptr, fn_, ": missing key ", key, " (", role, ")",
+              is_value ? ": set the critic's values, e.g. from one batched "
+                         "forward pass, before "
+                       : "",
+              is_value ? before_ : "");
+  TORCH_CHECK(!node->is_dict(), fn_, ": key ", key, " (", role,
+              ") holds a TensorDict, expected a tensor");
+  return node->tensor;
+}
+
+void EstimatorInputs::check_shape(const NestedKey& key, const at::Tensor& t,
+                                  const at::Tensor& value) const {
+  TORCH_CHECK(t.sizes() == value.sizes(), fn_, ": key ", key,
+              ": expected shape ", shape_str(value.sizes()), " (like ",
+              keys_.value(), "), got ", shape_str(t.sizes()));
+}
+
+at::Tensor EstimatorInputs::value() const {
+  at::Tensor v = fetch("value", keys_.value(), true);
+  TORCH_CHECK_TYPE(at::isFloatingType(v.scalar_type()), fn_, ": key ",
+                   keys_.value(),
+                   ": the value must be a floating-point tensor, got ",
+                   dtype_name(v.scalar_type()));
+  return v;
+}
+
+at::Tensor EstimatorInputs::tensor(const char* role, const NestedKey& key,
+                                   const at::Tensor& value) const {
+  at::Tensor t = fetch(role, key, key == keys_.next_value());
+  check_shape(key, t, value);
+  return t;
+}
+
+at::Tensor EstimatorInputs::flag(const char* role, const NestedKey& key,
+                                 const at::Tensor& value, bool numeric) const {
+  at::Tensor t = tensor(role, key, value);
+  TORCH_CHECK_TYPE(numeric || t.scalar_type() == at::kBool, fn_, ": key ", key,
+                   " (", role, ") must be a bool tensor, got ",
+                   dtype_name(t.scalar_type()));
+  return t;
+}
+
+at::Tensor EstimatorInputs::done(const at::Tensor& value, bool numeric) const {
+  at::Tensor done = flag("done", keys_.done(), value, numeric);
+  const at::Tensor truncated = optional("truncated", keys_.truncated());
+  if (!truncated.defined()) return done;
+  check_shape(keys_.truncated(), truncated, value);
+  TORCH_CHECK_TYPE(numeric || truncated.scalar_type() == at::kBool, fn_,
+                   ": key ", keys_.truncated(),
+                   " (truncated) must be a bool tensor, got ",
+                   dtype_name(truncated.scalar_type()));
+  return done.to(at::kBool).logical_or(truncated);
+}
+
+at::Tensor EstimatorInputs::optional(const char* role,
+                                     const NestedKey& key) const {
+  if (lookup(TensorDictImpl::of(data_), key) == nullptr) return {};
+  return fetch(role, key, false);
+}
+
+void check_estimator_outputs(const TensorDict& data, const EstimatorKeys& keys,
+                             const char* fn) {
+  auto check = [&](const NestedKey& key, const char* role) {
+    const std::vector<std::string>& parts = key.parts();
+    for (size_t i = 1; i <= parts.size(); ++i) {
+      const NestedKey prefix(std::vector<std::string>(
+          parts.begin(), parts.begin() + static_cast<std::ptrdiff_t>(i)));
+      const Node* n = lookup(TensorDictImpl::of(data), prefix);
+      if (n == nullptr) return;
+      TORCH_CHECK(i == parts.size() || n->is_dict(), fn, ": cannot store the ",
+                  role, " at ", key, ": ", prefix, " holds a tensor");
+      TORCH_CHECK(i < parts.size() || !n->is_dict(), fn, ": cannot store the ",
+                  role, " at ", key, ": it holds a TensorDict");
+    }
+  };
+  check(keys.advantage(), "advantage");
+  check(keys.value_target(), "value target");
+}
+
+}  // namespace detail
+
+}  // namespace tensordict
