@@ -191,8 +191,12 @@ using GaeKeys = EstimatorKeys;
 /// ```
 class ValueEstimator {
  public:
+  /// The estimator: the function of the same name it runs.
   enum class Kind { kTD0, kTD1, kTDLambda, kGAE, kVTrace };
 
+  /// The estimators, with TorchRL's parameters (`td0_return`, `td1_return`,
+  /// `td_lambda_return`, `gae`, `vtrace`).
+  ///@{
   [[nodiscard]] static ValueEstimator td0(double gamma);
   [[nodiscard]] static ValueEstimator td1(double gamma);
   [[nodiscard]] static ValueEstimator td_lambda(double gamma, double lambda);
@@ -200,6 +204,7 @@ class ValueEstimator {
   [[nodiscard]] static ValueEstimator vtrace(double gamma,
                                              double rho_thresh = 1.0,
                                              double c_thresh = 1.0);
+  ///@}
 
   /// Computes the estimate without writing anything. Throws, naming the key,
   /// when an input is missing, holds a TensorDict, or is not shaped like the
@@ -210,6 +215,7 @@ class ValueEstimator {
   /// keys of `data`; returns `data`. On error nothing is written.
   const TensorDict& operator()(const TensorDict& data) const;
 
+  /// Which estimator this is.
   [[nodiscard]] Kind kind() const noexcept { return kind_; }
   /// TorchRL's class name: "TD0Estimator", "TD1Estimator",
   /// "TDLambdaEstimator", "GAE" or "VTrace" (errors start with it).
@@ -238,8 +244,9 @@ class ValueEstimator {
 
 /// The keys `multi_step` reads and writes (TorchRL's `MultiStep`).
 struct MultiStepKeys {
-  /// Summed over the window; the original goes to `original_reward`.
+  /// Summed over the window.
   TORCH_ARG(NestedKey, reward) = NestedKey({"next", "reward"});
+  /// Where the original reward goes.
   TORCH_ARG(NestedKey,
             original_reward) = NestedKey({"next", "original_reward"});
   /// The episode end that bounds a window.
