@@ -688,13 +688,11 @@ at::Tensor EstimatorInputs::flag(const char* role, const NestedKey& key,
 
 at::Tensor EstimatorInputs::done(const at::Tensor& value, bool numeric) const {
   at::Tensor done = flag("done", keys_.done(), value, numeric);
-  const at::Tensor truncated = optional("truncated", keys_.truncated());
-  if (!truncated.defined()) return done;
-  check_shape(keys_.truncated(), truncated, value);
-  TORCH_CHECK_TYPE(numeric || truncated.scalar_type() == at::kBool, fn_,
-                   ": key ", keys_.truncated(),
-                   " (truncated) must be a bool tensor, got ",
-                   dtype_name(truncated.scalar_type()));
+  if (lookup(TensorDictImpl::of(data_), keys_.truncated()) == nullptr) {
+    return done;
+  }
+  const at::Tensor truncated =
+      flag("truncated", keys_.truncated(), value, numeric);
   return done.to(at::kBool).logical_or(truncated);
 }
 
