@@ -2,10 +2,12 @@
 // and ppo_pendulum: actor and critic MLPs wrapped as TensorDict modules, a
 // policy that samples the actions (tensordict/probabilistic.h: a
 // Categorical for discrete actions, a TanhNormal for continuous ones), and
-// one clipped-objective update on a minibatch dict.
+// the updates: the library's ClipPPOLoss (tensordict/objectives.h) on
+// minibatch dicts.
 #pragma once
 
 #include <tensordict/envs.h>
+#include <tensordict/objectives.h>
 #include <tensordict/tensordict.h>
 #include <torch/torch.h>
 
@@ -114,7 +116,7 @@ struct Agent {
         at::Device device = at::kCPU)
       : Agent(obs_dim, space.num_actions, lr, device, logits_head, {"logits"},
               tensordict::distributions::categorical(),
-              /*sampled_entropy=*/false, sampler_generator(gen, device)) {}
+              sampler_generator(gen, device)) {}
   Agent(int64_t obs_dim, Box space, double lr, at::Generator gen,
         at::Device device = at::kCPU)
       : Agent(obs_dim, 2 * space.dim, lr, device, normal_head, {"loc", "scale"},
@@ -122,7 +124,7 @@ struct Agent {
                   tensordict::distributions::TanhNormalOptions()
                       .low(space.low)
                       .high(space.high)),
-              /*sampled_entropy=*/true, sampler_generator(gen, device)) {}
+              sampler_generator(gen, device)) {}
 
   // Values of the rollout's observations, then GAE into "advantage" and
   // "value_target".
@@ -140,6 +142,23 @@ struct Agent {
     }
   }
 
+  // The loss: TorchRL's ClipPPOLoss with the reference implementations'
+  // settings (standardized advantages; the value loss 0.5 * value_coef *
+  // squared error: L2 with critic_coeff 0.5 * value_coef). Without an
+  // entropy bonus the sampled estimate (a TanhNormal's) is not drawn.
+  tensordict::ClipPPOLoss loss(const Hyper& h) const {
+    return tensordict::ClipPPOLoss(
+        policy, value,
+        tensordict::ClipPPOLossOptions()
+            .clip_epsilon(h.clip)
+            .entropy_bonus(h.entropy_coef != 0.0)
+            .entropy_coeff(h.entropy_coef)
+            .critic_coeff(0.5 * h.value_coef)
+            .loss_critic_type(tensordict::DistanceLoss::L2)
+            .normalize_advantage(true)
+            .generator(gen_));
+  }
+
   // One iteration's PPO epochs over the rollout in `buffer`: the learning
   // rate annealed linearly to 0 over the step budget (`env_steps` of
   // `max_steps` taken, `per_iter` of them by this rollout), then `h.epochs`
@@ -150,38 +169,23 @@ struct Agent {
     const double frac = 1.0 - static_cast<double>(env_steps - per_iter) /
                                   static_cast<double>(max_steps);
     set_lr(h.lr * std::max(frac, 0.0));
+    const tensordict::ClipPPOLoss ppo_loss = loss(h);
     double last_loss = 0.0;
     for (int64_t epoch = 0; epoch < h.epochs; ++epoch) {
       for (const tensordict::TensorDict& mb :
            buffer.minibatches(h.minibatches, gen)) {
-        last_loss = update(mb, h);
+        last_loss = update(ppo_loss, mb, h);
       }
     }
     return last_loss;
   }
 
-  // One step of the clipped PPO objective on a minibatch dict (a copy of
-  // the rollout's rows: the modules write the distribution's parameters and
-  // "state_value" into it); the loss. The log-probability of the stored
-  // action and the entropy bonus come from the policy's distribution.
-  double update(const tensordict::TensorDict& mb, const Hyper& h) {
-    // Runs the actor on `mb`, then builds the distribution.
-    const std::shared_ptr<tensordict::distributions::Distribution> dist =
-        policy.get_dist(mb);
-    value(mb);
-    at::Tensor adv = mb.get("advantage").squeeze(-1);
-    adv = (adv - adv.mean()) / (adv.std() + 1e-8);
-    const at::Tensor log_prob = dist->log_prob(mb.get("action"));
-    const at::Tensor ratio = (log_prob - mb.get("sample_log_prob")).exp();
-    const at::Tensor policy_loss =
-        -torch::min(ratio * adv, ratio.clamp(1.0 - h.clip, 1.0 + h.clip) * adv)
-             .mean();
-    const at::Tensor value_loss =
-        0.5 * (mb.get("state_value") - mb.get("value_target")).pow(2).mean();
-    at::Tensor loss = policy_loss + h.value_coef * value_loss;
-    if (h.entropy_coef != 0.0) {
-      loss = loss - h.entropy_coef * entropy(*dist);
-    }
+  // One optimizer step on the summed losses of a minibatch dict (rows of
+  // the rollout holding the observations, the action, "sample_log_prob",
+  // "advantage" and "value_target"); the loss.
+  double update(const tensordict::ClipPPOLoss& ppo_loss,
+                const tensordict::TensorDict& mb, const Hyper& h) {
+    const at::Tensor loss = tensordict::total_loss(ppo_loss(mb));
     opt.zero_grad();
     loss.backward();
     torch::nn::utils::clip_grad_norm_(params, h.max_grad_norm);
@@ -194,7 +198,7 @@ struct Agent {
         tensordict::TensorDictModule (*head)(const torch::nn::Sequential&),
         std::vector<tensordict::NestedKey> dist_params,
         tensordict::distributions::DistributionFactory dist,
-        bool sampled_entropy, c10::optional<at::Generator> gen)
+        c10::optional<at::Generator> gen)
       : actor(on(device, mlp(obs_dim, actor_out, 0.01))),
         critic(on(device, mlp(obs_dim, 1, 1.0))),
         params(all_params(actor, critic)),
@@ -202,16 +206,7 @@ struct Agent {
         policy(make_policy(head(actor), std::move(dist_params), std::move(dist),
                            gen)),
         value(critic, {"observation"}, {"state_value"}),
-        sampled_entropy_(sampled_entropy),
         gen_(std::move(gen)) {}
-
-  // The entropy bonus: the closed form where the distribution has one
-  // (Categorical), else -log_prob of a draw (TanhNormal has none), as
-  // TorchRL's PPO loss estimates it.
-  at::Tensor entropy(const tensordict::distributions::Distribution& dist) {
-    if (sampled_entropy_) return -dist.log_prob(dist.rsample({}, gen_)).mean();
-    return dist.entropy().mean();
-  }
 
   // The actor's output is the Categorical's "logits".
   static tensordict::TensorDictModule logits_head(
@@ -256,7 +251,9 @@ struct Agent {
   // same: seed 1 solved CartPole after 41,984 env steps before and 37,888
   // after, and seeds 1 to 12 within 37,888-65,536 before and
   // 34,816-47,104 after (on the old examples/cartpole.h; on the library's
-  // CartPoleEnv, whose resets draw differently, within 39,936-53,248).
+  // CartPoleEnv, whose resets draw differently, within 39,936-53,248; now
+  // within 38,912-129,024, the same with ClipPPOLoss as with the
+  // hand-written loss it replaced).
   static tensordict::ProbabilisticTensorDictSequential make_policy(
       const tensordict::TensorDictModule& head,
       std::vector<tensordict::NestedKey> dist_params,
@@ -285,7 +282,6 @@ struct Agent {
     return p;
   }
 
-  bool sampled_entropy_;
   c10::optional<at::Generator> gen_;
 };
 

@@ -308,8 +308,8 @@ TEST(DistributionsTanhNormal, HasNoClosedFormModeMeanOrEntropy) {
   const D::TanhNormal d(torch::zeros({2}), torch::ones({2}));
   ExpectThrowsMsg<c10::NotImplementedError>(
       [&] { (void)d.entropy(); },
-      "TanhNormal: entropy has no closed form (as in TorchRL); estimate it as "
-      "-log_prob(rsample()) averaged over draws");
+      "TanhNormal: entropy has no closed form (as in TorchRL); "
+      "entropy_estimate(dist, n) averages -log_prob over n draws");
   ExpectThrowsMsg<c10::NotImplementedError>(
       [&] { (void)d.mode(); },
       "TanhNormal: mode has no closed form (as in TorchRL 0.14); use "
@@ -391,4 +391,41 @@ TEST(DistributionsFactories, NameMissingUnexpectedAndDuplicateParameters) {
       [&] { (void)D::categorical()(both); },
       "Categorical: expected either logits or probs, not both (parameters "
       "given: logits, probs)");
+}
+
+// TorchRL's PPO entropy: the closed form where there is one, else -log_prob
+// averaged over reparameterized draws (a TanhNormal's scored before tanh),
+// with gradients to the parameters.
+TEST(DistributionsEntropyEstimate, ClosedFormWhereThereIsOne) {
+  const D::Categorical c = D::Categorical::from_logits(
+      torch::tensor({{0.0, 1.0, 2.0}, {1.0, 1.0, 1.0}}));
+  ExpectAllClose(D::entropy_estimate(c, 4), c.entropy());
+  const D::Normal n(torch::zeros({3}), torch::full({3}, 2.0));
+  ExpectAllClose(D::entropy_estimate(n), n.entropy());
+}
+
+TEST(DistributionsEntropyEstimate, TanhNormalAveragesDrawsWithGradients) {
+  const at::Tensor loc =
+      torch::tensor({{0.3, -0.2}, {1.5, 0.1}}).requires_grad_();
+  const at::Tensor scale = torch::full({2, 2}, 0.7).requires_grad_();
+  const D::TanhNormal d(loc, scale);
+  at::Generator a = at::make_generator<at::CPUGeneratorImpl>(7);
+  at::Generator b = at::make_generator<at::CPUGeneratorImpl>(7);
+  const at::Tensor got = D::entropy_estimate(d, 5, a);
+  ASSERT_EQ(got.sizes(), (std::vector<int64_t>{2}));
+  const at::Tensor want = -d.rsample_and_log_prob({5}, b).second.mean(0);
+  ExpectAllClose(got, want);
+  got.sum().backward();
+  EXPECT_TRUE(loc.grad().defined());
+  EXPECT_TRUE(scale.grad().abs().sum().item<double>() > 0);
+  // Many draws approach the entropy of the squashed normal, estimated
+  // independently by a large sample.
+  at::Generator c = at::make_generator<at::CPUGeneratorImpl>(8);
+  const at::Tensor many = D::entropy_estimate(d, 20000, c).detach();
+  at::Generator e = at::make_generator<at::CPUGeneratorImpl>(9);
+  const at::Tensor ref = -d.log_prob(d.sample({20000}, e)).detach().mean(0);
+  EXPECT_TRUE(many.allclose(ref, 0.0, 0.05)) << many << ref;
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { (void)D::entropy_estimate(d, 0); },
+      "entropy_estimate: samples must be >= 1, got 0");
 }

@@ -238,9 +238,9 @@ struct TanhNormalOptions {
 ///   - `deterministic_sample()` is the transformed location (TorchRL 0.4
 ///     called it `mode`);
 ///   - `mode()` throws (no closed form; TorchRL's `get_mode` optimizes one
-///     numerically), and so do `mean()` and `entropy()`: estimate the
-///     entropy as `-log_prob(rsample())` averaged over draws, as TorchRL's
-///     losses do;
+///     numerically), and so do `mean()` and `entropy()`:
+///     `entropy_estimate(dist, n)` is the sampled estimate TorchRL's losses
+///     take, `-log_prob` averaged over `n` reparameterized draws;
 ///   - `sample_and_log_prob` / `rsample_and_log_prob` score the exact
 ///     pre-`tanh` draw, which stays accurate where `tanh` saturates.
 class TanhNormal : public Distribution {
@@ -333,6 +333,18 @@ DistributionFactory categorical(bool validate_args = true);
 DistributionFactory normal(bool validate_args = true);
 /// A `TanhNormal` from `"loc"` and `"scale"`, with `options`.
 DistributionFactory tanh_normal(TanhNormalOptions options = {});
+
+/// The entropy as TorchRL's PPO loss takes it: `dist.entropy()` where the
+/// distribution has a closed form and it is finite, else the sampled
+/// estimate `-log_prob(x)` averaged over `samples` draws `x` (TorchRL's
+/// `samples_mc_entropy`), reparameterized where `has_rsample()` so that
+/// gradients reach the parameters. A `TanhNormal` (no closed form) scores
+/// each draw before `tanh`, as its `rsample_and_log_prob`, which stays
+/// accurate where `tanh` saturates. Of shape `batch_shape()`. Throws a
+/// `c10::ValueError` for `samples < 1`.
+[[nodiscard]] at::Tensor entropy_estimate(
+    const Distribution& dist, int64_t samples = 1,
+    c10::optional<at::Generator> generator = c10::nullopt);
 
 }  // namespace distributions
 }  // namespace tensordict

@@ -470,8 +470,8 @@ at::Tensor TanhNormal::log_prob(const at::Tensor& value) const {
 at::Tensor TanhNormal::entropy() const {
   TORCH_CHECK_NOT_IMPLEMENTED(
       false,
-      "TanhNormal: entropy has no closed form (as in TorchRL); estimate it "
-      "as -log_prob(rsample()) averaged over draws");
+      "TanhNormal: entropy has no closed form (as in TorchRL); "
+      "entropy_estimate(dist, n) averages -log_prob over n draws");
 }
 
 at::Tensor TanhNormal::mode() const {
@@ -508,6 +508,27 @@ std::pair<at::Tensor, at::Tensor> TanhNormal::sample_and_log_prob(
     sample = forward_transform(pre);
   }
   return {sample, log_prob_pre(pre)};
+}
+
+at::Tensor entropy_estimate(const Distribution& dist, int64_t samples,
+                            c10::optional<at::Generator> generator) {
+  TORCH_CHECK_VALUE(samples >= 1,
+                    "entropy_estimate: samples must be >= 1, got ", samples);
+  try {
+    at::Tensor entropy = dist.entropy();
+    if (entropy.isfinite().all().item<bool>()) return entropy;
+  } catch (const c10::NotImplementedError&) {
+  }
+  const std::vector<int64_t> shape{samples};
+  at::Tensor log_prob;
+  if (const auto* tanh = dynamic_cast<const TanhNormal*>(&dist)) {
+    log_prob = tanh->rsample_and_log_prob(shape, std::move(generator)).second;
+  } else if (dist.has_rsample()) {
+    log_prob = dist.log_prob(dist.rsample(shape, std::move(generator)));
+  } else {
+    log_prob = dist.log_prob(dist.sample(shape, std::move(generator)));
+  }
+  return -log_prob.mean(0);
 }
 
 // ---- Parameters and factories -----------------------------------------------
