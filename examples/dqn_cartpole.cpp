@@ -1,12 +1,16 @@
-// DQN on CartPole-v1 with a prioritized ReplayBuffer.
+// DQN on CartPole-v1 with n-step returns and a prioritized ReplayBuffer.
 //
 // Double DQN with a Polyak-averaged target network and epsilon-greedy
 // exploration over 4 of the library's CartPoleEnv (tensordict/envs.h, with
 // RewardSum for the episodes' returns). A Collector (tensordict/collectors.h)
-// steps them with the epsilon-greedy policy, one step of the 4 envs per
-// batch, which goes into a ReplayBuffer with a PrioritizedSampler; each
-// gradient step samples a batch, weights the Huber loss by the importance
-// weights, and writes the new |TD errors| back as the rows' priorities.
+// steps them with the epsilon-greedy policy, 8 steps of the 4 envs per
+// batch; `multi_step` turns each step's reward into its 3-step return
+// (TorchRL's MultiStep, tensordict/returns.h) before the batch goes into a
+// ReplayBuffer with a PrioritizedSampler. Each gradient step samples a
+// batch and runs the library's DQNLoss (tensordict/objectives.h: double
+// DQN, Huber loss weighted by the importance weights, the bootstrap
+// discounted by gamma^steps_to_next_obs), writes the new |TD errors| back
+// as the rows' priorities, and moves the target network with SoftUpdate.
 //
 // Usage: dqn_cartpole [seed] (default 0).
 //
@@ -16,6 +20,7 @@
 // hundred steps and does not require the target.
 #include <tensordict/collectors.h>
 #include <tensordict/envs.h>
+#include <tensordict/objectives.h>
 #include <tensordict/tensordict.h>
 #include <torch/torch.h>
 
@@ -36,6 +41,8 @@ namespace {
 
 constexpr uint64_t kDefaultSeed = 0;
 constexpr int64_t kEnvs = 4;
+constexpr int64_t kStepsPerBatch = 8;  // per env, in each collector batch
+constexpr int64_t kNSteps = 3;         // n-step returns
 constexpr int64_t kMaxEnvSteps = 200000;
 constexpr int64_t kLearningStarts = 1000;  // env steps before training
 constexpr int64_t kEpsilonSteps = 12000;   // env steps of epsilon decay
@@ -79,13 +86,20 @@ int main(int argc, char** argv) {
                       .sampler(PrioritizedSampler().alpha(0.6).beta(0.4))
                       .seed(seed));
   torch::nn::Sequential qnet = make_qnet();
-  auto target =
-      std::dynamic_pointer_cast<torch::nn::SequentialImpl>(qnet->clone());
-  for (auto& p : target->parameters()) p.requires_grad_(false);
-  // The two networks' parameters as dicts (their leaves are the networks'
-  // own tensors): the Polyak update below is one lerp_ over all of them.
-  const TensorDict online_params = tensordict::from_module(*qnet);
-  const TensorDict target_params = tensordict::from_module(*target);
+  // The loss: double DQN with a target network of the same structure (the
+  // loss copies the online weights into it), the Huber loss, and TD(0) on
+  // the n-step rows; SoftUpdate moves the target by kTau after each step.
+  const tensordict::DQNLoss loss(
+      tensordict::TensorDictModule(qnet, {"observation"}, {"action_value"}),
+      tensordict::TensorDictModule(make_qnet(), {"observation"},
+                                   {"action_value"}),
+      tensordict::DQNLossOptions()
+          .double_dqn(true)
+          .loss_function(tensordict::DistanceLoss::SMOOTH_L1)
+          .action_space(tensordict::DQNActionSpace::CATEGORICAL)
+          .value_estimator(tensordict::ValueEstimator::td0(kGamma)));
+  const tensordict::SoftUpdate target_update(
+      loss, tensordict::SoftUpdateOptions().tau(kTau));
   torch::optim::Adam opt(qnet->parameters(), torch::optim::AdamOptions(kLr));
 
   // Epsilon-greedy on the online network, epsilon decayed over the first
@@ -107,7 +121,7 @@ int main(int argc, char** argv) {
   };
   // Categorical actions (int64 [E]: 0 pushes left, 1 right); RewardSum
   // keeps each episode's return in "episode_reward". Each batch is one step
-  // of the kEnvs envs, [kEnvs, 1].
+  // of the kEnvs envs, [kEnvs, kStepsPerBatch].
   auto env = std::make_unique<tensordict::TransformedEnv>(
       std::make_unique<tensordict::CartPoleEnv>(
           std::vector<int64_t>{kEnvs}, /*categorical_action_encoding=*/true),
@@ -115,7 +129,8 @@ int main(int argc, char** argv) {
   env->set_seed(seed);
   tensordict::Collector collector(
       std::move(env), act,
-      tensordict::CollectorOptions(kEnvs).total_frames(max_env_steps));
+      tensordict::CollectorOptions(kEnvs * kStepsPerBatch)
+          .total_frames(max_env_steps));
   std::vector<double> returns;  // of every finished episode, in order
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -124,51 +139,31 @@ int main(int argc, char** argv) {
   bool solved = false;
   int64_t next_report = 5000;
 
-  for (const TensorDict& step : collector) {
+  for (const TensorDict& steps : collector) {
     env_steps = collector.frames();
     const at::Tensor ended = at::masked_select(
-        step.get({"next", "episode_reward"}), step.get({"next", "done"}));
+        steps.get({"next", "episode_reward"}), steps.get({"next", "done"}));
     for (int64_t i = 0; i < ended.numel(); ++i) {
       returns.push_back(ended[i].item<double>());
     }
-    rb.extend(step.reshape({-1}));
+    // Each step's n-step return within the batch (shorter at the batch's
+    // end and at an episode's), with "steps_to_next_obs" for the discount.
+    rb.extend(tensordict::multi_step(steps, kNSteps, kGamma).reshape({-1}));
 
     // ---- Learn: one gradient step per vectorized env step ------------------
-    if (env_steps >= kLearningStarts) {
+    for (int64_t k = 0; k < kStepsPerBatch && env_steps >= kLearningStarts;
+         ++k) {
       auto [batch, info] = rb.sample(kBatch);
-      at::Tensor q = qnet->forward(batch.get("observation"))
-                         .gather(1, batch.get("action").unsqueeze(1))
-                         .squeeze(1);
-      at::Tensor y;
-      {
-        torch::NoGradGuard no_grad;
-        at::Tensor next_obs = batch.get({"next", "observation"});
-        at::Tensor next_a =
-            qnet->forward(next_obs).argmax(1, true);  // double DQN
-        at::Tensor next_q =
-            target->forward(next_obs).gather(1, next_a).squeeze(1);
-        at::Tensor not_term = batch.get({"next", "terminated"})
-                                  .squeeze(1)
-                                  .logical_not()
-                                  .to(torch::kFloat);
-        y = batch.get({"next", "reward"}).squeeze(1) +
-            kGamma * not_term * next_q;
-      }
-      at::Tensor td_error = q - y;
-      at::Tensor loss =
-          (info.weight * torch::smooth_l1_loss(q, y, at::Reduction::None))
-              .mean();
+      batch.set("priority_weight", info.weight);
+      const at::Tensor l = tensordict::total_loss(loss(batch));
       opt.zero_grad();
-      loss.backward();
+      l.backward();
       torch::nn::utils::clip_grad_norm_(qnet->parameters(), 10.0);
       opt.step();
-      rb.update_priority(info.index, td_error.detach().abs());
-      {
-        // target += tau * (online - target), every parameter in one call.
-        torch::NoGradGuard no_grad;
-        target_params.lerp_(online_params, kTau);
-      }
-      last_loss = loss.item<double>();
+      // The loss wrote the squared TD errors; the priorities are |TD|.
+      rb.update_priority(info.index, batch.get("td_error").squeeze(-1).sqrt());
+      target_update.step();
+      last_loss = l.item<double>();
       ++updates;
     }
 

@@ -76,7 +76,8 @@ TensorDict PpoBatch(ActorCritic& ac) {
   {
     torch::NoGradGuard no_grad;
     const at::Tensor logits = ac.actor_net->forward(obs);
-    stored = at::log_softmax(logits, -1).gather(-1, action.unsqueeze(-1))
+    stored = at::log_softmax(logits, -1)
+                 .gather(-1, action.unsqueeze(-1))
                  .squeeze(-1) +
              at::randn({kB}, gen) * 0.3;
   }
@@ -100,16 +101,16 @@ void ExpectClose(const at::Tensor& got, const at::Tensor& want,
 TEST(ClipPPOLoss, MatchesTheClippedObjectiveWrittenOut) {
   ActorCritic ac;
   const TensorDict batch = PpoBatch(ac);
-  const ClipPPOLoss loss(ac.actor, ac.critic,
-                         ClipPPOLossOptions()
-                             .critic_coeff(0.5)
-                             .loss_critic_type(DistanceLoss::L2));
+  const ClipPPOLoss loss(
+      ac.actor, ac.critic,
+      ClipPPOLossOptions().critic_coeff(0.5).loss_critic_type(
+          DistanceLoss::L2));
   const TensorDict out = loss(batch);
-  EXPECT_EQ(out.keys(), (std::vector<NestedKey>{
-                            "loss_objective", "clip_fraction", "kl_approx",
-                            "entropy", "loss_entropy", "loss_critic",
-                            "explained_variance", "ESS", "max_ratio",
-                            "mean_ratio"}));
+  EXPECT_EQ(out.keys(),
+            (std::vector<NestedKey>{"loss_objective", "clip_fraction",
+                                    "kl_approx", "entropy", "loss_entropy",
+                                    "loss_critic", "explained_variance", "ESS",
+                                    "max_ratio", "mean_ratio"}));
 
   // The formulas, by hand.
   const at::Tensor logits = ac.actor_net->forward(batch.get("observation"));
@@ -179,12 +180,12 @@ TEST(ClipPPOLoss, NormalizesAdvantageAndReducesAsAsked) {
   const at::Tensor adv = batch.get("advantage");
   const TensorDict standardized = batch.copy();
   standardized.set("advantage", (adv - adv.mean()) / adv.std());
-  ExpectClose(ClipPPOLoss(ac.actor, ac.critic,
-                          ClipPPOLossOptions().normalize_advantage(true))(batch)
-                  .get("loss_objective"),
-              ClipPPOLoss(ac.actor, ac.critic)(standardized)
-                  .get("loss_objective"),
-              "normalized");
+  ExpectClose(
+      ClipPPOLoss(ac.actor, ac.critic,
+                  ClipPPOLossOptions().normalize_advantage(true))(batch)
+          .get("loss_objective"),
+      ClipPPOLoss(ac.actor, ac.critic)(standardized).get("loss_objective"),
+      "normalized");
 
   // Masked steps ("shifted_valid") do not count in the mean.
   const TensorDict masked = batch.copy();
@@ -201,8 +202,8 @@ TEST(ClipPPOLoss, EstimatesTheAdvantageWhenMissing) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(5);
   batch.set({"next", "observation"}, at::randn({kB, kObs}, gen));
   batch.set({"next", "reward"}, at::randn({kB, 1}, gen));
-  batch.set({"next", "done"}, at::tensor({0, 0, 1, 0, 0, 0}).to(at::kBool)
-                                  .unsqueeze(-1));
+  batch.set({"next", "done"},
+            at::tensor({0, 0, 1, 0, 0, 0}).to(at::kBool).unsqueeze(-1));
   batch.set({"next", "terminated"}, batch.get({"next", "done"}).clone());
   const auto before = TakeSnapshot(batch);
   const TensorDict out = ClipPPOLoss(ac.actor, ac.critic)(batch);
@@ -226,18 +227,18 @@ TEST(ClipPPOLoss, ClipsTheValueWhenAsked) {
   ActorCritic ac;
   const TensorDict batch = PpoBatch(ac);
   batch.set("state_value", batch.get("value_target") + 0.5);
-  const TensorDict out =
-      ClipPPOLoss(ac.actor, ac.critic,
-                  ClipPPOLossOptions().clip_value(0.1).loss_critic_type(
-                      DistanceLoss::L2))(batch);
+  const TensorDict out = ClipPPOLoss(
+      ac.actor, ac.critic,
+      ClipPPOLossOptions().clip_value(0.1).loss_critic_type(DistanceLoss::L2))(
+      batch);
   const at::Tensor old = batch.get("state_value");
   const at::Tensor v = ac.critic_net->forward(batch.get("observation"));
   const at::Tensor target = batch.get("value_target");
   const at::Tensor clipped = old + (v - old).clamp(-0.1, 0.1);
-  ExpectClose(out.get("loss_critic"),
-              at::maximum((target - v).pow(2), (target - clipped).pow(2))
-                  .mean(),
-              "loss_critic");
+  ExpectClose(
+      out.get("loss_critic"),
+      at::maximum((target - v).pow(2), (target - clipped).pow(2)).mean(),
+      "loss_critic");
   ExpectClose(out.get("value_clip_fraction"),
               (v - old).abs().gt(0.1).to(at::kFloat).mean().detach(),
               "value_clip_fraction");
@@ -274,8 +275,10 @@ TEST(ClipPPOLoss, ShapeTrapsAreErrorsNamingBothShapes) {
       "ClipPPOLoss: the value target (key value_target, shape [6]) and the "
       "critic's value (key state_value, shape [6, 1]) differ in shape");
   ExpectThrowsMsg(
-      [&] { (void)tensordict::distance_loss(at::zeros({3}), at::zeros({3, 1}),
-                                            DistanceLoss::L2); },
+      [&] {
+        (void)tensordict::distance_loss(at::zeros({3}), at::zeros({3, 1}),
+                                        DistanceLoss::L2);
+      },
       "distance_loss: the inputs have shapes [3] and [3, 1], which differ (a "
       "broadcast would compare every pair)");
 }
@@ -301,8 +304,8 @@ TEST(ClipPPOLoss, MissingInputsAndBadOptionsAreNamed) {
   batch = PpoBatch(ac).exclude({"advantage"});
   ExpectThrowsMsg(
       [&] {
-        (void)ClipPPOLoss(ac.actor, ClipPPOLossOptions().critic_coeff(0))(
-            batch);
+        (void)ClipPPOLoss(ac.actor,
+                          ClipPPOLossOptions().critic_coeff(0))(batch);
       },
       "ClipPPOLoss: missing key advantage (advantage), and no critic to "
       "estimate it with");
@@ -320,14 +323,12 @@ TEST(ClipPPOLoss, MissingInputsAndBadOptionsAreNamed) {
 TEST(ClipPPOLoss, WithoutCriticHasNoCriticTerm) {
   ActorCritic ac;
   const TensorDict out = ClipPPOLoss(
-      ac.actor, ClipPPOLossOptions().critic_coeff(0).entropy_bonus(false))(
-      PpoBatch(ac));
-  EXPECT_EQ(out.keys(),
-            (std::vector<NestedKey>{"loss_objective", "clip_fraction",
-                                    "kl_approx", "ESS", "max_ratio",
-                                    "mean_ratio"}));
-  EXPECT_TRUE(
-      tensordict::total_loss(out).equal(out.get("loss_objective")));
+      ac.actor,
+      ClipPPOLossOptions().critic_coeff(0).entropy_bonus(false))(PpoBatch(ac));
+  EXPECT_EQ(out.keys(), (std::vector<NestedKey>{
+                            "loss_objective", "clip_fraction", "kl_approx",
+                            "ESS", "max_ratio", "mean_ratio"}));
+  EXPECT_TRUE(tensordict::total_loss(out).equal(out.get("loss_objective")));
 }
 
 // ---- DQN ---------------------------------------------------------------------
@@ -388,9 +389,10 @@ TEST(DQNLoss, MatchesTheTDTargetWrittenOut) {
       torch::NoGradGuard no_grad;
       const at::Tensor nobs = batch.get({"next", "observation"});
       const at::Tensor tq = nets.target->forward(nobs);
-      next_value = double_dqn
-                       ? tq.gather(-1, nets.online->forward(nobs).argmax(-1, true))
-                       : std::get<0>(tq.max(-1, true));
+      next_value =
+          double_dqn
+              ? tq.gather(-1, nets.online->forward(nobs).argmax(-1, true))
+              : std::get<0>(tq.max(-1, true));
     }
     const at::Tensor not_terminated =
         batch.get({"next", "terminated"}).logical_not().to(at::kFloat);
@@ -478,9 +480,9 @@ TEST(DQNLoss, OptionsAreChecked) {
       "target_network, options)");
   ExpectThrowsMsg<c10::ValueError>(
       [&] {
-        (void)DQNLoss(nets.qnet, nets.target_qnet,
-                      DQNLossOptions().value_estimator(
-                          ValueEstimator::gae(0.99, 0.95)));
+        (void)DQNLoss(
+            nets.qnet, nets.target_qnet,
+            DQNLossOptions().value_estimator(ValueEstimator::gae(0.99, 0.95)));
       },
       "DQNLoss: the value estimator must be TD0Estimator, TD1Estimator or "
       "TDLambdaEstimator, got GAE");

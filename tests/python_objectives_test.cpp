@@ -165,20 +165,19 @@ PpoCase MakePpo(bool continuous, uint64_t seed) {
                 {"observation"}, {"loc", "scale"})
           : TensorDictModule(actor_net, {"observation"}, {"logits"});
   ProbabilisticTensorDictSequential actor(
-      {head},
-      ProbabilisticTensorDictModule(
-          continuous ? std::vector<NestedKey>{"loc", "scale"}
-                     : std::vector<NestedKey>{"logits"},
-          {"action"},
-          continuous ? tensordict::distributions::tanh_normal()
-                     : tensordict::distributions::categorical(),
-          ProbabilisticOptions().return_log_prob(true).log_prob_key(
-              "sample_log_prob")));
+      {head}, ProbabilisticTensorDictModule(
+                  continuous ? std::vector<NestedKey>{"loc", "scale"}
+                             : std::vector<NestedKey>{"logits"},
+                  {"action"},
+                  continuous ? tensordict::distributions::tanh_normal()
+                             : tensordict::distributions::categorical(),
+                  ProbabilisticOptions().return_log_prob(true).log_prob_key(
+                      "sample_log_prob")));
   at::Generator gen = Gen(seed + 2);
   const at::Tensor obs = at::randn({kB, kObs}, gen);
-  const at::Tensor action =
-      continuous ? at::tanh(at::randn({kB, kActions}, gen)) * 0.9
-                 : at::randint(kActions, {kB}, gen);
+  const at::Tensor action = continuous
+                                ? at::tanh(at::randn({kB, kActions}, gen)) * 0.9
+                                : at::randint(kActions, {kB}, gen);
   at::Tensor stored;
   {
     torch::NoGradGuard no_grad;
@@ -209,14 +208,15 @@ DqnCase MakeDqn(bool one_hot, uint64_t seed) {
   at::Generator gen = Gen(seed + 2);
   const at::Tensor action = at::randint(kActions, {kB}, gen);
   const at::Tensor done = at::rand({kB, 1}, gen) < 0.3;
-  c.batch = TensorDict(
-      {{"observation", at::randn({kB, kObs}, gen)},
-       {"action", one_hot ? at::one_hot(action, kActions) : action},
-       {{"next", "observation"}, at::randn({kB, kObs}, gen)},
-       {{"next", "reward"}, at::randn({kB, 1}, gen)},
-       {{"next", "done"}, done},
-       {{"next", "terminated"}, done.logical_and(at::rand({kB, 1}, gen) < 0.5)}},
-      {kB});
+  c.batch =
+      TensorDict({{"observation", at::randn({kB, kObs}, gen)},
+                  {"action", one_hot ? at::one_hot(action, kActions) : action},
+                  {{"next", "observation"}, at::randn({kB, kObs}, gen)},
+                  {{"next", "reward"}, at::randn({kB, 1}, gen)},
+                  {{"next", "done"}, done},
+                  {{"next", "terminated"},
+                   done.logical_and(at::rand({kB, 1}, gen) < 0.5)}},
+                 {kB});
   return c;
 }
 
@@ -226,7 +226,10 @@ void ExpectClose(const at::Tensor& got, const at::Tensor& want,
   ASSERT_EQ(got.sizes(), want.sizes()) << what;
   EXPECT_TRUE(got.to(at::kFloat).allclose(want.to(at::kFloat), 1e-5, 1e-5))
       << what << ": max difference "
-      << (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>();
+      << (got.to(at::kDouble) - want.to(at::kDouble))
+             .abs()
+             .max()
+             .item<double>();
 }
 
 // Every output TorchRL gave, and no other (the order is TorchRL's too:
@@ -349,7 +352,6 @@ TEST(PythonReference, LossesMatchTorchRL) {
     got.get("loss").backward();
     ExpectClose(c.online->weight.grad(), want.get({"grad", "weight"}),
                 "weight grad");
-    ExpectClose(c.online->bias.grad(), want.get({"grad", "bias"}),
-                "bias grad");
+    ExpectClose(c.online->bias.grad(), want.get({"grad", "bias"}), "bias grad");
   }
 }

@@ -51,8 +51,7 @@ enum class DistanceLoss { L1, L2, SMOOTH_L1 };
 /// smooth-L1 distance, unreduced. The shapes must be equal (a `[B]` target
 /// against a `[B, 1]` value is an error naming both, not a `[B, B]` loss).
 [[nodiscard]] at::Tensor distance_loss(const at::Tensor& v1,
-                                       const at::Tensor& v2,
-                                       DistanceLoss loss);
+                                       const at::Tensor& v2, DistanceLoss loss);
 
 /// The sum of the "loss*" entries of a loss's output (what one `backward()`
 /// takes, as TorchRL's `sum(v for k, v in loss_td.items() if k.startswith(

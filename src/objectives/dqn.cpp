@@ -38,8 +38,8 @@ void check_options(const DQNLossOptions& options) {
 }
 
 // Q(s, a) of the stored action `action`, `[*B]`, checked against `q`.
-at::Tensor chosen(const at::Tensor& q, at::Tensor action,
-                  DQNActionSpace space, const DQNKeys& keys) {
+at::Tensor chosen(const at::Tensor& q, at::Tensor action, DQNActionSpace space,
+                  const DQNKeys& keys) {
   if (space == DQNActionSpace::CATEGORICAL) {
     TORCH_CHECK(!at::isFloatingType(action.scalar_type()) &&
                     action.scalar_type() != at::kBool,
@@ -57,9 +57,8 @@ at::Tensor chosen(const at::Tensor& q, at::Tensor action,
                 "): expected the batch shape, or it + [1]");
     return q.gather(-1, action.to(at::kLong)).squeeze(-1);
   }
-  TORCH_CHECK(action.sizes() == q.sizes(), kWhat,
-              ": the one-hot action (key ", keys.action(), ", shape ",
-              detail::shape_str(action.sizes()),
+  TORCH_CHECK(action.sizes() == q.sizes(), kWhat, ": the one-hot action (key ",
+              keys.action(), ", shape ", detail::shape_str(action.sizes()),
               ") differs in shape from the action values (key ",
               keys.action_value(), ", shape ", detail::shape_str(q.sizes()),
               "); an action index needs "
@@ -97,9 +96,9 @@ TensorDict DQNLoss::operator()(const TensorDict& batch) const {
   value_network_(td);
   const at::Tensor q = detail::loss_input(
       kWhat, "the value network's action values", td, keys_.action_value());
-  const at::Tensor pred = chosen(
-      q, detail::loss_input(kWhat, "action", td, keys_.action()),
-      options_.action_space(), keys_);
+  const at::Tensor pred =
+      chosen(q, detail::loss_input(kWhat, "action", td, keys_.action()),
+             options_.action_space(), keys_);
 
   TORCH_CHECK(td.contains("next"), kWhat, ": missing key ", NestedKey("next"),
               " (the next step's observations, rewards and flags)");
@@ -115,9 +114,9 @@ TensorDict DQNLoss::operator()(const TensorDict& batch) const {
     if (options_.double_dqn()) {
       const TensorDict online_next = next.copy();
       value_network_(online_next);
-      const at::Tensor pick = detail::loss_input(
-          kWhat, "the value network's action values", online_next,
-          keys_.action_value());
+      const at::Tensor pick =
+          detail::loss_input(kWhat, "the value network's action values",
+                             online_next, keys_.action_value());
       next_value = next_q.gather(-1, pick.argmax(-1, /*keepdim=*/true));
     } else {
       next_value = std::get<0>(next_q.max(-1, /*keepdim=*/true));
@@ -137,8 +136,7 @@ TensorDict DQNLoss::operator()(const TensorDict& batch) const {
       kWhat, distance_loss(pred, target, options_.loss_function()), td,
       options_.reduction(), weights);
   // Written last: an error above leaves the batch unchanged.
-  batch.set(keys_.priority(),
-            (pred.detach() - target).pow(2).unsqueeze(-1));
+  batch.set(keys_.priority(), (pred.detach() - target).pow(2).unsqueeze(-1));
   TensorDict out;
   out.set("loss", loss);
   return out;

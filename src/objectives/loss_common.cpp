@@ -7,8 +7,8 @@
 #include <c10/util/Exception.h>
 
 #include <string>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "core/internal.h"
 #include "core/names.h"
@@ -91,9 +91,9 @@ at::Tensor reduce_loss(const char* what, const at::Tensor& loss,
     case at::Reduction::None:
       return weights.defined() ? kept * weights : kept;
     case at::Reduction::Sum:
-      return weights.defined() ? (kept * weights * mask.to(weights.scalar_type()))
-                                     .sum()
-                               : kept.sum();
+      return weights.defined()
+                 ? (kept * weights * mask.to(weights.scalar_type())).sum()
+                 : kept.sum();
     default:
       if (!weights.defined()) return kept.sum() / mask.sum().clamp_min(1);
       const at::Tensor w = weights * mask.to(weights.scalar_type());
@@ -105,8 +105,9 @@ at::Tensor reduce_loss(const char* what, const at::Tensor& loss,
 // dtypes, distinct tensors. What a step writes: the pairs whose source
 // trains (requires grad), as TorchRL's `init_` keeps; buffers are copied
 // once, here.
-std::pair<TensorDict, TensorDict> pair_targets(const char* what, const TensorDictModule& source,
-                    const TensorDictModule& target) {
+std::pair<TensorDict, TensorDict> pair_targets(const char* what,
+                                               const TensorDictModule& source,
+                                               const TensorDictModule& target) {
   const TensorDict s = from_module(source);
   const TensorDict t = from_module(target);
   const std::vector<NestedKey> keys = s.keys(true, true);
@@ -122,12 +123,12 @@ std::pair<TensorDict, TensorDict> pair_targets(const char* what, const TensorDic
                       " is not in the target");
     const at::Tensor a = s.get(key);
     const at::Tensor b = t.get(key);
-    TORCH_CHECK_VALUE(a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type(),
-                      what, ": parameter ", key, " is ",
-                      dtype_name(a.scalar_type()), " ",
-                      shape_str(a.sizes()), " in the source and ",
-                      dtype_name(b.scalar_type()), " ",
-                      shape_str(b.sizes()), " in the target");
+    TORCH_CHECK_VALUE(
+        a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type(), what,
+        ": parameter ", key, " is ", dtype_name(a.scalar_type()), " ",
+        shape_str(a.sizes()), " in the source and ",
+        dtype_name(b.scalar_type()), " ", shape_str(b.sizes()),
+        " in the target");
     if (a.is_same(b) || a.data_ptr() == b.data_ptr()) continue;
     if (a.requires_grad()) {
       distinct = true;
@@ -153,10 +154,10 @@ std::pair<TensorDict, TensorDict> pair_targets(const char* what, const TensorDic
 
 at::Tensor distance_loss(const at::Tensor& v1, const at::Tensor& v2,
                          DistanceLoss loss) {
-  TORCH_CHECK(v1.sizes() == v2.sizes(), "distance_loss: the inputs have shapes ",
-              detail::shape_str(v1.sizes()), " and ",
-              detail::shape_str(v2.sizes()),
-              ", which differ (a broadcast would compare every pair)");
+  TORCH_CHECK(
+      v1.sizes() == v2.sizes(), "distance_loss: the inputs have shapes ",
+      detail::shape_str(v1.sizes()), " and ", detail::shape_str(v2.sizes()),
+      ", which differ (a broadcast would compare every pair)");
   switch (loss) {
     case DistanceLoss::L1:
       return at::l1_loss(v1, v2, at::Reduction::None);

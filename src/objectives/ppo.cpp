@@ -7,8 +7,8 @@
 #include <cmath>
 #include <limits>
 #include <memory>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -35,7 +35,8 @@ void check_options(const ClipPPOLossOptions& o) {
 
 // TorchRL's `_standardize`: (x - mean) / std over every dim but `exclude`,
 // std clamped to float32's resolution.
-at::Tensor standardize(const at::Tensor& x, const std::vector<int64_t>& exclude) {
+at::Tensor standardize(const at::Tensor& x,
+                       const std::vector<int64_t>& exclude) {
   constexpr double kEps = 1e-6;  // torch.finfo(torch.float).resolution
   if (exclude.empty()) return (x - x.mean()) / x.std().clamp_min(kEps);
   std::vector<bool> excluded(static_cast<size_t>(x.dim()), false);
@@ -66,15 +67,18 @@ at::Tensor standardize_valid(const at::Tensor& x, at::Tensor mask,
   mask = mask.expand_as(x).to(x.scalar_type());
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < x.dim(); ++d) {
-    const bool out = std::any_of(exclude.begin(), exclude.end(), [&](int64_t e) {
-      return (e < 0 ? e + x.dim() : e) == d;
-    });
+    const bool out =
+        std::any_of(exclude.begin(), exclude.end(),
+                    [&](int64_t e) { return (e < 0 ? e + x.dim() : e) == d; });
     if (!out) dims.push_back(d);
   }
   const at::Tensor count = mask.sum(dims, true).clamp_min(1);
   const at::Tensor loc = (x * mask).sum(dims, true) / count;
-  const at::Tensor scale =
-      ((x - loc).pow(2) * mask).sum(dims, true).div(count).sqrt().clamp_min(1e-4);
+  const at::Tensor scale = ((x - loc).pow(2) * mask)
+                               .sum(dims, true)
+                               .div(count)
+                               .sqrt()
+                               .clamp_min(1e-4);
   return (x - loc) / scale;
 }
 
@@ -90,7 +94,8 @@ at::Tensor spread_advantage(const at::Tensor& adv, const at::Tensor& lw) {
       adv.sizes().slice(0, static_cast<size_t>(b))) {
     return adv;
   }
-  std::vector<int64_t> shape = adv.sizes().slice(0, static_cast<size_t>(b)).vec();
+  std::vector<int64_t> shape =
+      adv.sizes().slice(0, static_cast<size_t>(b)).vec();
   shape.resize(static_cast<size_t>(lw.dim()), 1);
   return adv.reshape(shape).expand(lw.sizes());
 }
@@ -124,8 +129,7 @@ at::Tensor ClipPPOLoss::advantage(const TensorDict& td) const {
   if (td.contains(keys_.advantage())) {
     adv = detail::loss_input(kWhat, "advantage", td, keys_.advantage());
   } else {
-    TORCH_CHECK(critic_.has_value(), kWhat, ": missing key ",
-                keys_.advantage(),
+    TORCH_CHECK(critic_.has_value(), kWhat, ": missing key ", keys_.advantage(),
                 " (advantage), and no critic to estimate it with");
     ValueEstimator estimator = options_.value_estimator().has_value()
                                    ? *options_.value_estimator()
@@ -162,8 +166,8 @@ TensorDict ClipPPOLoss::operator()(const TensorDict& batch) const {
   const TensorDict td = batch.copy();
   at::Tensor adv = advantage(td);
 
-  const at::Tensor prev = detail::loss_input(kWhat, "the stored log-probability",
-                                             td, keys_.sample_log_prob());
+  const at::Tensor prev = detail::loss_input(
+      kWhat, "the stored log-probability", td, keys_.sample_log_prob());
   TORCH_CHECK(!prev.requires_grad(), kWhat,
               ": the stored log-probability (key ", keys_.sample_log_prob(),
               ") requires grad");
@@ -251,13 +255,13 @@ void ClipPPOLoss::critic_loss(const TensorDict& batch,
                                    td, keys_.value());
   }
   (*critic_)(td);
-  const at::Tensor value = detail::loss_input(kWhat, "the critic's value", td,
-                                              keys_.value());
+  const at::Tensor value =
+      detail::loss_input(kWhat, "the critic's value", td, keys_.value());
   TORCH_CHECK(target.sizes() == value.sizes(), kWhat,
               ": the value target (key ", keys_.value_target(), ", shape ",
-              detail::shape_str(target.sizes()), ") and the critic's value (key ",
-              keys_.value(), ", shape ", detail::shape_str(value.sizes()),
-              ") differ in shape");
+              detail::shape_str(target.sizes()),
+              ") and the critic's value (key ", keys_.value(), ", shape ",
+              detail::shape_str(value.sizes()), ") differ in shape");
   at::Tensor loss = distance_loss(target, value, options_.loss_critic_type());
   at::Tensor clip_fraction;
   if (options_.clip_value()) {
@@ -280,7 +284,8 @@ void ClipPPOLoss::critic_loss(const TensorDict& batch,
   if (options_.log_explained_variance()) {
     const at::NoGradGuard no_grad;
     const at::Tensor t = target.detach();
-    const at::Tensor resid = at::var(t - value.detach(), {0}, /*unbiased=*/false);
+    const at::Tensor resid =
+        at::var(t - value.detach(), {0}, /*unbiased=*/false);
     const at::Tensor total = at::var(t, {0}, /*unbiased=*/false);
     const double eps = t.scalar_type() == at::kDouble
                            ? std::numeric_limits<double>::epsilon()

@@ -42,7 +42,8 @@ SoftUpdate::SoftUpdate(const TensorDictModule& source,
                        const TensorDictModule& target,
                        SoftUpdateOptions options)
     : eps_(soft_eps(options)) {
-  std::tie(source_, target_) = detail::pair_targets("SoftUpdate", source, target);
+  std::tie(source_, target_) =
+      detail::pair_targets("SoftUpdate", source, target);
 }
 
 void SoftUpdate::step() const {
@@ -63,7 +64,8 @@ HardUpdate::HardUpdate(const TensorDictModule& source,
                     "HardUpdate: value_network_update_interval must be >= 0, "
                     "got ",
                     interval_);
-  std::tie(source_, target_) = detail::pair_targets("HardUpdate", source, target);
+  std::tie(source_, target_) =
+      detail::pair_targets("HardUpdate", source, target);
 }
 
 void HardUpdate::step() {
