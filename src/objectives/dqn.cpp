@@ -1,6 +1,7 @@
 // DQNLoss (tensordict/objectives.h): TorchRL 0.14's DQNLoss.forward, with
 // the target network's values bootstrapped through a ValueEstimator.
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
 #include <string>
@@ -105,7 +106,7 @@ TensorDict DQNLoss::operator()(const TensorDict& batch) const {
   const TensorDict next = td.get_tensordict("next");
   at::Tensor next_value;
   {
-    const at::NoGradGuard no_grad;
+    const c10::NoGradGuard no_grad;
     const TensorDict target_next = next.copy();
     target_network()(target_next);
     const at::Tensor next_q =

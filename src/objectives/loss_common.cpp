@@ -4,6 +4,7 @@
 #include "objectives/loss_common.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
 #include <string>
@@ -139,7 +140,7 @@ std::pair<TensorDict, TensorDict> pair_targets(const char* what,
   TORCH_CHECK_VALUE(distinct, what,
                     ": the target and source share every trained parameter; "
                     "make the target a second network with its own tensors");
-  const at::NoGradGuard no_grad;
+  const c10::NoGradGuard no_grad;
   for (const NestedKey& key : keys) {
     const at::Tensor b = t.get(key);
     b.copy_(s.get(key));

@@ -1,7 +1,9 @@
 // ClipPPOLoss (tensordict/objectives.h): TorchRL 0.14's ClipPPOLoss.forward,
 // its critic loss and its advantage standardization.
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
+#include <c10/util/accumulate.h>
 
 #include <algorithm>
 #include <cmath>
@@ -142,7 +144,7 @@ at::Tensor ClipPPOLoss::advantage(const TensorDict& td) const {
                        .value(keys_.value())
                        .next_value(NestedKey(std::move(next))));
     {
-      const at::NoGradGuard no_grad;
+      const c10::NoGradGuard no_grad;
       (*critic_)(td);
       TORCH_CHECK(td.contains("next"), kWhat, ": missing key ",
                   NestedKey("next"),
@@ -200,7 +202,7 @@ TensorDict ClipPPOLoss::operator()(const TensorDict& batch) const {
 
   at::Tensor ess;
   {
-    const at::NoGradGuard no_grad;
+    const c10::NoGradGuard no_grad;
     const at::Tensor lw = log_weight.squeeze(-1);
     ess = (2 * lw.logsumexp(0) - (2 * lw).logsumexp(0)).exp() /
           static_cast<double>(log_weight.size(0));
@@ -235,7 +237,7 @@ TensorDict ClipPPOLoss::operator()(const TensorDict& batch) const {
   }
   out.set("ESS", ess);
   {
-    const at::NoGradGuard no_grad;
+    const c10::NoGradGuard no_grad;
     const at::Tensor ratio = log_weight.exp();
     out.set("max_ratio", ratio.max());
     out.set("mean_ratio", ratio.mean());
@@ -269,7 +271,7 @@ void ClipPPOLoss::critic_loss(const TensorDict& batch,
     const at::Tensor pre = value - old_value;
     const at::Tensor clipped = pre.clamp(-c, c);
     {
-      const at::NoGradGuard no_grad;
+      const c10::NoGradGuard no_grad;
       clip_fraction = pre.ne(clipped).to(value.scalar_type()).mean();
     }
     loss = at::maximum(loss, distance_loss(target, old_value + clipped,
@@ -282,7 +284,7 @@ void ClipPPOLoss::critic_loss(const TensorDict& batch,
               .squeeze(-1));
   if (clip_fraction.defined()) out.set("value_clip_fraction", clip_fraction);
   if (options_.log_explained_variance()) {
-    const at::NoGradGuard no_grad;
+    const c10::NoGradGuard no_grad;
     const at::Tensor t = target.detach();
     const at::Tensor resid =
         at::var(t - value.detach(), {0}, /*unbiased=*/false);

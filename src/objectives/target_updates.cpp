@@ -1,6 +1,7 @@
 // SoftUpdate and HardUpdate (tensordict/objectives.h): TorchRL's target
 // network updaters over two modules' parameter dicts.
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
 #include <tuple>
@@ -47,7 +48,7 @@ SoftUpdate::SoftUpdate(const TensorDictModule& source,
 }
 
 void SoftUpdate::step() const {
-  const at::NoGradGuard no_grad;
+  const c10::NoGradGuard no_grad;
   target_.lerp_(source_, 1.0 - eps_);
 }
 
@@ -70,7 +71,7 @@ HardUpdate::HardUpdate(const TensorDictModule& source,
 
 void HardUpdate::step() {
   if (counter_ == interval_) {
-    const at::NoGradGuard no_grad;
+    const c10::NoGradGuard no_grad;
     target_.update_(source_);
     counter_ = 0;
   } else {
