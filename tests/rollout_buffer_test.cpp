@@ -345,8 +345,11 @@ TEST(RolloutBufferTest, ComputeGaeStoresTheFreeFunctionsResult) {
                d.get({"next", "terminated"}), 0.99, 0.95);
   const at::Tensor adv = d.get("advantage");
   EXPECT_EQ(adv.sizes(), (std::vector<int64_t>{6, 4, 1}));
-  EXPECT_LE(MaxAbsDiff(adv, want.advantage), 1e-6);
-  EXPECT_LE(MaxAbsDiff(d.get("value_target"), want.value_target), 1e-6);
+  // The buffer's float32 rollout is computed in float (as TorchRL does),
+  // the reference in double: a few float roundings apart, which reached
+  // 1.3e-6 on some draws (the values are unseeded).
+  EXPECT_LE(MaxAbsDiff(adv, want.advantage), 1e-5);
+  EXPECT_LE(MaxAbsDiff(d.get("value_target"), want.value_target), 1e-5);
   // A second call writes into the same tensors.
   d.set("state_value", torch::zeros({6, 4, 1}));
   buf.compute_gae(0.99, 0.95);
@@ -367,7 +370,7 @@ TEST(RolloutBufferTest,
       NaiveGae(d.get({"next", "reward"}), d.get("state_value"),
                d.get({"next", "state_value"}), truncated,
                d.get({"next", "terminated"}), 0.9, 0.9);
-  EXPECT_LE(MaxAbsDiff(d.get("advantage"), want.advantage), 1e-6);
+  EXPECT_LE(MaxAbsDiff(d.get("advantage"), want.advantage), 1e-5);
   // Without the truncated key, the recursion crosses step 1.
   d.erase({"next", "truncated"});
   buf.compute_gae(0.9, 0.9);
