@@ -187,6 +187,21 @@ TEST(ClipPPOLoss, NormalizesAdvantageAndReducesAsAsked) {
       ClipPPOLoss(ac.actor, ac.critic)(standardized).get("loss_objective"),
       "normalized");
 
+  // Dims kept apart are checked, with the mask and without.
+  for (const bool with_mask : {false, true}) {
+    const TensorDict b = batch.copy();
+    if (with_mask) b.set("shifted_valid", at::ones({kB}, at::kBool));
+    ExpectThrowsMsg<c10::ValueError>(
+        [&] {
+          (void)ClipPPOLoss(ac.actor, ac.critic,
+                            ClipPPOLossOptions()
+                                .normalize_advantage(true)
+                                .normalize_advantage_exclude_dims({5}))(b);
+        },
+        "ClipPPOLoss: normalize_advantage_exclude_dims holds 5, outside the "
+        "advantage's dims (shape [6, 1])");
+  }
+
   // Masked steps ("shifted_valid") do not count in the mean.
   const TensorDict masked = batch.copy();
   const at::Tensor valid = at::tensor({1, 1, 0, 1, 0, 1}).to(at::kBool);

@@ -35,12 +35,10 @@ void check_options(const ClipPPOLossOptions& o) {
                     o.clip_value() ? *o.clip_value() : 0.0);
 }
 
-// TorchRL's `_standardize`: (x - mean) / std over every dim but `exclude`,
-// std clamped to float32's resolution.
-at::Tensor standardize(const at::Tensor& x,
-                       const std::vector<int64_t>& exclude) {
-  constexpr double kEps = 1e-6;  // torch.finfo(torch.float).resolution
-  if (exclude.empty()) return (x - x.mean()) / x.std().clamp_min(kEps);
+// The dims of `x` the standardization reduces over: all but `exclude`
+// (checked: in range, no repeats).
+std::vector<int64_t> reduce_dims(const at::Tensor& x,
+                                 const std::vector<int64_t>& exclude) {
   std::vector<bool> excluded(static_cast<size_t>(x.dim()), false);
   for (const int64_t d : exclude) {
     const int64_t w = d < 0 ? d + x.dim() : d;
@@ -56,6 +54,16 @@ at::Tensor standardize(const at::Tensor& x,
   for (int64_t d = 0; d < x.dim(); ++d) {
     if (!excluded[static_cast<size_t>(d)]) dims.push_back(d);
   }
+  return dims;
+}
+
+// TorchRL's `_standardize`: (x - mean) / std over every dim but `exclude`,
+// std clamped to float32's resolution.
+at::Tensor standardize(const at::Tensor& x,
+                       const std::vector<int64_t>& exclude) {
+  constexpr double kEps = 1e-6;  // torch.finfo(torch.float).resolution
+  if (exclude.empty()) return (x - x.mean()) / x.std().clamp_min(kEps);
+  const std::vector<int64_t> dims = reduce_dims(x, exclude);
   if (dims.empty()) return x;
   const at::Tensor mean = x.mean(dims, /*keepdim=*/true);
   const at::Tensor std = x.std(dims, /*unbiased=*/true, /*keepdim=*/true);
@@ -67,13 +75,7 @@ at::Tensor standardize_valid(const at::Tensor& x, at::Tensor mask,
                              const std::vector<int64_t>& exclude) {
   while (mask.dim() < x.dim()) mask = mask.unsqueeze(-1);
   mask = mask.expand_as(x).to(x.scalar_type());
-  std::vector<int64_t> dims;
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    const bool out =
-        std::any_of(exclude.begin(), exclude.end(),
-                    [&](int64_t e) { return (e < 0 ? e + x.dim() : e) == d; });
-    if (!out) dims.push_back(d);
-  }
+  const std::vector<int64_t> dims = reduce_dims(x, exclude);
   const at::Tensor count = mask.sum(dims, true).clamp_min(1);
   const at::Tensor loc = (x * mask).sum(dims, true) / count;
   const at::Tensor scale = ((x - loc).pow(2) * mask)
