@@ -9,6 +9,7 @@
 
 #include "core/names.h"
 #include "objectives/loss_common.h"
+#include "rl/returns_keys.h"
 #include "tensordict/objectives.h"
 
 namespace tensordict {
@@ -95,10 +96,10 @@ DQNLoss::DQNLoss(TensorDictModule value_network, DQNLossOptions options)
 TensorDict DQNLoss::operator()(const TensorDict& batch) const {
   const TensorDict td = batch.copy();
   value_network_(td);
-  const at::Tensor q = detail::loss_input(
+  const at::Tensor q = detail::input_tensor(
       kWhat, "the value network's action values", td, keys_.action_value());
   const at::Tensor pred =
-      chosen(q, detail::loss_input(kWhat, "action", td, keys_.action()),
+      chosen(q, detail::input_tensor(kWhat, "action", td, keys_.action()),
              options_.action_space(), keys_);
 
   TORCH_CHECK(td.contains("next"), kWhat, ": missing key ", NestedKey("next"),
@@ -110,14 +111,14 @@ TensorDict DQNLoss::operator()(const TensorDict& batch) const {
     const TensorDict target_next = next.copy();
     target_network()(target_next);
     const at::Tensor next_q =
-        detail::loss_input(kWhat, "the target network's action values",
-                           target_next, keys_.action_value());
+        detail::input_tensor(kWhat, "the target network's action values",
+                             target_next, keys_.action_value());
     if (options_.double_dqn()) {
       const TensorDict online_next = next.copy();
       value_network_(online_next);
       const at::Tensor pick =
-          detail::loss_input(kWhat, "the value network's action values",
-                             online_next, keys_.action_value());
+          detail::input_tensor(kWhat, "the value network's action values",
+                               online_next, keys_.action_value());
       next_value = next_q.gather(-1, pick.argmax(-1, /*keepdim=*/true));
     } else {
       next_value = std::get<0>(next_q.max(-1, /*keepdim=*/true));
@@ -130,8 +131,8 @@ TensorDict DQNLoss::operator()(const TensorDict& batch) const {
   at::Tensor weights;
   if (options_.use_prioritized_weights() &&
       td.contains(keys_.priority_weight())) {
-    weights = detail::loss_input(kWhat, "priority weight", td,
-                                 keys_.priority_weight());
+    weights = detail::input_tensor(kWhat, "priority weight", td,
+                                   keys_.priority_weight());
   }
   const at::Tensor loss = detail::reduce_loss(
       kWhat, distance_loss(pred, target, options_.loss_function()), td,

@@ -20,17 +20,6 @@ namespace tensordict {
 
 namespace detail {
 
-at::Tensor loss_input(const char* what, const char* role,
-                      const TensorDict& batch, const NestedKey& key,
-                      const char* hint) {
-  const Node* node = lookup(TensorDictImpl::of(batch), key);
-  TORCH_CHECK(node != nullptr, what, ": missing key ", key, " (", role, ")",
-              hint);
-  TORCH_CHECK(!node->is_dict(), what, ": key ", key, " (", role,
-              ") holds a TensorDict, expected a tensor");
-  return node->tensor;
-}
-
 namespace {
 
 // TorchRL's `_expand_loss_mask`: trailing singleton dims dropped down to

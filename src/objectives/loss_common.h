@@ -22,13 +22,6 @@ namespace tensordict::detail {
                                      at::Reduction::Reduction reduction,
                                      const at::Tensor& weights = {});
 
-/// `batch`'s tensor at `key`; an error naming `what`, the role and the key
-/// (then `hint`) when it is missing or holds a TensorDict.
-[[nodiscard]] at::Tensor loss_input(const char* what, const char* role,
-                                    const TensorDict& batch,
-                                    const NestedKey& key,
-                                    const char* hint = "");
-
 /// The parameters of `source` and `target` paired up for a target-network
 /// update: the same keys, shapes and dtypes (else a `c10::ValueError`
 /// naming `what` and the key), distinct tensors. Copies every parameter and

@@ -16,6 +16,7 @@
 
 #include "core/names.h"
 #include "objectives/loss_common.h"
+#include "rl/returns_keys.h"
 #include "tensordict/objectives.h"
 
 namespace tensordict {
@@ -131,7 +132,7 @@ ClipPPOLoss::ClipPPOLoss(ProbabilisticTensorDictSequential actor,
 at::Tensor ClipPPOLoss::advantage(const TensorDict& td) const {
   at::Tensor adv;
   if (td.contains(keys_.advantage())) {
-    adv = detail::loss_input(kWhat, "advantage", td, keys_.advantage());
+    adv = detail::input_tensor(kWhat, "advantage", td, keys_.advantage());
   } else {
     TORCH_CHECK(critic_.has_value(), kWhat, ": missing key ", keys_.advantage(),
                 " (advantage), and no critic to estimate it with");
@@ -170,13 +171,13 @@ TensorDict ClipPPOLoss::operator()(const TensorDict& batch) const {
   const TensorDict td = batch.copy();
   at::Tensor adv = advantage(td);
 
-  const at::Tensor prev = detail::loss_input(
+  const at::Tensor prev = detail::input_tensor(
       kWhat, "the stored log-probability", td, keys_.sample_log_prob());
   TORCH_CHECK(!prev.requires_grad(), kWhat,
               ": the stored log-probability (key ", keys_.sample_log_prob(),
               ") requires grad");
   const at::Tensor action =
-      detail::loss_input(kWhat, "action", td, keys_.action());
+      detail::input_tensor(kWhat, "action", td, keys_.action());
   TORCH_CHECK(!action.requires_grad(), kWhat, ": the stored action (key ",
               keys_.action(), ") requires grad");
   const std::shared_ptr<distributions::Distribution> dist = actor_.get_dist(td);
@@ -250,17 +251,17 @@ TensorDict ClipPPOLoss::operator()(const TensorDict& batch) const {
 void ClipPPOLoss::critic_loss(const TensorDict& batch,
                               const TensorDict& out) const {
   const TensorDict td = options_.separate_losses() ? batch.detach() : batch;
-  const at::Tensor target = detail::loss_input(
+  const at::Tensor target = detail::input_tensor(
       kWhat, "value target", td, keys_.value_target(),
       ": compute it first, e.g. ValueEstimator::gae(gamma, lambda)(batch)");
   at::Tensor old_value;
   if (options_.clip_value()) {
-    old_value = detail::loss_input(kWhat, "the stored value, for clip_value",
-                                   td, keys_.value());
+    old_value = detail::input_tensor(kWhat, "the stored value, for clip_value",
+                                     td, keys_.value());
   }
   (*critic_)(td);
   const at::Tensor value =
-      detail::loss_input(kWhat, "the critic's value", td, keys_.value());
+      detail::input_tensor(kWhat, "the critic's value", td, keys_.value());
   TORCH_CHECK(target.sizes() == value.sizes(), kWhat,
               ": the value target (key ", keys_.value_target(), ", shape ",
               detail::shape_str(target.sizes()),

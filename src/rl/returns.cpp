@@ -540,13 +540,7 @@ namespace {
 // The tensor at `key` of `data`, shaped `[*B, T]` or `[*B, T, 1]`.
 at::Tensor step_tensor(const TensorDict& data, const NestedKey& key,
                        const char* role) {
-  const detail::Node* node =
-      detail::lookup(detail::TensorDictImpl::of(data), key);
-  TORCH_CHECK(node != nullptr, "multi_step: missing key ", key, " (", role,
-              ")");
-  TORCH_CHECK(!node->is_dict(), "multi_step: key ", key, " (", role,
-              ") holds a TensorDict, expected a tensor");
-  const at::Tensor& t = node->tensor;
+  const at::Tensor t = detail::input_tensor("multi_step", role, data, key);
   const c10::IntArrayRef batch = data.batch_size();
   const bool fits =
       t.sizes() == batch ||
@@ -641,17 +635,24 @@ TensorDict multi_step(const TensorDict& data, int64_t n_steps, double gamma,
 
 namespace detail {
 
-at::Tensor EstimatorInputs::fetch(const char* role, const NestedKey& key,
-                                  bool is_value) const {
-  const Node* node = lookup(TensorDictImpl::of(data_), key);
-  TORCH_CHECK(node != nullptr, fn_, ": missing key ", key, " (", role, ")",
-              is_value ? ": set the critic's values, e.g. from one batched "
-                         "forward pass, before "
-                       : "",
-              is_value ? before_ : "");
-  TORCH_CHECK(!node->is_dict(), fn_, ": key ", key, " (", role,
+at::Tensor input_tensor(const char* fn, const char* role,
+                        const TensorDict& data, const NestedKey& key,
+                        const char* hint, const char* hint_end) {
+  const Node* node = lookup(TensorDictImpl::of(data), key);
+  TORCH_CHECK(node != nullptr, fn, ": missing key ", key, " (", role, ")", hint,
+              hint_end);
+  TORCH_CHECK(!node->is_dict(), fn, ": key ", key, " (", role,
               ") holds a TensorDict, expected a tensor");
   return node->tensor;
+}
+
+at::Tensor EstimatorInputs::fetch(const char* role, const NestedKey& key,
+                                  bool is_value) const {
+  return is_value ? input_tensor(fn_, role, data_, key,
+                                 ": set the critic's values, e.g. from one "
+                                 "batched forward pass, before ",
+                                 before_)
+                  : input_tensor(fn_, role, data_, key);
 }
 
 void EstimatorInputs::check_shape(const NestedKey& key, const at::Tensor& t,

@@ -14,6 +14,15 @@
 
 namespace tensordict::detail {
 
+// `data`'s tensor at `key`, for the estimators, multi_step and the losses:
+// an error starting with `fn`, naming the key and its role (then `hint`
+// and `hint_end`) when the key is missing, or when it holds a TensorDict.
+[[nodiscard]] at::Tensor input_tensor(const char* fn, const char* role,
+                                      const TensorDict& data,
+                                      const NestedKey& key,
+                                      const char* hint = "",
+                                      const char* hint_end = "");
+
 class EstimatorInputs {
  public:
   // `fn` starts every error; `before` ends the hint for missing values
