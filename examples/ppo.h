@@ -1,5 +1,5 @@
 // examples/ppo.h — the PPO agent shared by ppo_cartpole, ppo_distributed
-// and ppo_pendulum: actor and critic MLPs wrapped as TensorDict modules, a
+// and ppo_pendulum (impala_cartpole uses its actor-critic too): actor and critic MLPs wrapped as TensorDict modules, a
 // policy that samples the actions (tensordict/probabilistic.h: a
 // Categorical for discrete actions, a TanhNormal for continuous ones), and
 // the updates: the library's ClipPPOLoss (tensordict/objectives.h) on
