@@ -8,6 +8,10 @@
 // action[4] f32, reward[1] f32, done[1] bool, ("next", "obs")[64] f32
 // (536 bytes a row), the buffer full of random data.
 //
+// Mixed replay: `ReplayBufferEnsemble::sample(256)` over two such buffers
+// at a fixed 1:1 ratio, against the two `sample(128)`s it runs (target
+// <= 1.2x: the rest is the concatenation of the two samples).
+//
 // Index generation. `sample(256)` draws its indices with the buffer's own
 // generator (xoshiro256++). The main baseline draws the same kind of
 // indices with the same generator code and then runs one `index_select` per
@@ -18,6 +22,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <benchmark/benchmark.h>
 #include <malloc.h>
+#include <tensordict/replay_ensemble.h>
 #include <tensordict/tensordict.h>
 
 #include <stdlib.h>
@@ -123,6 +128,37 @@ void BM_RbSample256(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(rb.sample(kSample));
 }
 BENCHMARK(BM_RbSample256);
+
+// A second full buffer, and the ensemble of the two at a fixed 1:1 ratio
+// (the ensemble shares the buffers, which the statics own).
+ReplayBuffer& second_rb() {
+  static Filled f;
+  return f.rb;
+}
+
+tensordict::ReplayBufferEnsemble& ensemble() {
+  static tensordict::ReplayBufferEnsemble e(
+      {std::shared_ptr<ReplayBuffer>(std::shared_ptr<void>(), &filled().rb),
+       std::shared_ptr<ReplayBuffer>(std::shared_ptr<void>(), &second_rb())},
+      tensordict::ReplayBufferEnsembleOptions().ratios({1, 1}));
+  return e;
+}
+
+void BM_RbTwoSample128(benchmark::State& state) {
+  auto& a = filled().rb;
+  auto& b = second_rb();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(a.sample(kSample / 2));
+    benchmark::DoNotOptimize(b.sample(kSample / 2));
+  }
+}
+BENCHMARK(BM_RbTwoSample128);
+
+void BM_EnsembleSample256(benchmark::State& state) {
+  auto& e = ensemble();
+  for (auto _ : state) benchmark::DoNotOptimize(e.sample(kSample));
+}
+BENCHMARK(BM_EnsembleSample256);
 
 // The same buffer with a rate limiter that allows every call (target:
 // within 5% of BM_RbSample256).
@@ -391,6 +427,8 @@ int main(int argc, char** argv) {
         "BM_RawRandintIndexSelect256", 0);
   ratio("sample(256) / (same RNG + memcpy gather per key)", "BM_RbSample256",
         "BM_RawMemcpyGather256", 0);
+  ratio("ensemble sample(256) / two sample(128)s", "BM_EnsembleSample256",
+        "BM_RbTwoSample128", 1.2);
   ratio("rate-limited sample(256) / sample(256)", "BM_RbSample256RateLimited",
         "BM_RbSample256", 1.05);
   ratio("extend(64) / narrow().copy_() per key", "BM_RbExtend64",

@@ -540,7 +540,7 @@ namespace {
 // The tensor at `key` of `data`, shaped `[*B, T]` or `[*B, T, 1]`.
 at::Tensor step_tensor(const TensorDict& data, const NestedKey& key,
                        const char* role) {
-  const at::Tensor t = detail::input_tensor("multi_step", role, data, key);
+  at::Tensor t = detail::input_tensor("multi_step", role, data, key);
   const c10::IntArrayRef batch = data.batch_size();
   const bool fits =
       t.sizes() == batch ||

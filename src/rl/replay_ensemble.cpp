@@ -1,0 +1,488 @@
+// ReplayBufferEnsemble and OfflineToOnlineReplayBuffer
+// (tensordict/replay_ensemble.h): the buffers sample with their own
+// samplers; the ensemble picks how many rows each gives, checks that the
+// rows fit one dict before any buffer samples, and joins the samples.
+#include "tensordict/replay_ensemble.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+
+#include "core/names.h"
+#include "rl/random.h"
+#include "tensordict/functional.h"
+
+namespace tensordict {
+
+namespace {
+
+constexpr const char* kName = "ReplayBufferEnsemble";
+
+// `weights` (one per buffer) checked and normalized to sum 1.
+std::vector<double> normalized(const char* what,
+                               const std::vector<double>& weights,
+                               size_t buffers) {
+  TORCH_CHECK_VALUE(weights.size() == buffers, kName, ": ", what, " has ",
+                    weights.size(), " entries for ", buffers, " buffers");
+  double total = 0.0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    TORCH_CHECK_VALUE(std::isfinite(weights[i]) && weights[i] >= 0.0, kName,
+                      ": ", what, "[", i, "] must be finite and >= 0, got ",
+                      weights[i]);
+    total += weights[i];
+  }
+  TORCH_CHECK_VALUE(total > 0.0, kName, ": ", what, " must not all be 0");
+  std::vector<double> out(weights.size());
+  for (size_t i = 0; i < weights.size(); ++i) out[i] = weights[i] / total;
+  return out;
+}
+
+// The leaves of a buffer's rows: key -> (row shape, dtype).
+using RowLeaves =
+    std::unordered_map<std::string,
+                       std::pair<std::vector<int64_t>, at::ScalarType>>;
+
+RowLeaves row_leaves(const TensorDict& storage) {
+  RowLeaves out;
+  for (const auto& [key, entry] : storage.items(true, true)) {
+    if (!entry.is_tensor()) continue;  // cat checks the others
+    const at::Tensor& tensor = entry.tensor();
+    out.emplace(key.str(), std::make_pair(tensor.sizes().slice(1).vec(),
+                                          tensor.scalar_type()));
+  }
+  return out;
+}
+
+std::string leaf_str(const std::pair<std::vector<int64_t>, at::ScalarType>& l) {
+  return detail::dtype_name(l.second) + " " + detail::shape_str(l.first);
+}
+
+}  // namespace
+
+struct ReplayBufferEnsemble::Impl {
+  std::vector<std::shared_ptr<ReplayBuffer>> buffers;
+  ReplayBufferEnsembleOptions options;
+  std::vector<double> ratios;  // normalized; empty: TorchRL's sampling
+  std::vector<double> p;       // normalized; empty: uniform
+  mutable std::mutex mutex;    // guards rng and ratios
+  detail::Generator rng;
+
+  // Throws unless every buffer in `ids` (distinct) holds rows, all of one
+  // structure. `rows[i]` is what buffer ids[i] would give, for the message.
+  void check_sources(const std::vector<int64_t>& ids,
+                     const std::vector<int64_t>& rows) const {
+    for (size_t k = 0; k < ids.size(); ++k) {
+      TORCH_CHECK(!buffers[static_cast<size_t>(ids[k])]->empty(), kName,
+                  "::sample: buffer ", ids[k], " is empty (it would give ",
+                  rows[k], " rows)");
+    }
+    if (ids.size() < 2) return;
+    const RowLeaves first =
+        row_leaves(buffers[static_cast<size_t>(ids[0])]->storage());
+    for (size_t k = 1; k < ids.size(); ++k) {
+      const RowLeaves other =
+          row_leaves(buffers[static_cast<size_t>(ids[k])]->storage());
+      for (const auto& [key, leaf] : first) {
+        const auto it = other.find(key);
+        TORCH_CHECK(it != other.end(), kName, "::sample: key ", key,
+                    " is in buffer ", ids[0], "'s rows but not in buffer ",
+                    ids[k], "'s");
+        TORCH_CHECK(it->second == leaf, kName, "::sample: key ", key, ": ",
+                    leaf_str(leaf), " rows in buffer ", ids[0], ", ",
+                    leaf_str(it->second), " in buffer ", ids[k]);
+      }
+      for (const auto& [key, leaf] : other) {
+        TORCH_CHECK(first.count(key) != 0, kName, "::sample: key ", key,
+                    " is in buffer ", ids[k], "'s rows but not in buffer ",
+                    ids[0], "'s");
+      }
+    }
+  }
+
+  // `counts[i]` rows from buffer i, concatenated in buffer order.
+  std::pair<TensorDict, EnsembleSampleInfo> sample_counts(
+      const std::vector<int64_t>& counts) const {
+    std::vector<int64_t> ids;
+    std::vector<int64_t> rows;
+    for (size_t i = 0; i < counts.size(); ++i) {
+      if (counts[i] > 0) {
+        ids.push_back(static_cast<int64_t>(i));
+        rows.push_back(counts[i]);
+      }
+    }
+    check_sources(ids, rows);
+    std::vector<TensorDict> parts;
+    std::vector<SampleInfo> infos;
+    for (size_t k = 0; k < ids.size(); ++k) {
+      auto [data, info] = buffers[static_cast<size_t>(ids[k])]->sample(rows[k]);
+      parts.push_back(std::move(data));
+      infos.push_back(std::move(info));
+    }
+    return join(ids, std::move(parts), infos, /*stacked=*/false);
+  }
+
+  // The samples of `ids` (in order) joined: concatenated, or stacked with
+  // the buffer ids broadcast over each sample's rows.
+  static std::pair<TensorDict, EnsembleSampleInfo> join(
+      const std::vector<int64_t>& ids, std::vector<TensorDict> parts,
+      const std::vector<SampleInfo>& infos, bool stacked) {
+    std::vector<at::Tensor> buffer_ids;
+    std::vector<at::Tensor> index;
+    std::vector<at::Tensor> weight;
+    bool weighted = false;
+    for (const SampleInfo& info : infos) weighted |= info.weight.defined();
+    for (size_t k = 0; k < infos.size(); ++k) {
+      const at::Tensor& idx = infos[k].index;
+      buffer_ids.push_back(at::full_like(idx, ids[k]));
+      index.push_back(idx);
+      if (weighted) {
+        weight.push_back(
+            infos[k].weight.defined()
+                ? infos[k].weight
+                : at::ones(idx.sizes(), idx.options().dtype(at::kFloat)));
+      }
+    }
+    EnsembleSampleInfo info;
+    if (stacked) {
+      info.buffer_ids = at::stack(buffer_ids);
+      info.index = at::stack(index);
+      if (weighted) info.weight = at::stack(weight);
+      return {stack(parts, 0), std::move(info)};
+    }
+    if (parts.size() == 1) {
+      info.buffer_ids = std::move(buffer_ids[0]);
+      info.index = index[0];
+      if (weighted) info.weight = weight[0];
+      return {std::move(parts[0]), std::move(info)};
+    }
+    info.buffer_ids = at::cat(buffer_ids);
+    info.index = at::cat(index);
+    if (weighted) info.weight = at::cat(weight);
+    return {cat(parts, 0), std::move(info)};
+  }
+};
+
+ReplayBufferEnsemble::ReplayBufferEnsemble(
+    std::vector<std::shared_ptr<ReplayBuffer>> buffers,
+    ReplayBufferEnsembleOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  TORCH_CHECK_VALUE(!buffers.empty(), kName, ": no buffers");
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    TORCH_CHECK_VALUE(buffers[i] != nullptr, kName, ": buffer ", i, " is null");
+    for (size_t j = 0; j < i; ++j) {
+      TORCH_CHECK_VALUE(buffers[j] != buffers[i], kName, ": buffers ", j,
+                        " and ", i, " are the same buffer");
+    }
+  }
+  const size_t n = buffers.size();
+  if (!options.ratios().empty()) {
+    TORCH_CHECK_VALUE(options.p().empty() && !options.sample_from_all() &&
+                          options.num_buffer_sampled() == 0,
+                      kName,
+                      ": ratios fix every batch's split: p, sample_from_all "
+                      "and num_buffer_sampled do not apply");
+    m.ratios = normalized("ratios", options.ratios(), n);
+  }
+  TORCH_CHECK_VALUE(!(options.sample_from_all() && !options.p().empty()), kName,
+                    ": p and sample_from_all=true cannot be combined");
+  if (!options.p().empty()) m.p = normalized("p", options.p(), n);
+  TORCH_CHECK_VALUE(options.num_buffer_sampled() >= 0, kName,
+                    ": num_buffer_sampled must be >= 0, got ",
+                    options.num_buffer_sampled());
+  TORCH_CHECK_VALUE(
+      !options.sample_from_all() || options.num_buffer_sampled() == 0 ||
+          options.num_buffer_sampled() == static_cast<int64_t>(n),
+      kName, ": with sample_from_all, num_buffer_sampled must be ", n,
+      " (the number of buffers), got ", options.num_buffer_sampled());
+  m.buffers = std::move(buffers);
+  m.options = std::move(options);
+  m.rng.seed(m.options.seed());
+}
+
+ReplayBufferEnsemble::~ReplayBufferEnsemble() = default;
+ReplayBufferEnsemble::ReplayBufferEnsemble(ReplayBufferEnsemble&&) noexcept =
+    default;
+ReplayBufferEnsemble& ReplayBufferEnsemble::operator=(
+    ReplayBufferEnsemble&&) noexcept = default;
+
+std::vector<int64_t> ReplayBufferEnsemble::split(int64_t batch_size) const {
+  const Impl& m = *impl_;
+  std::vector<double> ratios;
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    ratios = m.ratios;
+  }
+  TORCH_CHECK(!ratios.empty(), kName,
+              "::split: the ensemble has no fixed ratios");
+  TORCH_CHECK_VALUE(batch_size > 0, kName,
+                    "::split: batch_size must be > 0, got ", batch_size);
+  std::vector<int64_t> counts(ratios.size());
+  double cumulative = 0.0;
+  int64_t before = 0;
+  for (size_t i = 0; i < ratios.size(); ++i) {
+    cumulative += ratios[i];
+    const int64_t upto =
+        i + 1 == ratios.size()
+            ? batch_size
+            : std::min(batch_size,
+                       static_cast<int64_t>(std::nearbyint(
+                           cumulative * static_cast<double>(batch_size))));
+    counts[i] = std::max<int64_t>(upto - before, 0);
+    before = std::max(before, upto);
+  }
+  return counts;
+}
+
+std::pair<TensorDict, EnsembleSampleInfo> ReplayBufferEnsemble::sample(
+    int64_t batch_size) {
+  Impl& m = *impl_;
+  TORCH_CHECK_VALUE(batch_size > 0, kName,
+                    "::sample: batch_size must be > 0, got ", batch_size);
+  bool fixed = false;
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    fixed = !m.ratios.empty();
+  }
+  if (fixed) return m.sample_counts(split(batch_size));
+
+  // TorchRL's SamplerEnsemble: k buffers, n / k rows each, stacked.
+  const auto n = static_cast<int64_t>(m.buffers.size());
+  const int64_t k =
+      m.options.num_buffer_sampled() > 0 ? m.options.num_buffer_sampled() : n;
+  TORCH_CHECK_VALUE(batch_size % k == 0, kName, "::sample: batch_size ",
+                    batch_size, " is not a multiple of the ", k,
+                    " buffers sampled per batch");
+  const int64_t rows = batch_size / k;
+  std::vector<int64_t> ids(static_cast<size_t>(k));
+  std::lock_guard<std::mutex> lock(m.mutex);
+  detail::Generator rng = m.rng;  // committed once the call succeeds
+  for (int64_t j = 0; j < k; ++j) {
+    if (m.options.sample_from_all()) {
+      ids[static_cast<size_t>(j)] = j;
+    } else if (m.p.empty()) {
+      ids[static_cast<size_t>(j)] =
+          detail::uniform_int(rng, static_cast<uint64_t>(n));
+    } else {
+      const double u = detail::uniform01(rng);
+      double c = 0.0;
+      int64_t pick = n - 1;
+      for (int64_t i = 0; i < n; ++i) {
+        c += m.p[static_cast<size_t>(i)];
+        if (u < c && m.p[static_cast<size_t>(i)] > 0.0) {
+          pick = i;
+          break;
+        }
+      }
+      while (m.p[static_cast<size_t>(pick)] == 0.0) --pick;
+      ids[static_cast<size_t>(j)] = pick;
+    }
+  }
+  std::vector<int64_t> distinct;
+  std::vector<int64_t> distinct_rows;
+  for (const int64_t id : ids) {
+    if (std::find(distinct.begin(), distinct.end(), id) == distinct.end()) {
+      distinct.push_back(id);
+      distinct_rows.push_back(rows);
+    }
+  }
+  m.check_sources(distinct, distinct_rows);
+  std::vector<TensorDict> parts;
+  std::vector<SampleInfo> infos;
+  for (const int64_t id : ids) {
+    auto [data, info] = m.buffers[static_cast<size_t>(id)]->sample(rows);
+    parts.push_back(std::move(data));
+    infos.push_back(std::move(info));
+  }
+  m.rng = rng;
+  return Impl::join(ids, std::move(parts), infos, /*stacked=*/true);
+}
+
+void ReplayBufferEnsemble::update_priority(const EnsembleSampleInfo& info,
+                                           const at::Tensor& priority) {
+  const Impl& m = *impl_;
+  constexpr const char* kWhat = "ReplayBufferEnsemble::update_priority";
+  TORCH_CHECK_VALUE(
+      info.buffer_ids.defined() && info.index.defined() && priority.defined(),
+      kWhat,
+      ": info.buffer_ids, info.index and priority must "
+      "be defined");
+  TORCH_CHECK_VALUE(info.buffer_ids.sizes() == info.index.sizes(), kWhat,
+                    ": info.buffer_ids has shape ",
+                    detail::shape_str(info.buffer_ids.sizes()),
+                    " but info.index has shape ",
+                    detail::shape_str(info.index.sizes()));
+  TORCH_CHECK_VALUE(priority.numel() == info.index.numel(), kWhat,
+                    ": priority has ", priority.numel(), " elements for the ",
+                    info.index.numel(), " rows of info");
+  const at::Tensor ids = info.buffer_ids.detach()
+                             .reshape({-1})
+                             .to(at::kCPU, at::kLong)
+                             .contiguous();
+  const at::Tensor idx =
+      info.index.detach().reshape({-1}).to(at::kCPU, at::kLong).contiguous();
+  const at::Tensor pri =
+      priority.detach().reshape({-1}).to(at::kCPU, at::kDouble).contiguous();
+  const auto n = static_cast<int64_t>(m.buffers.size());
+  const int64_t* bp = ids.data_ptr<int64_t>();
+  const int64_t* ip = idx.data_ptr<int64_t>();
+  const double* pp = pri.data_ptr<double>();
+  std::vector<int64_t> sizes(static_cast<size_t>(n), -1);
+  for (int64_t r = 0; r < ids.numel(); ++r) {
+    TORCH_CHECK_INDEX(bp[r] >= 0 && bp[r] < n, kWhat, ": buffer id ", bp[r],
+                      " is out of range for ", n, " buffers");
+    const ReplayBuffer& rb = *m.buffers[static_cast<size_t>(bp[r])];
+    int64_t& size = sizes[static_cast<size_t>(bp[r])];
+    if (size < 0) {
+      const SamplerConfig& s = rb.options().sampler();
+      TORCH_CHECK(std::holds_alternative<PrioritizedSampler>(s) ||
+                      std::holds_alternative<PrioritizedSliceSampler>(s),
+                  kWhat, ": buffer ", bp[r],
+                  "'s sampler is not PrioritizedSampler or "
+                  "PrioritizedSliceSampler");
+      size = rb.size();
+    }
+    TORCH_CHECK_INDEX(ip[r] >= 0 && ip[r] < size, kWhat, ": index ", ip[r],
+                      " is out of range for buffer ", bp[r], " of size ", size);
+    TORCH_CHECK_VALUE(std::isfinite(pp[r]) && pp[r] >= 0, kWhat,
+                      ": priorities must be finite and >= 0, got ", pp[r],
+                      " for index ", ip[r], " of buffer ", bp[r]);
+  }
+  for (int64_t b = 0; b < n; ++b) {
+    if (sizes[static_cast<size_t>(b)] < 0) continue;
+    const at::Tensor mine = ids.eq(b);
+    m.buffers[static_cast<size_t>(b)]->update_priority(idx.masked_select(mine),
+                                                       pri.masked_select(mine));
+  }
+}
+
+void ReplayBufferEnsemble::set_ratios(std::vector<double> ratios) {
+  Impl& m = *impl_;
+  TORCH_CHECK_VALUE(!m.ratios.empty() || ratios.empty() ||
+                        (m.p.empty() && !m.options.sample_from_all() &&
+                         m.options.num_buffer_sampled() == 0),
+                    kName,
+                    ": ratios fix every batch's split: p, sample_from_all "
+                    "and num_buffer_sampled do not apply");
+  TORCH_CHECK_VALUE(!ratios.empty(), kName,
+                    "::set_ratios: ratios must have one entry per buffer");
+  std::vector<double> norm = normalized("ratios", ratios, m.buffers.size());
+  std::lock_guard<std::mutex> lock(m.mutex);
+  m.ratios = std::move(norm);
+  m.options.ratios(std::move(ratios));
+}
+
+ReplayBuffer& ReplayBufferEnsemble::operator[](int64_t i) const {
+  const auto n = static_cast<int64_t>(impl_->buffers.size());
+  TORCH_CHECK_INDEX(i >= -n && i < n, kName, ": index ", i,
+                    " is out of range for ", n, " buffers");
+  return *impl_->buffers[static_cast<size_t>(i < 0 ? i + n : i)];
+}
+
+int64_t ReplayBufferEnsemble::num_buffers() const {
+  return static_cast<int64_t>(impl_->buffers.size());
+}
+
+int64_t ReplayBufferEnsemble::size() const {
+  int64_t total = 0;
+  for (const auto& rb : impl_->buffers) total += rb->size();
+  return total;
+}
+
+void ReplayBufferEnsemble::manual_seed(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->rng.seed(seed);
+}
+
+ReplayBufferEnsembleOptions ReplayBufferEnsemble::options() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->options;
+}
+
+// ---- OfflineToOnlineReplayBuffer -----------------------------------------------
+
+namespace {
+
+std::shared_ptr<ReplayBuffer> checked_offline(std::shared_ptr<ReplayBuffer> rb,
+                                              double fraction) {
+  TORCH_CHECK_VALUE(rb != nullptr,
+                    "OfflineToOnlineReplayBuffer: the offline buffer is null");
+  TORCH_CHECK_VALUE(fraction > 0.0 && fraction < 1.0,
+                    "OfflineToOnlineReplayBuffer: offline_fraction must be in "
+                    "(0, 1), got ",
+                    fraction);
+  return rb;
+}
+
+}  // namespace
+
+OfflineToOnlineReplayBuffer::OfflineToOnlineReplayBuffer(
+    std::shared_ptr<ReplayBuffer> offline, const ReplayBufferOptions& online,
+    double offline_fraction)
+    : offline_(checked_offline(std::move(offline), offline_fraction)),
+      online_(std::make_shared<ReplayBuffer>(online)),
+      initial_fraction_(offline_fraction),
+      fraction_(offline_fraction),
+      ensemble_({offline_, online_}) {}
+
+at::Tensor OfflineToOnlineReplayBuffer::extend(const TensorDict& batch) {
+  return online_->extend(batch);
+}
+
+std::pair<TensorDict, EnsembleSampleInfo> OfflineToOnlineReplayBuffer::sample(
+    int64_t batch_size) {
+  TORCH_CHECK_VALUE(batch_size > 0,
+                    "OfflineToOnlineReplayBuffer::sample: batch_size must be "
+                    "> 0, got ",
+                    batch_size);
+  // TorchRL's split: round(offline_fraction * n) offline (half to even, as
+  // Python's round), the rest online; all offline while the online buffer
+  // is empty.
+  const auto offline = std::min(
+      batch_size, static_cast<int64_t>(std::nearbyint(
+                      fraction_.load() * static_cast<double>(batch_size))));
+  const std::vector<int64_t> counts =
+      online_->empty() ? std::vector<int64_t>{batch_size, 0}
+                       : std::vector<int64_t>{offline, batch_size - offline};
+  return ensemble_.impl_->sample_counts(counts);
+}
+
+void OfflineToOnlineReplayBuffer::update_priority(
+    const EnsembleSampleInfo& info, const at::Tensor& priority) {
+  ensemble_.update_priority(info, priority);
+}
+
+void OfflineToOnlineReplayBuffer::anneal(int64_t step, int64_t total_steps) {
+  TORCH_CHECK_VALUE(total_steps > 0,
+                    "OfflineToOnlineReplayBuffer::anneal: total_steps must be "
+                    "> 0, got ",
+                    total_steps);
+  fraction_.store(initial_fraction_ *
+                  std::max(0.0, 1.0 - static_cast<double>(step) /
+                                          static_cast<double>(total_steps)));
+}
+
+double OfflineToOnlineReplayBuffer::offline_fraction() const {
+  return fraction_.load();
+}
+
+ReplayBuffer& OfflineToOnlineReplayBuffer::offline_buffer() const {
+  return *offline_;
+}
+
+ReplayBuffer& OfflineToOnlineReplayBuffer::online_buffer() const {
+  return *online_;
+}
+
+int64_t OfflineToOnlineReplayBuffer::size() const {
+  return offline_->size() + online_->size();
+}
+
+}  // namespace tensordict

@@ -1,0 +1,342 @@
+// ReplayBufferEnsemble and OfflineToOnlineReplayBuffer
+// (tensordict/replay_ensemble.h): the split of each batch, where each row
+// came from, the routing of priorities, and calls refused with nothing
+// changed (every buffer's next samples are those of an untouched twin).
+#include <gtest/gtest.h>
+#include <tensordict/replay_ensemble.h>
+#include <tensordict/tensordict.h>
+
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "replay_test_util.h"
+#include "test_util.h"
+
+namespace {
+
+using tensordict::EnsembleSampleInfo;
+using tensordict::OfflineToOnlineReplayBuffer;
+using tensordict::PrioritizedSampler;
+using tensordict::ReplayBuffer;
+using tensordict::ReplayBufferEnsemble;
+using tensordict::ReplayBufferEnsembleOptions;
+using tensordict::ReplayBufferOptions;
+using tensordict::TensorDict;
+using tensordict_test::ExpectThrowsMsg;
+using tensordict_test::replay_test::ObsValues;
+using tensordict_test::replay_test::Rows;
+using tensordict_test::replay_test::Vec;
+
+// A buffer of `n` rows whose "obs" values are first, first + 1, ...
+std::shared_ptr<ReplayBuffer> Filled(int64_t n, float first, uint64_t seed,
+                                     bool prioritized = false) {
+  auto rb = prioritized ? std::make_shared<ReplayBuffer>(
+                              ReplayBufferOptions(1000).seed(seed).sampler(
+                                  PrioritizedSampler().alpha(1.0).beta(1.0)))
+                        : std::make_shared<ReplayBuffer>(
+                              ReplayBufferOptions(1000).seed(seed));
+  if (n > 0) (void)rb->extend(Rows(n, first));
+  return rb;
+}
+
+// Every sampled row is the row `info` names: buffer b's rows hold
+// 1000 * b + index.
+void ExpectRowsMatchInfo(const TensorDict& data,
+                         const EnsembleSampleInfo& info) {
+  const std::vector<float> obs = ObsValues(data.reshape({-1}));
+  const std::vector<int64_t> ids = Vec(info.buffer_ids.reshape({-1}));
+  const std::vector<int64_t> idx = Vec(info.index.reshape({-1}));
+  ASSERT_EQ(obs.size(), ids.size());
+  ASSERT_EQ(obs.size(), idx.size());
+  for (size_t r = 0; r < obs.size(); ++r) {
+    EXPECT_EQ(obs[r], static_cast<float>(1000 * ids[r] + idx[r]))
+        << "row " << r;
+  }
+}
+
+TEST(ReplayBufferEnsemble, FixedRatiosHoldExactlyInEveryBatch) {
+  ReplayBufferEnsemble mixed({Filled(100, 0, 1), Filled(100, 1000, 2)},
+                             ReplayBufferEnsembleOptions().ratios({1, 3}));
+  for (int call = 0; call < 5; ++call) {
+    auto [data, info] = mixed.sample(256);
+    EXPECT_EQ(data.batch_size().vec(), std::vector<int64_t>({256}));
+    EXPECT_EQ(info.buffer_ids.sizes(), at::IntArrayRef({256}));
+    EXPECT_EQ(info.buffer_ids.slice(0, 0, 64).eq(0).all().item<bool>(), true);
+    EXPECT_EQ(info.buffer_ids.slice(0, 64).eq(1).all().item<bool>(), true);
+    EXPECT_FALSE(info.weight.defined());
+    ExpectRowsMatchInfo(data, info);
+  }
+  EXPECT_EQ(mixed.size(), 200);
+  EXPECT_EQ(mixed.num_buffers(), 2);
+  EXPECT_EQ(mixed[1].size(), 100);
+  EXPECT_EQ(mixed[-2].size(), 100);
+}
+
+TEST(ReplayBufferEnsemble, SplitRoundsTheCumulativeRatiosHalfToEven) {
+  ReplayBufferEnsemble halves({Filled(1, 0, 1), Filled(1, 1000, 2)},
+                              ReplayBufferEnsembleOptions().ratios({1, 1}));
+  // Python's round(2.5) == 2, as TorchRL's OfflineToOnlineReplayBuffer.
+  EXPECT_EQ(halves.split(5), std::vector<int64_t>({2, 3}));
+  EXPECT_EQ(halves.split(7), std::vector<int64_t>({4, 3}));
+  EXPECT_EQ(halves.split(1), std::vector<int64_t>({0, 1}));
+  ReplayBufferEnsemble thirds(
+      {Filled(1, 0, 1), Filled(1, 1000, 2), Filled(1, 2000, 3)},
+      ReplayBufferEnsembleOptions().ratios({1, 1, 1}));
+  EXPECT_EQ(thirds.split(10), std::vector<int64_t>({3, 4, 3}));
+  EXPECT_EQ(thirds.split(2), std::vector<int64_t>({1, 0, 1}));
+  thirds.set_ratios({0, 2, 2});
+  EXPECT_EQ(thirds.split(10), std::vector<int64_t>({0, 5, 5}));
+  EXPECT_EQ(thirds.options().ratios(), std::vector<double>({0, 2, 2}));
+  auto [data, info] = thirds.sample(10);
+  EXPECT_EQ(Vec(info.buffer_ids),
+            std::vector<int64_t>({1, 1, 1, 1, 1, 2, 2, 2, 2, 2}));
+  ExpectRowsMatchInfo(data, info);
+}
+
+TEST(ReplayBufferEnsemble, TorchRLSamplingStacksOneSubBatchPerBufferDrawn) {
+  ReplayBufferEnsemble all({Filled(50, 0, 1), Filled(50, 1000, 2)},
+                           ReplayBufferEnsembleOptions().sample_from_all(true));
+  auto [data, info] = all.sample(8);
+  EXPECT_EQ(data.batch_size().vec(), std::vector<int64_t>({2, 4}));
+  EXPECT_EQ(Vec(info.buffer_ids),
+            std::vector<int64_t>({0, 0, 0, 0, 1, 1, 1, 1}));
+  ExpectRowsMatchInfo(data, info);
+
+  ReplayBufferEnsemble weighted(
+      {Filled(50, 0, 1), Filled(50, 1000, 2)},
+      ReplayBufferEnsembleOptions().p({0, 1}).num_buffer_sampled(3));
+  auto [wdata, winfo] = weighted.sample(6);
+  EXPECT_EQ(wdata.batch_size().vec(), std::vector<int64_t>({3, 2}));
+  EXPECT_EQ(winfo.buffer_ids.eq(1).all().item<bool>(), true);
+  ExpectRowsMatchInfo(wdata, winfo);
+
+  // Uniform draws over the buffers, reproducible from the seed.
+  ReplayBufferEnsemble a(
+      {Filled(50, 0, 1), Filled(50, 1000, 2)},
+      ReplayBufferEnsembleOptions().num_buffer_sampled(4).seed(7));
+  ReplayBufferEnsemble b(
+      {Filled(50, 0, 1), Filled(50, 1000, 2)},
+      ReplayBufferEnsembleOptions().num_buffer_sampled(4).seed(7));
+  int64_t from_second = 0;
+  for (int call = 0; call < 20; ++call) {
+    auto [da, ia] = a.sample(4);
+    auto [db, ib] = b.sample(4);
+    EXPECT_TRUE(ia.buffer_ids.equal(ib.buffer_ids));
+    EXPECT_TRUE(da.get("obs").equal(db.get("obs")));
+    ExpectRowsMatchInfo(da, ia);
+    from_second += ia.buffer_ids.select(1, 0).sum().item<int64_t>();
+  }
+  EXPECT_GT(from_second, 20);  // of 80 draws, about 40
+  EXPECT_LT(from_second, 60);
+
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { (void)a.sample(6); },
+      "ReplayBufferEnsemble::sample: batch_size 6 is not a multiple of the 4 "
+      "buffers sampled per batch");
+}
+
+TEST(ReplayBufferEnsemble, PrioritiesGoBackToTheBufferEachRowCameFrom) {
+  ReplayBufferEnsemble mixed(
+      {Filled(10, 0, 1, true), Filled(10, 1000, 2, true)},
+      ReplayBufferEnsembleOptions().ratios({1, 1}));
+  auto [data, info] = mixed.sample(8);
+  EXPECT_TRUE(info.weight.defined());
+  EXPECT_EQ(info.weight.sizes(), at::IntArrayRef({8}));
+  // Every row of both buffers: buffer 0 keeps only row 3, buffer 1 row 7.
+  EnsembleSampleInfo every;
+  every.buffer_ids = torch::cat(
+      {torch::zeros({10}, torch::kLong), torch::ones({10}, torch::kLong)});
+  every.index = torch::cat({torch::arange(10), torch::arange(10)});
+  at::Tensor priority = torch::zeros({20});
+  priority[3] = 1.0;
+  priority[17] = 2.0;
+  mixed.update_priority(every, priority);
+  auto [after, after_info] = mixed.sample(8);
+  EXPECT_EQ(ObsValues(after),
+            std::vector<float>({3, 3, 3, 3, 1007, 1007, 1007, 1007}));
+  ExpectRowsMatchInfo(after, after_info);
+}
+
+TEST(ReplayBufferEnsemble, ARefusedCallChangesNoBuffer) {
+  // Twins: the same buffers and seeds; the first ensemble's calls are
+  // refused, then both must sample the same rows.
+  auto make = [] {
+    return std::vector<std::shared_ptr<ReplayBuffer>>{
+        Filled(20, 0, 1, true), Filled(20, 1000, 2), Filled(0, 0, 3)};
+  };
+  std::vector<std::shared_ptr<ReplayBuffer>> mine = make();
+  std::vector<std::shared_ptr<ReplayBuffer>> twin = make();
+  ReplayBufferEnsemble a(mine, ReplayBufferEnsembleOptions().ratios({1, 1, 1}));
+  ReplayBufferEnsemble b(twin, ReplayBufferEnsembleOptions().ratios({1, 1, 1}));
+
+  ExpectThrowsMsg(
+      [&] { (void)a.sample(9); },
+      "ReplayBufferEnsemble::sample: buffer 2 is empty (it would give 3 rows)");
+  // Rows of another structure: an extra key in buffer 2.
+  TensorDict other = Rows(5, 2000);
+  other.set("extra", torch::zeros({5}));
+  (void)mine[2]->extend(other);
+  (void)twin[2]->extend(other);
+  ExpectThrowsMsg([&] { (void)a.sample(9); },
+                  "ReplayBufferEnsemble::sample: key extra is in buffer 2's "
+                  "rows but not in buffer 0's");
+  // A priority update that names a buffer without priorities: buffer 0's
+  // priorities stay.
+  EnsembleSampleInfo info;
+  info.buffer_ids = torch::tensor({0, 1}, torch::kLong);
+  info.index = torch::tensor({0, 0}, torch::kLong);
+  ExpectThrowsMsg(
+      [&] { a.update_priority(info, torch::zeros({2})); },
+      "ReplayBufferEnsemble::update_priority: buffer 1's sampler is not "
+      "PrioritizedSampler or PrioritizedSliceSampler");
+  info.buffer_ids = torch::tensor({0, 0}, torch::kLong);
+  info.index = torch::tensor({0, 20}, torch::kLong);
+  ExpectThrowsMsg<c10::IndexError>(
+      [&] { a.update_priority(info, torch::zeros({2})); },
+      "ReplayBufferEnsemble::update_priority: index 20 is out of range for "
+      "buffer 0 of size 20");
+  info.index = torch::tensor({0, 1}, torch::kLong);
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        a.update_priority(info, torch::tensor({1.0, -1.0}));
+      },
+      "ReplayBufferEnsemble::update_priority: priorities must be finite and "
+      ">= 0, got -1 for index 1 of buffer 0");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { a.update_priority(info, torch::zeros({3})); },
+      "ReplayBufferEnsemble::update_priority: priority has 3 elements for the "
+      "2 rows of info");
+
+  for (size_t i = 0; i < 2; ++i) {
+    auto [x, xi] = mine[i]->sample(16);
+    auto [y, yi] = twin[i]->sample(16);
+    EXPECT_TRUE(x.get("obs").equal(y.get("obs"))) << "buffer " << i;
+    EXPECT_TRUE(xi.index.equal(yi.index)) << "buffer " << i;
+  }
+}
+
+TEST(ReplayBufferEnsemble, OptionsAreChecked) {
+  auto two = [] {
+    return std::vector<std::shared_ptr<ReplayBuffer>>{Filled(1, 0, 1),
+                                                      Filled(1, 1000, 2)};
+  };
+  ExpectThrowsMsg<c10::ValueError>([&] { ReplayBufferEnsemble({}); },
+                                   "ReplayBufferEnsemble: no buffers");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        ReplayBufferEnsemble({Filled(1, 0, 1), nullptr});
+      },
+      "ReplayBufferEnsemble: buffer 1 is null");
+  auto rb = Filled(1, 0, 1);
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        ReplayBufferEnsemble({rb, rb});
+      },
+      "ReplayBufferEnsemble: buffers 0 and 1 are the same buffer");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        ReplayBufferEnsemble(two(), ReplayBufferEnsembleOptions().ratios({1}));
+      },
+      "ReplayBufferEnsemble: ratios has 1 entries for 2 buffers");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        ReplayBufferEnsemble(two(),
+                             ReplayBufferEnsembleOptions().ratios({1, -1}));
+      },
+      "ReplayBufferEnsemble: ratios[1] must be finite and >= 0, got -1");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        ReplayBufferEnsemble(two(),
+                             ReplayBufferEnsembleOptions().ratios({0, 0}));
+      },
+      "ReplayBufferEnsemble: ratios must not all be 0");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        ReplayBufferEnsemble(
+            two(), ReplayBufferEnsembleOptions().ratios({1, 1}).p({1, 1}));
+      },
+      "ReplayBufferEnsemble: ratios fix every batch's split: p, "
+      "sample_from_all and num_buffer_sampled do not apply");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        ReplayBufferEnsemble(
+            two(),
+            ReplayBufferEnsembleOptions().p({1, 1}).sample_from_all(true));
+      },
+      "ReplayBufferEnsemble: p and sample_from_all=true cannot be combined");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        ReplayBufferEnsemble(two(), ReplayBufferEnsembleOptions()
+                                        .sample_from_all(true)
+                                        .num_buffer_sampled(3));
+      },
+      "ReplayBufferEnsemble: with sample_from_all, num_buffer_sampled must "
+      "be 2 (the number of buffers), got 3");
+  ReplayBufferEnsemble torchrl_style(two());
+  ExpectThrowsMsg(
+      [&] { (void)torchrl_style.split(4); },
+      "ReplayBufferEnsemble::split: the ensemble has no fixed ratios");
+  ExpectThrowsMsg<c10::IndexError>(
+      [&] { (void)torchrl_style[2]; },
+      "ReplayBufferEnsemble: index 2 is out of range for 2 buffers");
+}
+
+TEST(ReplayBufferEnsemble, SamplesWhileOtherThreadsWrite) {
+  ReplayBufferEnsemble mixed({Filled(10, 0, 1), Filled(10, 1000, 2)},
+                             ReplayBufferEnsembleOptions().ratios({1, 1}));
+  std::vector<std::thread> threads;
+  for (int64_t w = 0; w < 2; ++w) {
+    threads.emplace_back([&mixed, w] {
+      for (int k = 0; k < 50; ++k) {
+        (void)mixed[w].extend(
+            Rows(4, static_cast<float>(1000 * w + 10 + 4 * k)));
+      }
+    });
+  }
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&mixed] {
+      for (int k = 0; k < 50; ++k) {
+        auto [data, info] = mixed.sample(32);
+        ExpectRowsMatchInfo(data, info);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(mixed.size(), 420);
+}
+
+TEST(OfflineToOnlineReplayBuffer, SplitsAsTorchRLAndAnneals) {
+  OfflineToOnlineReplayBuffer rb(Filled(100, 0, 1),
+                                 ReplayBufferOptions(50).seed(2), 0.5);
+  // Nothing online yet: every row offline.
+  auto [first, first_info] = rb.sample(32);
+  EXPECT_EQ(first_info.buffer_ids.eq(0).all().item<bool>(), true);
+  (void)rb.extend(Rows(10, 1000));
+  auto [data, info] = rb.sample(5);
+  EXPECT_EQ(Vec(info.buffer_ids), std::vector<int64_t>({0, 0, 1, 1, 1}));
+  ExpectRowsMatchInfo(data, info);
+  EXPECT_EQ(rb.size(), 110);
+  EXPECT_EQ(rb.online_buffer().size(), 10);
+  EXPECT_EQ(rb.offline_buffer().size(), 100);
+
+  rb.anneal(50, 100);
+  EXPECT_DOUBLE_EQ(rb.offline_fraction(), 0.25);
+  auto [quarter, quarter_info] = rb.sample(8);
+  EXPECT_EQ(quarter_info.buffer_ids.eq(0).sum().item<int64_t>(), 2);
+  rb.anneal(150, 100);
+  EXPECT_EQ(rb.offline_fraction(), 0.0);
+  auto [online, online_info] = rb.sample(8);
+  EXPECT_EQ(online_info.buffer_ids.eq(1).all().item<bool>(), true);
+  ExpectRowsMatchInfo(online, online_info);
+
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] {
+        OfflineToOnlineReplayBuffer(Filled(1, 0, 1), ReplayBufferOptions(8),
+                                    1.0);
+      },
+      "OfflineToOnlineReplayBuffer: offline_fraction must be in (0, 1), got 1");
+}
+
+}  // namespace
