@@ -1,5 +1,6 @@
 // The code of docs/tutorials/replay_buffer.md. Every claim the tutorial makes
 // is checked here with TORCH_CHECK, so CI fails if one stops being true.
+#include <tensordict/replay_ensemble.h>
 #include <tensordict/tensordict.h>
 
 #include <ftw.h>
@@ -7,16 +8,20 @@
 
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 using tensordict::MaxValueWriter;
+using tensordict::OfflineToOnlineReplayBuffer;
 using tensordict::PrioritizedSampler;
 using tensordict::PrioritizedSliceSampler;
 using tensordict::RateLimiter;
 using tensordict::RateLimiterInfo;
 using tensordict::ReplayBuffer;
+using tensordict::ReplayBufferEnsemble;
+using tensordict::ReplayBufferEnsembleOptions;
 using tensordict::ReplayBufferOptions;
 using tensordict::SamplerWithoutReplacement;
 using tensordict::SliceSampler;
@@ -267,6 +272,27 @@ int main() {
   resumed.loads(tmpl + "/checkpoint");
   TORCH_CHECK(at::equal(resumed.sample(16).second.index, next));
   remove_tree(tmpl);
+
+  // ---- Mixed replay -------------------------------------------------------------
+  auto expert =
+      std::make_shared<ReplayBuffer>(ReplayBufferOptions(100).seed(1));
+  auto online =
+      std::make_shared<ReplayBuffer>(ReplayBufferOptions(100).seed(2));
+  expert->extend(make_step(40));
+  online->extend(make_step(10));
+  ReplayBufferEnsemble mixed({expert, online},
+                             ReplayBufferEnsembleOptions().ratios({1, 3}));
+  auto [mixed_batch, mixed_from] = mixed.sample(8);  // 2 expert rows, 6 online
+  std::cout << "mixed: buffers " << str(mixed_from.buffer_ids) << "\n";
+  TORCH_CHECK(at::equal(mixed_batch.get("obs")[0],
+                        expert->storage().get("obs")[mixed_from.index[0]]));
+  OfflineToOnlineReplayBuffer finetune(expert, ReplayBufferOptions(100).seed(3),
+                                       /*offline_fraction=*/0.5);
+  finetune.extend(make_step(4));
+  finetune.anneal(1, 2);  // the offline fraction is now 0.25
+  auto [finetune_batch, finetune_from] = finetune.sample(8);
+  std::cout << "offline to online: buffers " << str(finetune_from.buffer_ids)
+            << "\n";
   std::cout << "disk-backed buffer reopened intact\n";
   return 0;
 }
