@@ -74,6 +74,28 @@ TEST(ReplayBufferEnsemble, FixedRatiosHoldExactlyInEveryBatch) {
   EXPECT_EQ(mixed[-2].size(), 100);
 }
 
+TEST(ReplayBufferEnsemble, ABatchHeldIsNeverWrittenOverAndADroppedOneIsReused) {
+  ReplayBufferEnsemble mixed({Filled(100, 0, 1), Filled(100, 1000, 2)},
+                             ReplayBufferEnsembleOptions().ratios({1, 1}));
+  auto [held, held_info] = mixed.sample(16);
+  const at::Tensor held_obs = held.get("obs").clone();
+  const at::Tensor leaf = mixed.sample(16).first.get({"next", "obs"});
+  const at::Tensor leaf_copy = leaf.clone();
+  const void* dropped = nullptr;
+  for (int call = 0; call < 4; ++call) {
+    auto [data, info] = mixed.sample(16);
+    ExpectRowsMatchInfo(data, info);
+    if (call == 2) dropped = data.get("obs").data_ptr();
+    if (call == 3) {
+      EXPECT_EQ(data.get("obs").data_ptr(), dropped);
+    }
+  }
+  EXPECT_TRUE(held.get("obs").equal(held_obs));
+  ExpectRowsMatchInfo(held, held_info);
+  EXPECT_TRUE(leaf.equal(leaf_copy));
+  EXPECT_NE(held.get("obs").data_ptr(), dropped);
+}
+
 TEST(ReplayBufferEnsemble, SplitRoundsTheCumulativeRatiosHalfToEven) {
   ReplayBufferEnsemble halves({Filled(1, 0, 1), Filled(1, 1000, 2)},
                               ReplayBufferEnsembleOptions().ratios({1, 1}));

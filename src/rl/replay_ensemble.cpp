@@ -6,12 +6,15 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <c10/util/Optional.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <variant>
 
@@ -64,6 +67,45 @@ std::string leaf_str(const std::pair<std::vector<int64_t>, at::ScalarType>& l) {
   return detail::dtype_name(l.second) + " " + detail::shape_str(l.first);
 }
 
+// Whether two storages' leaves are the same keys, in the same order, with
+// the same row shapes and dtypes (the common case, checked without a map).
+bool same_rows(const std::vector<std::pair<NestedKey, Entry>>& a,
+               const std::vector<std::pair<NestedKey, Entry>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t k = 0; k < a.size(); ++k) {
+    if (!(a[k].first == b[k].first) ||
+        a[k].second.is_tensor() != b[k].second.is_tensor()) {
+      return false;
+    }
+    if (!a[k].second.is_tensor()) continue;
+    const at::Tensor& x = a[k].second.tensor();
+    const at::Tensor& y = b[k].second.tensor();
+    if (x.scalar_type() != y.scalar_type() ||
+        x.sizes().slice(1) != y.sizes().slice(1)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Throws, naming the first difference, unless the leaves of buffer `ia`
+// (`a`) and of buffer `ib` (`b`) are the same set (in any order).
+void explain_mismatch(const RowLeaves& a, int64_t ia, const RowLeaves& b,
+                      int64_t ib) {
+  for (const auto& [key, leaf] : a) {
+    const auto it = b.find(key);
+    TORCH_CHECK(it != b.end(), kName, "::sample: key ", key, " is in buffer ",
+                ia, "'s rows but not in buffer ", ib, "'s");
+    TORCH_CHECK(it->second == leaf, kName, "::sample: key ", key, ": ",
+                leaf_str(leaf), " rows in buffer ", ia, ", ",
+                leaf_str(it->second), " in buffer ", ib);
+  }
+  for (const auto& [key, leaf] : b) {
+    TORCH_CHECK(a.count(key) != 0, kName, "::sample: key ", key,
+                " is in buffer ", ib, "'s rows but not in buffer ", ia, "'s");
+  }
+}
+
 }  // namespace
 
 struct ReplayBufferEnsemble::Impl {
@@ -84,24 +126,18 @@ struct ReplayBufferEnsemble::Impl {
                   rows[k], " rows)");
     }
     if (ids.size() < 2) return;
-    const RowLeaves first =
-        row_leaves(buffers[static_cast<size_t>(ids[0])]->storage());
+    const TensorDict first_rows =
+        buffers[static_cast<size_t>(ids[0])]->storage();
+    const std::vector<std::pair<NestedKey, Entry>> first =
+        first_rows.items(true, true);
     for (size_t k = 1; k < ids.size(); ++k) {
-      const RowLeaves other =
-          row_leaves(buffers[static_cast<size_t>(ids[k])]->storage());
-      for (const auto& [key, leaf] : first) {
-        const auto it = other.find(key);
-        TORCH_CHECK(it != other.end(), kName, "::sample: key ", key,
-                    " is in buffer ", ids[0], "'s rows but not in buffer ",
-                    ids[k], "'s");
-        TORCH_CHECK(it->second == leaf, kName, "::sample: key ", key, ": ",
-                    leaf_str(leaf), " rows in buffer ", ids[0], ", ",
-                    leaf_str(it->second), " in buffer ", ids[k]);
-      }
-      for (const auto& [key, leaf] : other) {
-        TORCH_CHECK(first.count(key) != 0, kName, "::sample: key ", key,
-                    " is in buffer ", ids[k], "'s rows but not in buffer ",
-                    ids[0], "'s");
+      const std::vector<std::pair<NestedKey, Entry>> other =
+          buffers[static_cast<size_t>(ids[k])]->storage().items(true, true);
+      if (!same_rows(first, other)) {
+        explain_mismatch(
+            row_leaves(first_rows), ids[0],
+            row_leaves(buffers[static_cast<size_t>(ids[k])]->storage()),
+            ids[k]);
       }
     }
   }
@@ -130,9 +166,9 @@ struct ReplayBufferEnsemble::Impl {
 
   // The samples of `ids` (in order) joined: concatenated, or stacked with
   // the buffer ids broadcast over each sample's rows.
-  static std::pair<TensorDict, EnsembleSampleInfo> join(
+  std::pair<TensorDict, EnsembleSampleInfo> join(
       const std::vector<int64_t>& ids, std::vector<TensorDict> parts,
-      const std::vector<SampleInfo>& infos, bool stacked) {
+      const std::vector<SampleInfo>& infos, bool stacked) const {
     std::vector<at::Tensor> buffer_ids;
     std::vector<at::Tensor> index;
     std::vector<at::Tensor> weight;
@@ -165,8 +201,97 @@ struct ReplayBufferEnsemble::Impl {
     info.buffer_ids = at::cat(buffer_ids);
     info.index = at::cat(index);
     if (weighted) info.weight = at::cat(weight);
-    return {cat(parts, 0), std::move(info)};
+    c10::optional<TensorDict> joined = concat(parts);
+    return {joined ? std::move(*joined) : cat(parts, 0), std::move(info)};
   }
+
+  // The samples concatenated by bytes into leaves from `pool` (an earlier
+  // batch's, once nothing else holds any of them: a loop that drops each
+  // batch before the next reuses two sets, and the join touches no fresh
+  // pages), when every leaf is a contiguous CPU tensor; nothing otherwise
+  // (`cat` then joins them).
+  c10::optional<TensorDict> concat(const std::vector<TensorDict>& parts) const {
+    const std::vector<std::pair<NestedKey, Entry>> items =
+        parts[0].items(true, true);
+    std::vector<at::Tensor> srcs;
+    srcs.reserve(items.size() * parts.size());
+    int64_t rows = 0;
+    for (const TensorDict& part : parts) rows += part.batch_size()[0];
+    size_t bytes = 0;
+    for (const auto& [key, entry] : items) {
+      if (!entry.is_tensor()) return c10::nullopt;
+      for (const TensorDict& part : parts) {
+        const at::Tensor t = part.get(key);
+        if (!t.defined() || !t.device().is_cpu() || !t.is_contiguous() ||
+            t.scalar_type() != entry.tensor().scalar_type()) {
+          return c10::nullopt;
+        }
+        srcs.push_back(t);
+        bytes += t.nbytes();
+      }
+    }
+    std::vector<at::Tensor> leaves = pooled(items, rows, bytes);
+    for (size_t k = 0; k < items.size(); ++k) {
+      auto* dst = static_cast<char*>(leaves[k].data_ptr());
+      for (size_t j = 0; j < parts.size(); ++j) {
+        const at::Tensor& src = srcs[k * parts.size() + j];
+        if (src.nbytes() == 0) continue;
+        std::memcpy(dst, src.data_ptr(), src.nbytes());
+        dst += src.nbytes();
+      }
+    }
+    TensorDict out({}, {rows});
+    for (size_t k = 0; k < items.size(); ++k) {
+      out.set(items[k].first, leaves[k]);
+    }
+    return out;
+  }
+
+  // Leaves of `rows` rows shaped as `items`' ones: a pooled set nothing
+  // else holds, or new ones (pooled when the batch is at most 4 MiB).
+  std::vector<at::Tensor> pooled(
+      const std::vector<std::pair<NestedKey, Entry>>& items, int64_t rows,
+      size_t bytes) const {
+    auto fits = [&](const std::vector<at::Tensor>& set) {
+      if (set.size() != items.size()) return false;
+      for (size_t k = 0; k < set.size(); ++k) {
+        const at::Tensor& want = items[k].second.tensor();
+        const at::Tensor& have = set[k];
+        // The pool's own reference only: no dict, view or copy of the
+        // handle holds the tensor or its memory.
+        if (have.use_count() != 1 || have.storage().use_count() != 1 ||
+            have.scalar_type() != want.scalar_type() || have.size(0) != rows ||
+            have.sizes().slice(1) != want.sizes().slice(1)) {
+          return false;
+        }
+      }
+      return true;
+    };
+    constexpr size_t kPooled = size_t{4} << 20;
+    constexpr size_t kSets = 2;
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const std::vector<at::Tensor>& set : pool) {
+      if (fits(set)) {
+        // As gather_storage (core/row_copy.cpp): another thread's last read
+        // of a batch it dropped comes before these writes.
+        std::atomic_thread_fence(std::memory_order_acquire);
+        return set;
+      }
+    }
+    std::vector<at::Tensor> fresh;
+    for (const auto& [key, entry] : items) {
+      std::vector<int64_t> shape = entry.tensor().sizes().vec();
+      shape[0] = rows;
+      fresh.push_back(at::empty(shape, entry.tensor().options()));
+    }
+    if (bytes <= kPooled) {
+      if (pool.size() == kSets) pool.erase(pool.begin());
+      pool.push_back(fresh);
+    }
+    return fresh;
+  }
+
+  mutable std::vector<std::vector<at::Tensor>> pool;  // under `mutex`
 };
 
 ReplayBufferEnsemble::ReplayBufferEnsemble(
@@ -302,7 +427,7 @@ std::pair<TensorDict, EnsembleSampleInfo> ReplayBufferEnsemble::sample(
     infos.push_back(std::move(info));
   }
   m.rng = rng;
-  return Impl::join(ids, std::move(parts), infos, /*stacked=*/true);
+  return m.join(ids, std::move(parts), infos, /*stacked=*/true);
 }
 
 void ReplayBufferEnsemble::update_priority(const EnsembleSampleInfo& info,
