@@ -32,23 +32,27 @@ bool Same(const TensorDict& a, const TensorDict& b) {
 }
 
 // Rank 0 of a group whose other ranks play `scenarios` (one per rank).
+// The group's `timeout` bounds its rendezvous too: with a short one (a
+// test of timeouts), a peer process that starts slowly (a sanitized build
+// on a loaded machine took more than 1.5 s) misses the rendezvous, and the
+// group is made again, with new peers, up to three times.
 class Peers {
  public:
   explicit Peers(const std::vector<std::string>& scenarios,
                  std::chrono::milliseconds timeout = 20s) {
-    const int port = tensordict_test::FreePort();
-    const int size = static_cast<int>(scenarios.size()) + 1;
-    for (size_t i = 0; i < scenarios.size(); ++i) {
-      pids_.push_back(tensordict_test::Spawn(
-          {tensordict_test::DistPeerPath(), scenarios[i], std::to_string(i + 1),
-           std::to_string(size), std::to_string(port),
-           std::to_string(timeout.count())}));
+    const int attempts = timeout < 10s ? 3 : 1;
+    for (int attempt = 1;; ++attempt) {
+      try {
+        Start(scenarios, timeout);
+        return;
+      } catch (const c10::Error& e) {
+        for (pid_t pid : pids_) tensordict_test::Reap(pid, 0ms);
+        pids_.clear();
+        if (attempt == attempts || e.msg().rfind("make_gloo_group: ", 0) != 0) {
+          throw;
+        }
+      }
     }
-    tensordict::GlooGroupOptions options;
-    options.port = port;
-    options.timeout = timeout;
-    pg_ =
-        std::make_unique<Group>(tensordict::make_gloo_group(0, size, options));
   }
   ~Peers() {
     for (pid_t pid : pids_) tensordict_test::Reap(pid, 0ms);
@@ -69,6 +73,23 @@ class Peers {
   }
 
  private:
+  void Start(const std::vector<std::string>& scenarios,
+             std::chrono::milliseconds timeout) {
+    const int port = tensordict_test::FreePort();
+    const int size = static_cast<int>(scenarios.size()) + 1;
+    for (size_t i = 0; i < scenarios.size(); ++i) {
+      pids_.push_back(tensordict_test::Spawn(
+          {tensordict_test::DistPeerPath(), scenarios[i], std::to_string(i + 1),
+           std::to_string(size), std::to_string(port),
+           std::to_string(timeout.count())}));
+    }
+    tensordict::GlooGroupOptions options;
+    options.port = port;
+    options.timeout = timeout;
+    pg_ =
+        std::make_unique<Group>(tensordict::make_gloo_group(0, size, options));
+  }
+
   std::vector<pid_t> pids_;
   std::unique_ptr<Group> pg_;
 };
