@@ -52,6 +52,20 @@ EnvFactory Faulty(int64_t throw_at,
   };
 }
 
+// A thread-local whose destructor, at a worker thread's exit, takes 100 ms
+// before it counts itself.
+std::atomic<int> g_made{0};
+std::atomic<int> g_ended{0};
+struct SlowToEnd {
+  SlowToEnd() { ++g_made; }
+  ~SlowToEnd() {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ++g_ended;
+  }
+  SlowToEnd(const SlowToEnd&) = delete;
+  SlowToEnd& operator=(const SlowToEnd&) = delete;
+};
+
 }  // namespace
 
 // A batch is every worker's, stacked; the ids are unique across workers.
@@ -241,6 +255,35 @@ TEST(MultiCollectors, AStuckWorkerTimesOutAndTheDestructorReturns) {
   stopped.shutdown();
   ExpectThrowsMsg([&] { (void)stopped.next(); },
                   "MultiAsyncCollector: the collector was shut down");
+}
+
+// Once shutdown returns, the workers that left are gone, not still ending
+// (here: in a thread-local's destructor): a fork right after, as a process
+// collector's or ParallelEnv's, would copy whatever lock such a thread held.
+TEST(MultiCollectors, ShutdownJoinsTheWorkersThatLeft) {
+  for (bool sync : {true, false}) {
+    SCOPED_TRACE(sync ? "sync" : "async");
+    g_made = 0;
+    g_ended = 0;
+    const tensordict::Policy policy = [](const TensorDict& td) {
+      thread_local SlowToEnd guard;
+      td.set("action", at::zeros({3}, at::kLong));
+    };
+    std::unique_ptr<tensordict::MultiCollector> collector;
+    if (sync) {
+      collector = std::make_unique<MultiSyncCollector>(
+          std::vector<EnvFactory>{Counters(), Counters()}, policy,
+          CollectorOptions(6));
+    } else {
+      collector = std::make_unique<MultiAsyncCollector>(
+          std::vector<EnvFactory>{Counters(), Counters()}, policy,
+          CollectorOptions(6));
+    }
+    (void)collector->next();
+    collector->shutdown();
+    EXPECT_GE(g_made.load(), 1);
+    EXPECT_EQ(g_ended.load(), g_made.load());
+  }
 }
 
 TEST(MultiCollectors, StateDictResumesTheStream) {

@@ -14,7 +14,9 @@
 //     flag before each step), writes the weights, and lowers it;
 //   - stop: `stopping` makes every worker leave at its next step (a step
 //     check throws `Stopped`) or wait; the caller waits a second for the
-//     threads and leaves those still in an env's code detached, each
+//     threads, joins those that left (so that none is still ending, maybe
+//     freeing memory, when the caller goes on: a fork then would copy its
+//     locks taken) and leaves those still in an env's code detached, each
 //     holding the state.
 // A worker's error is kept with its index; the caller raises it at once.
 // The worker processes are in multi_processes.cpp.
@@ -182,6 +184,7 @@ struct ThreadWorkers final : MultiWorkers {
 
   std::vector<std::unique_ptr<Collector>> collectors;
   std::vector<Slot> slots;
+  std::vector<std::thread> threads;  // the caller's: joined or detached by stop
 
   std::mutex mu;
   std::condition_variable to_workers;
@@ -230,7 +233,13 @@ struct ThreadWorkers final : MultiWorkers {
       impl(*self->collectors[w]).before_step = [raw = self.get()] {
         raw->step_check();
       };
-      std::thread([self, w] { self->run(static_cast<int64_t>(w)); }).detach();
+      try {
+        self->threads.emplace_back(
+            [self, w] { self->run(static_cast<int64_t>(w)); });
+      } catch (...) {
+        self->stop();  // the threads started leave
+        throw;
+      }
     }
   }
 
@@ -469,18 +478,31 @@ struct ThreadWorkers final : MultiWorkers {
     collectors[w]->load_state_dict(state);
   }
 
-  // Stops the workers; waits a second for them to leave.
+  // Stops the workers; waits a second for them to leave, joins those that
+  // left and detaches the others.
   void stop() override {
-    std::unique_lock<std::mutex> lock(mu);
-    shut = true;
-    stopping.store(true);
-    to_workers.notify_all();
-    to_caller.wait_for(lock, std::chrono::seconds(1), [&] {
-      for (const Slot& slot : slots) {
-        if (!slot.exited) return false;
+    std::vector<bool> left;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      shut = true;
+      stopping.store(true);
+      to_workers.notify_all();
+      to_caller.wait_for(lock, std::chrono::seconds(1), [&] {
+        for (const Slot& slot : slots) {
+          if (!slot.exited) return false;
+        }
+        return true;
+      });
+      for (const Slot& slot : slots) left.push_back(slot.exited);
+    }
+    for (size_t w = 0; w < threads.size(); ++w) {
+      if (left[w]) {
+        threads[w].join();
+      } else {
+        threads[w].detach();
       }
-      return true;
-    });
+    }
+    threads.clear();
   }
 };
 
