@@ -8,7 +8,8 @@
 # What runs by default: the environments (Envs.*), SerialEnv and the thread
 # ParallelEnv (BatchedEnvs: every test but those that fork worker processes,
 # which TSan does not follow), the transforms, and the collectors (their
-# worker threads feeding replay buffers while a learner samples). LibTorch itself is not
+# worker threads feeding replay buffers while a learner samples), and
+# HERReplayBuffer written and sampled by threads together. LibTorch itself is not
 # instrumented: TSan sees the library's own memory accesses and its locks,
 # and LibTorch's intra-op threads are kept to one (OMP_NUM_THREADS=1).
 set -euo pipefail
@@ -17,7 +18,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 JOBS="$(nproc 2>/dev/null || echo 2)"
 BUILD="${BUILD_DIR:-build-tsan}"
-FILTER="${1:-Envs.*:BatchedEnvs.*:BatchedEnvs/ParallelModes.*/Threads:Transforms.*:Collector.*:MultiCollectors.*:-BatchedEnvs.AKilled*:BatchedEnvs.AStuckWorkerProcess*:BatchedEnvs.TheDestructorReapsEveryWorkerProcess}"
+FILTER="${1:-Envs.*:BatchedEnvs.*:BatchedEnvs/ParallelModes.*/Threads:Transforms.*:Collector.*:MultiCollectors.*:HERReplayBuffer.ThreadsWriteWhileOthersSample:-BatchedEnvs.AKilled*:BatchedEnvs.AStuckWorkerProcess*:BatchedEnvs.TheDestructorReapsEveryWorkerProcess}"
 
 export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \

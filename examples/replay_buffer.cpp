@@ -1,5 +1,6 @@
 // The code of docs/tutorials/replay_buffer.md. Every claim the tutorial makes
 // is checked here with TORCH_CHECK, so CI fails if one stops being true.
+#include <tensordict/her.h>
 #include <tensordict/replay_ensemble.h>
 #include <tensordict/tensordict.h>
 
@@ -13,6 +14,9 @@
 #include <thread>
 #include <vector>
 
+using tensordict::HEROptions;
+using tensordict::HERReplayBuffer;
+using tensordict::HindsightStrategy;
 using tensordict::MaxValueWriter;
 using tensordict::OfflineToOnlineReplayBuffer;
 using tensordict::PrioritizedSampler;
@@ -293,6 +297,43 @@ int main() {
   auto [finetune_batch, finetune_from] = finetune.sample(8);
   std::cout << "offline to online: buffers " << str(finetune_from.buffer_ids)
             << "\n";
+
+  // ---- Hindsight relabelling ---------------------------------------------------
+  // Episodes along a line, one unit per step, toward a desired goal (10)
+  // they never reach: every stored reward is -1.
+  auto walk = [](float start, int64_t steps) {
+    const at::Tensor pos =
+        torch::arange(start, start + static_cast<float>(steps)).unsqueeze(1);
+    const at::Tensor ends = torch::zeros({steps, 1}, torch::kBool);
+    ends[steps - 1].fill_(true);
+    return TensorDict({{"achieved_goal", pos},
+                       {"desired_goal", torch::full({steps, 1}, 10.0F)},
+                       {{"next", "achieved_goal"}, pos + 1},
+                       {{"next", "reward"}, torch::full({steps, 1}, -1.0F)},
+                       {{"next", "done"}, ends}},
+                      {steps});
+  };
+  HERReplayBuffer her(
+      [](const TensorDict& td) {  // 0 at the goal, -1 elsewhere
+        return (td.get({"next", "achieved_goal"}) - td.get("desired_goal"))
+                   .abs()
+                   .lt(0.5)
+                   .to(torch::kFloat) -
+               1;
+      },
+      ReplayBufferOptions(100).seed(4),
+      HEROptions().strategy(HindsightStrategy::kFuture).her_ratio(0.5).seed(4));
+  her.extend(walk(0, 3));   // rows 0 to 2: positions 0, 1, 2
+  her.extend(walk(20, 4));  // rows 3 to 6: positions 20 to 23
+  auto [her_batch, her_info] = her.sample(6);  // rows 0 to 2 relabelled
+  std::cout << "hindsight: rows " << str(her_info.index) << ", goals from "
+            << str(her_info.goal_index) << ", rewards "
+            << str(her_batch.get({"next", "reward"})) << "\n";
+  for (int64_t k = 0; k < 3; ++k) {  // the goal is in the row's episode, later
+    const int64_t her_row = her_info.index[k].item<int64_t>();
+    const int64_t goal = her_info.goal_index[k].item<int64_t>();
+    TORCH_CHECK(goal >= her_row && (her_row < 3) == (goal < 3));
+  }
   std::cout << "disk-backed buffer reopened intact\n";
   return 0;
 }
