@@ -4,8 +4,9 @@
 // exploration over 4 of the library's CartPoleEnv (tensordict/envs.h, with
 // RewardSum for the episodes' returns). A Collector (tensordict/collectors.h)
 // steps them with the epsilon-greedy policy, 8 steps of the 4 envs per
-// batch; `multi_step` turns each step's reward into its 3-step return
-// (TorchRL's MultiStep, tensordict/returns.h) before the batch goes into a
+// batch; a MultiStepTransform turns each step's reward into its 3-step
+// return across batches (TorchRL's, tensordict/multi_step.h: the last steps
+// of a batch wait for the next one) before the batch goes into a
 // ReplayBuffer with a PrioritizedSampler. Each gradient step samples a
 // batch and runs the library's DQNLoss (tensordict/objectives.h: double
 // DQN, Huber loss weighted by the importance weights, the bootstrap
@@ -20,6 +21,7 @@
 // hundred steps and does not require the target.
 #include <tensordict/collectors.h>
 #include <tensordict/envs.h>
+#include <tensordict/multi_step.h>
 #include <tensordict/objectives.h>
 #include <tensordict/tensordict.h>
 #include <torch/torch.h>
@@ -139,6 +141,7 @@ int main(int argc, char** argv) {
   bool solved = false;
   int64_t next_report = 5000;
 
+  tensordict::MultiStepTransform n_step(kNSteps, kGamma);
   for (const TensorDict& steps : collector) {
     env_steps = collector.frames();
     const at::Tensor ended = at::masked_select(
@@ -146,9 +149,10 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i < ended.numel(); ++i) {
       returns.push_back(ended[i].item<double>());
     }
-    // Each step's n-step return within the batch (shorter at the batch's
-    // end and at an episode's), with "steps_to_next_obs" for the discount.
-    rb.extend(tensordict::multi_step(steps, kNSteps, kGamma).reshape({-1}));
+    // Each step's n-step return (shorter only at an episode's end), with
+    // "steps_to_next_obs" for the discount; the batch's last steps come out
+    // with the next batch.
+    rb.extend(n_step(steps).reshape({-1}));
 
     // ---- Learn: one gradient step per vectorized env step ------------------
     for (int64_t k = 0; k < kStepsPerBatch && env_steps >= kLearningStarts;

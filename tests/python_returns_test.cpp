@@ -1,12 +1,14 @@
 // The return estimators against TorchRL 0.14 (python_reference.h): the
 // functions of torchrl.objectives.value.functional, the estimator modules
-// (value_network=None, values already in the data) and MultiStep, on the
+// (value_network=None, values already in the data), MultiStep and
+// MultiStepTransform (the rollout cut into batches), on the
 // same random episodes with mid-rollout terminations and truncations, with
 // batch dims and a time dim that is not the last. The data goes both ways
 // as memmap directories (exact float32 bits).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
+#include <tensordict/multi_step.h>
 #include <tensordict/tensordict.h>
 
 #include <string>
@@ -77,6 +79,18 @@ out["multi_step"] = {"reward": ms["next", "reward"], "obs": ms["next", "obs"],
                      "original_reward": ms["next", "original_reward"],
                      "steps_to_next_obs": ms["steps_to_next_obs"],
                      "gamma": ms["gamma"], "nonterminal": ms["nonterminal"]}
+
+# MultiStepTransform over the same rollout cut into batches of 7, 5, 13, 15.
+from torchrl.envs.transforms import MultiStepTransform
+roll = TensorDict({"obs": x["obs"], "next": {"obs": x["next_obs"], "reward": x["reward"],
+                   "done": x["done"], "terminated": x["terminated"]}}, [3, 40])
+msf = MultiStepTransform(4, G)
+parts = [msf.inv(roll[:, a:b]) for a, b in ((0, 7), (7, 12), (12, 25), (25, 40))]
+mst = torch.cat(parts, -1)
+out["multi_step_transform"] = {"reward": mst["next", "reward"], "obs": mst["next", "obs"],
+                               "original_reward": mst["next", "original_reward"],
+                               "steps_to_next_obs": mst["steps_to_next_obs"],
+                               "gamma": mst["gamma"], "nonterminal": mst["nonterminal"]}
 TensorDict(out, []).clone().memmap(sys.argv[2])
 )py";
 
@@ -227,4 +241,26 @@ TEST(PythonReference, ReturnEstimatorsMatchTorchRL) {
   EXPECT_TRUE(ms.get({"next", "done"}).equal(a.done.gather(1, last)));
   EXPECT_TRUE(
       ms.get({"next", "terminated"}).equal(a.terminated.gather(1, last)));
+
+  // MultiStepTransform: the same rollout in batches of 7, 5, 13 and 15;
+  // every step but the last 4 comes out once, with its whole window.
+  tensordict::MultiStepTransform transform(4, kGamma);
+  std::vector<TensorDict> parts;
+  for (const auto& [from, to] : std::vector<std::pair<int64_t, int64_t>>{
+           {0, 7}, {7, 12}, {12, 25}, {25, 40}}) {
+    parts.push_back(transform(
+        rollout.index({at::indexing::Slice(), at::indexing::Slice(from, to)})));
+  }
+  const TensorDict mst = tensordict::cat(parts, 1);
+  const TensorDict want_t = py.get_tensordict("multi_step_transform");
+  ASSERT_EQ(mst.batch_size().vec(), std::vector<int64_t>({3, 36}));
+  ExpectClose(mst.get({"next", "reward"}), want_t.get("reward"),
+              "transform reward");
+  EXPECT_TRUE(mst.get({"next", "obs"}).equal(want_t.get("obs")));
+  EXPECT_TRUE(mst.get({"next", "original_reward"})
+                  .equal(want_t.get("original_reward")));
+  EXPECT_TRUE(
+      mst.get("steps_to_next_obs").equal(want_t.get("steps_to_next_obs")));
+  ExpectClose(mst.get("gamma"), want_t.get("gamma"), "transform gamma");
+  EXPECT_TRUE(mst.get("nonterminal").equal(want_t.get("nonterminal")));
 }
