@@ -299,6 +299,18 @@ TEST(HERReplayBuffer, CheckpointsResumeTheSameSamples) {
                   "HERReplayBuffer::loads: '" + (dir / "bad") +
                       "': her_rng is not a generator state");
   EXPECT_EQ(other.size(), 0);
+
+  // A plain buffer's checkpoint: rows without goals.
+  tensordict::ReplayBuffer plain(ReplayBufferOptions(32).seed(3));
+  (void)plain.extend(Episodes({4}).exclude({"desired_goal"}));
+  plain.dumps(dir / "plain");
+  rb.dumps(dir / "plain_her");
+  TensorDict::load_memmap(dir / "plain_her/her_rng")
+      .memmap(dir / "plain/her_rng");
+  ExpectThrowsMsg(
+      [&] { other.loads(dir / "plain"); },
+      "HERReplayBuffer::loads: missing key desired_goal (goal_key)");
+  EXPECT_EQ(other.size(), 0);
 }
 
 // Two threads write episodes while two sample: every sample keeps the

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/names.h"
+#include "io/files.h"
 #include "rl/returns_keys.h"
 #include "rl/samplers.h"
 
@@ -313,6 +314,12 @@ void HERReplayBuffer::loads(const std::string& dir) {
   }
   TORCH_CHECK(valid_generator_state(state), "HERReplayBuffer::loads: '", dir,
               "': her_rng is not a generator state");
+  // The rows (when there are any) must hold the keys a write needs.
+  const std::string rows = dir + "/storage";
+  if (detail::path_exists(rows + "/meta.json")) {
+    m.check(TensorDict::load_memmap(rows, /*read_only=*/true), 1,
+            "HERReplayBuffer::loads");
+  }
   m.rb.loads(dir);
   m.gen.set_state(state);
   m.ends_valid = false;
