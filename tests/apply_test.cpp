@@ -188,6 +188,17 @@ TEST(ApplyTest, InPlaceApplyBroadcastsResultsAndSkipsUndefinedOnes) {
   EXPECT_TRUE(at::equal(td.get({"next", "obs"}), torch::ones({4, 2})));
 }
 
+TEST(ApplyTest, InPlaceApplyReturningTheLeavesThemselvesCopiesNothing) {
+  // Every result is its own leaf: nothing to copy (LibTorch 2.14's
+  // _foreach_copy_ refuses an empty list, so the copy must be skipped).
+  TensorDict td = MakeDict();
+  at::Tensor a = td.get("a");
+  td.apply_([](const at::Tensor& t) { return t.zero_(); });
+  EXPECT_TRUE(td.get("a").is_same(a));
+  EXPECT_TRUE(at::equal(a, torch::zeros({4, 3})));
+  EXPECT_TRUE(at::equal(td.get({"next", "obs"}), torch::zeros({4, 2})));
+}
+
 TEST(ApplyTest, InPlaceApplyWithABadShapeChangesNothing) {
   TensorDict td = MakeDict();
   Snapshot s = TakeSnapshot(td);

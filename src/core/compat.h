@@ -111,11 +111,13 @@ at::Tensor as_view(const at::Tensor& base, const at::Tensor& view);
 
 /// `dst[j].copy_(src[j], non_blocking)` for every j: `at::_foreach_copy_`
 /// where this LibTorch has it, else a loop. Same-length lists; each pair
-/// must be a valid `copy_`.
+/// must be a valid `copy_`. Empty lists copy nothing (LibTorch 2.14's
+/// `_foreach_copy_` refuses them).
 inline void foreach_copy_(at::TensorList dst, at::TensorList src,
                           bool non_blocking) {
   TORCH_CHECK(dst.size() == src.size(), "foreach_copy_: ", dst.size(),
               " destinations but ", src.size(), " sources");
+  if (dst.empty()) return;
 #if TENSORDICT_HAS_FOREACH_COPY
   at::_foreach_copy_(dst, src, non_blocking);
 #else
