@@ -1,7 +1,8 @@
 // ReplayBufferEnsemble and OfflineToOnlineReplayBuffer
 // (tensordict/replay_ensemble.h): the split of each batch, where each row
-// came from, the routing of priorities, and calls refused with nothing
-// changed (every buffer's next samples are those of an untouched twin).
+// came from, the routing of priorities, checkpoints, and calls refused with
+// nothing changed (every buffer's next samples are those of an untouched
+// twin).
 #include <gtest/gtest.h>
 #include <tensordict/replay_ensemble.h>
 #include <tensordict/tensordict.h>
@@ -11,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "fs_util.h"
 #include "replay_test_util.h"
 #include "test_util.h"
 
@@ -25,6 +27,9 @@ using tensordict::ReplayBufferEnsembleOptions;
 using tensordict::ReplayBufferOptions;
 using tensordict::TensorDict;
 using tensordict_test::ExpectThrowsMsg;
+using tensordict_test::TempDir;
+using tensordict_test::replay_test::Capture;
+using tensordict_test::replay_test::ExpectSame;
 using tensordict_test::replay_test::ObsValues;
 using tensordict_test::replay_test::Rows;
 using tensordict_test::replay_test::Vec;
@@ -362,3 +367,174 @@ TEST(OfflineToOnlineReplayBuffer, SplitsAsTorchRLAndAnneals) {
 }
 
 }  // namespace
+
+namespace {
+
+// The next `calls` samples of `n` rows: rows, buffer ids and indices.
+std::vector<std::vector<float>> NextSamples(ReplayBufferEnsemble& e, int64_t n,
+                                            int calls) {
+  std::vector<std::vector<float>> out;
+  for (int c = 0; c < calls; ++c) {
+    auto [data, info] = e.sample(n);
+    out.push_back(ObsValues(data.reshape({-1})));
+    const std::vector<int64_t> ids = Vec(info.buffer_ids.reshape({-1}));
+    out.emplace_back(ids.begin(), ids.end());
+    if (info.weight.defined()) {
+      const at::Tensor w = info.weight.reshape({-1}).contiguous();
+      out.emplace_back(w.data_ptr<float>(), w.data_ptr<float>() + w.numel());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(ReplayBufferEnsemble, CheckpointsResumeTheSameSamples) {
+  TempDir dir("td_ensemble_checkpoint");
+  // Fixed ratios, a prioritized buffer with updated priorities.
+  ReplayBufferEnsemble fixed({Filled(50, 0, 1, true), Filled(30, 1000, 2)},
+                             ReplayBufferEnsembleOptions().ratios({1, 3}));
+  auto [data, info] = fixed.sample(8);  // 2 rows of buffer 0, 6 of buffer 1
+  EnsembleSampleInfo prioritized;
+  prioritized.buffer_ids = info.buffer_ids.slice(0, 0, 2);
+  prioritized.index = info.index.slice(0, 0, 2);
+  fixed.update_priority(prioritized, torch::tensor({5.0, 0.5}));
+  fixed.set_ratios({1, 1});
+  fixed.dumps(dir / "fixed");
+  const auto expected = NextSamples(fixed, 16, 3);
+  ReplayBufferEnsemble restored({Filled(0, 0, 7, true), Filled(0, 0, 8)},
+                                ReplayBufferEnsembleOptions().ratios({1, 3}));
+  restored.loads(dir / "fixed");
+  EXPECT_EQ(restored[0].size(), 50);
+  EXPECT_EQ(restored[1].size(), 30);
+  EXPECT_EQ(restored.options().ratios(), std::vector<double>({1, 1}));
+  EXPECT_EQ(NextSamples(restored, 16, 3), expected);
+
+  // TorchRL's sampling: the ensemble's own generator draws the buffers.
+  ReplayBufferEnsemble drawn(
+      {Filled(40, 0, 3), Filled(40, 1000, 4), Filled(40, 2000, 5)},
+      ReplayBufferEnsembleOptions().p({0.2, 0.3, 0.5}).seed(11));
+  (void)drawn.sample(12);
+  drawn.dumps(dir / "drawn");
+  const auto drawn_expected = NextSamples(drawn, 12, 4);
+  ReplayBufferEnsemble drawn_restored(
+      {Filled(0, 0, 3), Filled(0, 0, 4), Filled(0, 0, 5)},
+      ReplayBufferEnsembleOptions().p({0.2, 0.3, 0.5}).seed(99));
+  drawn_restored.loads(dir / "drawn");
+  EXPECT_EQ(NextSamples(drawn_restored, 12, 4), drawn_expected);
+
+  ExpectThrowsMsg([&] { fixed.dumps(dir / "fixed"); },
+                  "ReplayBufferEnsemble::dumps: '" + (dir / "fixed") +
+                      "' is not empty; dumps writes a checkpoint into a new "
+                      "or empty directory only");
+}
+
+TEST(ReplayBufferEnsemble, ARefusedLoadChangesNoBuffer) {
+  TempDir dir("td_ensemble_refused");
+  auto make = [] {
+    return std::vector<std::shared_ptr<ReplayBuffer>>{Filled(20, 0, 1, true),
+                                                      Filled(10, 1000, 2)};
+  };
+  std::vector<std::shared_ptr<ReplayBuffer>> mine = make();
+  std::vector<std::shared_ptr<ReplayBuffer>> twin = make();
+  ReplayBufferEnsemble a(mine, ReplayBufferEnsembleOptions().ratios({1, 1}));
+  ReplayBufferEnsemble b(twin, ReplayBufferEnsembleOptions().ratios({1, 1}));
+  const auto state0 = Capture(*mine[0]);
+  const auto state1 = Capture(*mine[1]);
+
+  // Buffer 0's checkpoint would load; buffer 1's has another capacity.
+  ReplayBufferEnsemble capacity(
+      {Filled(5, 0, 3, true),
+       std::make_shared<ReplayBuffer>(ReplayBufferOptions(500))},
+      ReplayBufferEnsembleOptions().ratios({1, 1}));
+  (void)capacity[1].extend(Rows(4, 1000));
+  capacity.dumps(dir / "capacity");
+  ExpectThrowsMsg([&] { a.loads(dir / "capacity"); },
+                  "ReplayBufferEnsemble::loads: buffer 1: ReplayBuffer::loads: "
+                  "'" +
+                      (dir / "capacity/1") +
+                      "' holds a buffer of capacity 500, this buffer has "
+                      "capacity 1000");
+  // Buffer 1's rows have a key that buffer 1's rows lack.
+  ReplayBufferEnsemble rows({Filled(5, 0, 3, true), Filled(0, 0, 4)},
+                            ReplayBufferEnsembleOptions().ratios({1, 1}));
+  TensorDict extra = Rows(3, 1000);
+  extra.set("extra", torch::zeros({3}));
+  (void)rows[1].extend(extra);
+  rows.dumps(dir / "rows");
+  ExpectThrowsMsg([&] { a.loads(dir / "rows"); },
+                  "ReplayBufferEnsemble::loads: buffer 1: ReplayBuffer::loads: "
+                  "TensorDicts have different keys: missing from the storage: "
+                  "[extra]");
+  // Another number of buffers, ratios on one side only, no checkpoint.
+  ReplayBufferEnsemble three(
+      {Filled(5, 0, 3, true), Filled(5, 0, 4), Filled(5, 0, 5)},
+      ReplayBufferEnsembleOptions().ratios({1, 1, 1}));
+  three.dumps(dir / "three");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { a.loads(dir / "three"); },
+      "ReplayBufferEnsemble::loads: '" + (dir / "three") +
+          "' holds an ensemble of 3 buffers, this one has 2");
+  ReplayBufferEnsemble drawn({Filled(5, 0, 3, true), Filled(5, 0, 4)});
+  drawn.dumps(dir / "drawn");
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { a.loads(dir / "drawn"); },
+      "ReplayBufferEnsemble::loads: '" + (dir / "drawn") +
+          "' holds an ensemble without fixed ratios, this one has them");
+  ExpectThrowsMsg(
+      [&] { a.loads(dir / "nothing"); },
+      "ReplayBufferEnsemble::loads: '" + (dir / "nothing") +
+          "' holds no ensemble checkpoint (no ensemble/meta.json; dumps "
+          "writes one)");
+  // A damaged generator state.
+  a.dumps(dir / "rng");
+  TensorDict::load_memmap(dir / "rng/ensemble").get("rng").fill_(0);
+  ExpectThrowsMsg([&] { a.loads(dir / "rng"); },
+                  "ReplayBufferEnsemble::loads: '" + (dir / "rng") +
+                      "': the checkpoint's rng is not a generator state");
+
+  ExpectSame(*mine[0], state0);
+  ExpectSame(*mine[1], state1);
+  for (int call = 0; call < 3; ++call) {
+    auto [x, xi] = a.sample(8);
+    auto [y, yi] = b.sample(8);
+    EXPECT_TRUE(x.get("obs").equal(y.get("obs"))) << "call " << call;
+    EXPECT_TRUE(xi.weight.equal(yi.weight)) << "call " << call;
+  }
+}
+
+TEST(OfflineToOnlineReplayBuffer, CheckpointsResumeTheFractionAndSamples) {
+  TempDir dir("td_offline_online_checkpoint");
+  OfflineToOnlineReplayBuffer rb(Filled(100, 0, 1),
+                                 ReplayBufferOptions(1000).seed(2), 0.5);
+  (void)rb.extend(Rows(40, 1000));
+  rb.anneal(1, 4);
+  rb.dumps(dir / "cp");
+  std::vector<std::vector<float>> expected;
+  for (int c = 0; c < 3; ++c)
+    expected.push_back(ObsValues(rb.sample(16).first));
+
+  OfflineToOnlineReplayBuffer restored(Filled(100, 5000, 3),
+                                       ReplayBufferOptions(1000).seed(4), 0.5);
+  restored.loads(dir / "cp");
+  EXPECT_EQ(restored.offline_fraction(), 0.375);
+  EXPECT_EQ(restored.online_buffer().size(), 40);
+  std::vector<std::vector<float>> got;
+  for (int c = 0; c < 3; ++c)
+    got.push_back(ObsValues(restored.sample(16).first));
+  EXPECT_EQ(got, expected);
+
+  // A checkpoint of a plain ensemble has no offline fraction.
+  ReplayBufferEnsemble plain({Filled(5, 0, 5), Filled(5, 0, 6)});
+  plain.dumps(dir / "plain");
+  OfflineToOnlineReplayBuffer other(Filled(10, 0, 7), ReplayBufferOptions(1000),
+                                    0.5);
+  const auto offline = Capture(other.offline_buffer());
+  ExpectThrowsMsg(
+      [&] { other.loads(dir / "plain"); },
+      "OfflineToOnlineReplayBuffer::loads: the checkpoint's entry "
+      "offline_fraction must be a torch.float64 scalar, got nothing");
+  ExpectSame(other.offline_buffer(), offline);
+  EXPECT_EQ(other.online_buffer().size(), 0);
+  EXPECT_EQ(other.offline_fraction(), 0.5);
+}

@@ -26,6 +26,9 @@
 // it is checked, naming the key and both buffers, before any buffer
 // samples, so a refused call leaves every buffer's sampler as it was.
 //
+// Checkpoints: `dumps` saves every buffer and the ensemble's generator
+// together, and `loads` restores them all or none.
+//
 // Thread safety: an ensemble is synchronized as a `ReplayBuffer` is (its
 // own generator under a lock, each buffer under its own); the buffers may
 // be written by other threads meanwhile.
@@ -39,6 +42,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -128,6 +132,28 @@ class ReplayBufferEnsemble {
   void update_priority(const EnsembleSampleInfo& info,
                        const at::Tensor& priority);
 
+  /// Writes a checkpoint into `dir`, which must not exist or be empty:
+  /// buffer `i`'s `ReplayBuffer::dumps` into `dir/<i>` (`dir/0`, `dir/1`,
+  /// ...), and the ensemble's own state into `dir/ensemble`, a memmap
+  /// directory (Python tensordict's format) of `format_version`,
+  /// `num_buffers`, `rng` (the generator's state as text, uint8) and
+  /// `ratios` (float64, as given; empty without fixed ratios). `loads` of
+  /// it resumes the same samples as the uninterrupted ensemble. The buffers
+  /// are dumped one after another: rows that other threads write meanwhile
+  /// may be in one buffer's checkpoint and not yet in another's.
+  void dumps(const std::string& dir) const;
+  /// Replaces the state of every buffer and of the ensemble with the
+  /// checkpoint `dumps` wrote in `dir`. All or nothing: each buffer's
+  /// checkpoint is first loaded into a scratch buffer with that buffer's
+  /// options and row structure (so every check of `ReplayBuffer::loads`
+  /// runs), and only then do the buffers load; `loads` reads each
+  /// checkpoint twice and holds one scratch buffer at a time. A damaged
+  /// checkpoint, another number of buffers, fixed ratios on one side only,
+  /// or a buffer's capacity, sampler or rows that differ throw a
+  /// `c10::Error` naming them and change nothing (provided no other thread
+  /// writes the buffers during the call).
+  void loads(const std::string& dir);
+
   /// Replaces the fixed ratios (same rules as the option).
   void set_ratios(std::vector<double> ratios);
   /// The buffer at `i` (TorchRL's `rb[i]`), to write into.
@@ -179,6 +205,14 @@ class OfflineToOnlineReplayBuffer {
   void anneal(int64_t step, int64_t total_steps);
   /// The current offline fraction.
   [[nodiscard]] double offline_fraction() const;
+  /// `ReplayBufferEnsemble::dumps` of the two buffers (`dir/0` the offline
+  /// one, `dir/1` the online one), with the current offline fraction as
+  /// `offline_fraction` (float64) in `dir/ensemble`.
+  void dumps(const std::string& dir) const;
+  /// `ReplayBufferEnsemble::loads`, the offline fraction included (all or
+  /// nothing); a later `anneal` starts again from the constructor's
+  /// fraction.
+  void loads(const std::string& dir);
   /// The offline dataset.
   [[nodiscard]] ReplayBuffer& offline_buffer() const;
   /// The online buffer.

@@ -382,12 +382,6 @@ void ReplayBuffer::dumps(const std::string& dir) const {
     out.write_rows(sources, m.capacity, rows.data());
     out.restore_rows_written(m.storage.rows_written());
   }
-  std::ostringstream rng;
-  rng << m.rng;
-  const std::string text = rng.str();
-  at::Tensor rng_bytes =
-      at::empty({static_cast<int64_t>(text.size())}, at::kByte);
-  std::copy(text.begin(), text.end(), rng_bytes.data_ptr<uint8_t>());
   std::vector<Item> state;
   auto scalar = [&](const char* key, int64_t v) {
     state.emplace_back(key, at::scalar_tensor(v, at::kLong));
@@ -395,7 +389,7 @@ void ReplayBuffer::dumps(const std::string& dir) const {
   scalar("format_version", kCheckpointVersion);
   scalar("capacity", m.capacity);
   scalar("sampler", static_cast<int64_t>(m.options.sampler().index()));
-  state.emplace_back("rng", rng_bytes);
+  state.emplace_back("rng", detail::generator_entry(m.rng));
   scalar("inserted", m.limiter.inserted());
   scalar("sampled", m.limiter.sampled());
   m.sampler->save_state(m.storage, out, state);
@@ -435,23 +429,18 @@ void ReplayBuffer::loads(const std::string& dir) {
   const at::Tensor rng_bytes =
       detail::checkpoint_entry(state, "rng", at::kByte, -1);
   detail::Generator rng;
-  {
-    const std::string text(
+  if (!detail::read_generator(rng_bytes, rng)) {
+    // Checkpoints of 0.1.0 hold a std::mt19937_64 state: the generator is
+    // seeded from its next draw, so such a checkpoint loads and samples
+    // deterministically, though not the rows 0.1.0 would have drawn.
+    std::istringstream old(std::string(
         reinterpret_cast<const char*>(rng_bytes.data_ptr<uint8_t>()),
-        static_cast<size_t>(rng_bytes.numel()));
-    std::istringstream in(text);
-    in >> rng;
-    if (in.fail()) {
-      // Checkpoints of 0.1.0 hold a std::mt19937_64 state: the generator is
-      // seeded from its next draw, so such a checkpoint loads and samples
-      // deterministically, though not the rows 0.1.0 would have drawn.
-      std::istringstream old(text);
-      std::mt19937_64 mt;
-      old >> mt;
-      TORCH_CHECK(!old.fail(), "ReplayBuffer::loads: '", dir,
-                  "': the checkpoint's rng is not a generator state");
-      rng.seed(mt());
-    }
+        static_cast<size_t>(rng_bytes.numel())));
+    std::mt19937_64 mt;
+    old >> mt;
+    TORCH_CHECK(!old.fail(), "ReplayBuffer::loads: '", dir,
+                "': the checkpoint's rng is not a generator state");
+    rng.seed(mt());
   }
   const int64_t inserted = scalar("inserted");
   const int64_t sampled = scalar("sampled");

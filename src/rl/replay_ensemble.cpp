@@ -18,8 +18,11 @@
 #include <utility>
 #include <variant>
 
+#include "core/internal.h"
 #include "core/names.h"
+#include "io/files.h"
 #include "rl/random.h"
+#include "rl/samplers.h"
 #include "tensordict/functional.h"
 
 namespace tensordict {
@@ -292,6 +295,135 @@ struct ReplayBufferEnsemble::Impl {
   }
 
   mutable std::vector<std::vector<at::Tensor>> pool;  // under `mutex`
+
+  // ---- Checkpoints ----------------------------------------------------------
+
+  // The ensemble's state read from `dir/ensemble` and checked against this
+  // ensemble: its generator, its ratios (normalized, and as given), and
+  // the state itself, for OfflineToOnlineReplayBuffer's entry.
+  struct Checkpoint {
+    detail::Generator rng;
+    std::vector<double> ratios;
+    std::vector<double> given_ratios;
+    TensorDict state;
+  };
+
+  // Every buffer's dumps into dir/<i>, then the ensemble's state (with
+  // `extra`) into dir/ensemble.
+  void dumps(
+      const std::string& dir, const char* fn,
+      const std::vector<std::pair<std::string, at::Tensor>>& extra) const {
+    detail::make_dir(dir);
+    TORCH_CHECK(detail::dir_is_empty(dir, fn), fn, ": '", dir,
+                "' is not empty; dumps writes a checkpoint into a new or "
+                "empty directory only");
+    std::vector<Item> state;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      state.emplace_back("format_version",
+                         at::scalar_tensor(kCheckpointVersion, at::kLong));
+      state.emplace_back(
+          "num_buffers",
+          at::scalar_tensor(static_cast<int64_t>(buffers.size()), at::kLong));
+      state.emplace_back("rng", detail::generator_entry(rng));
+      const std::vector<double>& given = options.ratios();
+      state.emplace_back(
+          "ratios",
+          at::tensor(c10::ArrayRef<double>(given), at::kDouble).reshape({-1}));
+    }
+    for (const auto& [key, value] : extra) state.emplace_back(key, value);
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      buffers[i]->dumps(dir + "/" + std::to_string(i));
+    }
+    (void)TensorDict(state, {}).memmap(dir + "/ensemble");
+  }
+
+  Checkpoint read_checkpoint(const std::string& dir, const char* fn) const {
+    const std::string path = dir + "/ensemble";
+    TORCH_CHECK(detail::path_exists(path + "/meta.json"), fn, ": '", dir,
+                "' holds no ensemble checkpoint (no ensemble/meta.json; "
+                "dumps writes one)");
+    Checkpoint cp;
+    cp.state = TensorDict::load_memmap(path, /*read_only=*/true);
+    auto scalar = [&](const char* key) {
+      return detail::checkpoint_entry(cp.state, key, at::kLong, 0, fn)
+          .item<int64_t>();
+    };
+    const int64_t version = scalar("format_version");
+    TORCH_CHECK(version == kCheckpointVersion, fn, ": '", dir,
+                "': checkpoint format_version ", version,
+                ", this library reads version ", kCheckpointVersion);
+    const int64_t n = scalar("num_buffers");
+    TORCH_CHECK_VALUE(n == static_cast<int64_t>(buffers.size()), fn, ": '", dir,
+                      "' holds an ensemble of ", n, " buffers, this one has ",
+                      buffers.size());
+    TORCH_CHECK(detail::read_generator(detail::checkpoint_entry(
+                                           cp.state, "rng", at::kByte, -1, fn),
+                                       cp.rng),
+                fn, ": '", dir,
+                "': the checkpoint's rng is not a generator "
+                "state");
+    const at::Tensor given =
+        detail::checkpoint_entry(cp.state, "ratios", at::kDouble, -1, fn);
+    cp.given_ratios.assign(given.data_ptr<double>(),
+                           given.data_ptr<double>() + given.numel());
+    std::lock_guard<std::mutex> lock(mutex);
+    TORCH_CHECK_VALUE(
+        cp.given_ratios.empty() == ratios.empty(), fn, ": '", dir,
+        "' holds an ensemble ", cp.given_ratios.empty() ? "without" : "with",
+        " fixed ratios, this one has ", ratios.empty() ? "none" : "them");
+    if (!cp.given_ratios.empty()) {
+      cp.ratios = normalized("the checkpoint's ratios", cp.given_ratios,
+                             buffers.size());
+    }
+    return cp;
+  }
+
+  // Every buffer loads dir/<i>, all or nothing: each checkpoint is first
+  // loaded into a scratch buffer with the buffer's options (on the CPU,
+  // without shared memory, storage_dir or rate limiter) and, when the
+  // buffer has rows, one zero row of their structure, so that every check
+  // the buffer's own loads makes runs before any buffer changes.
+  void load_buffers(const std::string& dir, const char* fn) const {
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      const std::string path = dir + "/" + std::to_string(i);
+      ReplayBufferOptions o = buffers[i]->options();
+      o.device(c10::nullopt)
+          .shared(false)
+          .storage_dir(c10::nullopt)
+          .sparse_storage(false)
+          .rate_limiter(c10::nullopt);
+      ReplayBuffer scratch(o);
+      const TensorDict rows = buffers[i]->storage();
+      try {
+        if (!rows.empty()) {
+          scratch.add(rows.apply(
+              [](const at::Tensor& t) {
+                return at::zeros(t.sizes().slice(1),
+                                 t.options().device(at::kCPU));
+              },
+              std::vector<int64_t>{}));
+        }
+        scratch.loads(path);
+      } catch (const c10::Error& e) {
+        TORCH_CHECK(false, fn, ": buffer ", i, ": ", e.msg());
+      }
+    }
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      buffers[i]->loads(dir + "/" + std::to_string(i));
+    }
+  }
+
+  void commit(Checkpoint& cp) {
+    std::lock_guard<std::mutex> lock(mutex);
+    rng = cp.rng;
+    if (!cp.ratios.empty()) {
+      ratios = std::move(cp.ratios);
+      options.ratios(std::move(cp.given_ratios));
+    }
+  }
+
+  static constexpr int64_t kCheckpointVersion = 1;
 };
 
 ReplayBufferEnsemble::ReplayBufferEnsemble(
@@ -488,6 +620,17 @@ void ReplayBufferEnsemble::update_priority(const EnsembleSampleInfo& info,
   }
 }
 
+void ReplayBufferEnsemble::dumps(const std::string& dir) const {
+  impl_->dumps(dir, "ReplayBufferEnsemble::dumps", {});
+}
+
+void ReplayBufferEnsemble::loads(const std::string& dir) {
+  constexpr const char* kFn = "ReplayBufferEnsemble::loads";
+  Impl::Checkpoint cp = impl_->read_checkpoint(dir, kFn);
+  impl_->load_buffers(dir, kFn);
+  impl_->commit(cp);
+}
+
 void ReplayBufferEnsemble::set_ratios(std::vector<double> ratios) {
   Impl& m = *impl_;
   TORCH_CHECK_VALUE(!m.ratios.empty() || ratios.empty() ||
@@ -596,6 +739,28 @@ void OfflineToOnlineReplayBuffer::anneal(int64_t step, int64_t total_steps) {
 
 double OfflineToOnlineReplayBuffer::offline_fraction() const {
   return fraction_.load();
+}
+
+void OfflineToOnlineReplayBuffer::dumps(const std::string& dir) const {
+  ensemble_.impl_->dumps(
+      dir, "OfflineToOnlineReplayBuffer::dumps",
+      {{"offline_fraction", at::scalar_tensor(fraction_.load(), at::kDouble)}});
+}
+
+void OfflineToOnlineReplayBuffer::loads(const std::string& dir) {
+  constexpr const char* kFn = "OfflineToOnlineReplayBuffer::loads";
+  ReplayBufferEnsemble::Impl& m = *ensemble_.impl_;
+  ReplayBufferEnsemble::Impl::Checkpoint cp = m.read_checkpoint(dir, kFn);
+  const double fraction = detail::checkpoint_entry(cp.state, "offline_fraction",
+                                                   at::kDouble, 0, kFn)
+                              .item<double>();
+  TORCH_CHECK_VALUE(fraction >= 0.0 && fraction < 1.0, kFn, ": '", dir,
+                    "': the checkpoint's offline_fraction must be in [0, 1), "
+                    "got ",
+                    fraction);
+  m.load_buffers(dir, kFn);
+  m.commit(cp);
+  fraction_.store(fraction);
 }
 
 ReplayBuffer& OfflineToOnlineReplayBuffer::offline_buffer() const {

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
+#include <string>
 
 #include "core/internal.h"
 #include "rl/random.h"
@@ -98,14 +100,15 @@ Epoch Epoch::load(const TensorDict& state) const {
 }
 
 at::Tensor checkpoint_entry(const TensorDict& state, const char* key,
-                            at::ScalarType dtype, int64_t numel) {
+                            at::ScalarType dtype, int64_t numel,
+                            const char* fn) {
   const Node* node = lookup(TensorDictImpl::of(state), NestedKey(key));
   const bool ok = node != nullptr && !node->is_dict() &&
                   node->tensor.scalar_type() == dtype &&
                   node->tensor.dim() == (numel == 0 ? 0 : 1) &&
                   (numel <= 0 || node->tensor.numel() == numel);
-  TORCH_CHECK(ok, "ReplayBuffer::loads: the checkpoint's entry ", key,
-              " must be a ", dtype_name(dtype), " ",
+  TORCH_CHECK(ok, fn, ": the checkpoint's entry ", key, " must be a ",
+              dtype_name(dtype), " ",
               numel == 0    ? std::string("scalar")
               : numel == -1 ? std::string("1-D tensor")
                             : "tensor of shape [" + std::to_string(numel) + "]",
@@ -115,6 +118,26 @@ at::Tensor checkpoint_entry(const TensorDict& state, const char* key,
                                 : dtype_name(node->tensor.scalar_type()) + " " +
                                       shape_str(node->tensor.sizes()));
   return node->tensor.to(at::kCPU).contiguous();
+}
+
+at::Tensor generator_entry(const Generator& rng) {
+  std::ostringstream out;
+  out << rng;
+  const std::string text = out.str();
+  at::Tensor bytes = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
+  std::copy(text.begin(), text.end(), bytes.data_ptr<uint8_t>());
+  return bytes;
+}
+
+bool read_generator(const at::Tensor& bytes, Generator& rng) {
+  std::istringstream in(
+      std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()),
+                  static_cast<size_t>(bytes.numel())));
+  Generator read;
+  in >> read;
+  if (in.fail()) return false;
+  rng = read;
+  return true;
 }
 
 // ---- SamplerWithoutReplacement ----------------------------------------------

@@ -58,9 +58,16 @@ class Sampler {
 
 // Entry `key` of a checkpoint's state: a contiguous CPU tensor of `dtype`
 // with `numel` elements (any number when -1), 1-D, or 0-D when `numel` is 0
-// (a scalar). Throws a c10::Error naming the entry otherwise.
+// (a scalar). Throws a c10::Error naming the entry otherwise; its message
+// starts with `fn`.
 at::Tensor checkpoint_entry(const TensorDict& state, const char* key,
-                            at::ScalarType dtype, int64_t numel);
+                            at::ScalarType dtype, int64_t numel,
+                            const char* fn = "ReplayBuffer::loads");
+
+// A generator's state as a checkpoint entry (its text, uint8), and back:
+// false, leaving `rng` as it was, when `bytes` hold no generator state.
+at::Tensor generator_entry(const Generator& rng);
+bool read_generator(const at::Tensor& bytes, Generator& rng);
 
 // Uniform with replacement.
 class RandomSamplerImpl final : public Sampler {
