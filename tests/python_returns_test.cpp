@@ -53,6 +53,15 @@ for case, time_dim in (("a", -2), ("b", 1)):
     o["td_lambda"] = F.td_lambda_return_estimate(G, L, nv, r, d, t, time_dim=time_dim)
     o["vec_td_lambda"] = F.vec_td_lambda_return_estimate(G, L, nv, r, d, t, time_dim=time_dim)
     o["reward2go"] = F.reward2go(r, d, G, time_dim=time_dim)
+    # One discount (and lambda) per step.
+    gs, ls = x["gammas"], x["lambdas"]
+    o["td0_steps"] = F.td0_return_estimate(gs, nv, r, t)
+    o["td1_steps"] = F.td1_return_estimate(gs, nv, r, d, t, time_dim=time_dim)
+    o["td_lambda_steps"] = F.td_lambda_return_estimate(
+        gs, ls, nv, r, d, t, time_dim=time_dim)
+    if time_dim == -2:  # one discount per env, broadcast over time
+        o["td_lambda_per_env"] = F.td_lambda_return_estimate(
+            gs[:, :1], torch.tensor(L), nv, r, d, t)
     if time_dim == -2:  # vtrace_advantage_estimate indexes time at -2
         o["vtrace_advantage"], o["vtrace_target"] = F.vtrace_advantage_estimate(
             G, x["log_pi"], x["log_mu"], v, nv, r, d, t, rho_thresh=1.0, c_thresh=0.8)
@@ -96,6 +105,7 @@ TensorDict(out, []).clone().memmap(sys.argv[2])
 
 struct Case {
   at::Tensor reward, value, next_value, done, terminated, log_pi, log_mu;
+  at::Tensor gammas, lambdas;  // one per step, in [0.8, 1) and [0, 1)
 };
 
 // Random float32 episodes: about 15% of steps end one, half of those by
@@ -110,6 +120,8 @@ Case MakeCase(std::vector<int64_t> shape, uint64_t seed) {
   c.terminated = c.done.logical_and(at::rand(shape, gen) < 0.5);
   c.log_pi = at::randn(shape, gen) * 0.5;
   c.log_mu = at::randn(shape, gen) * 0.5;
+  c.gammas = 0.8 + 0.2 * at::rand(shape, gen);
+  c.lambdas = at::rand(shape, gen);
   return c;
 }
 
@@ -120,7 +132,9 @@ TensorDict ToDict(const Case& c) {
                      {"done", c.done},
                      {"terminated", c.terminated},
                      {"log_pi", c.log_pi},
-                     {"log_mu", c.log_mu}},
+                     {"log_mu", c.log_mu},
+                     {"gammas", c.gammas},
+                     {"lambdas", c.lambdas}},
                     {});
 }
 
@@ -179,7 +193,23 @@ TEST(PythonReference, ReturnEstimatorsMatchTorchRL) {
     ExpectClose(lambda, o.get("vec_td_lambda"), "vec_td_lambda_return");
     ExpectClose(tensordict::reward_to_go(c.reward, c.done, kGamma, time_dim),
                 o.get("reward2go"), "reward_to_go");
+    ExpectClose(
+        tensordict::td0_return(c.gammas, c.next_value, c.reward, c.terminated),
+        o.get("td0_steps"), "td0_return, a discount per step");
+    ExpectClose(tensordict::td1_return(c.gammas, c.next_value, c.reward, c.done,
+                                       c.terminated, time_dim),
+                o.get("td1_steps"), "td1_return, a discount per step");
+    ExpectClose(
+        tensordict::td_lambda_return(c.gammas, c.lambdas, c.next_value,
+                                     c.reward, c.done, c.terminated, time_dim),
+        o.get("td_lambda_steps"),
+        "td_lambda_return, gamma and lambda per step");
   }
+  ExpectClose(tensordict::td_lambda_return(
+                  a.gammas.narrow(1, 0, 1), at::scalar_tensor(kLambda),
+                  a.next_value, a.reward, a.done, a.terminated),
+              py.get({"a", "td_lambda_per_env"}),
+              "td_lambda_return, a discount per env");
 
   // V-trace: the targets everywhere; the advantages everywhere but at a
   // truncation inside the window, where TorchRL bootstraps from the next

@@ -86,6 +86,51 @@ TEST(ReturnsTest, Td0ReturnIsElementwise) {
           .equal(D({3, 2, 11})));
 }
 
+TEST(ReturnsTest, TensorDiscountsApplyStepByStep) {
+  const at::Tensor r = D({1, 2, 3});
+  const at::Tensor nv = D({4, 10, 16});
+  const at::Tensor done = B({0, 0, 0});
+  const at::Tensor gamma = D({0.5, 0.25, 1});
+  // Each step its own discount: 1 + 0.5 * 4, 2 + 0.25 * 10, 3 + 1 * 16.
+  EXPECT_TRUE(
+      tensordict::td0_return(gamma, nv, r, done).equal(D({3, 4.5, 19})));
+  // G2 = 3 + 1 * 16 = 19, G1 = 2 + 0.25 * 19 = 6.75, G0 = 1 + 0.5 * 6.75.
+  EXPECT_TRUE(tensordict::td1_return(gamma, nv, r, done, {}, -1)
+                  .equal(D({4.375, 6.75, 19})));
+  // lambda 1, 0, 0.5: G2 = 3 + (0.5 * 16 + 0.5 * 16) = 19,
+  // G1 = 2 + 0.25 * 10 = 4.5 (one step), G0 = 1 + 0.5 * 4.5 (all of G1).
+  EXPECT_TRUE(
+      tensordict::td_lambda_return(gamma, D({1, 0, 0.5}), nv, r, done, {}, -1)
+          .equal(D({3.25, 4.5, 19})));
+  // A 0-dim tensor is the number; a tensor broadcasts over the batch.
+  const Episodes e = MakeEpisodes({3, 50, 1}, 11);
+  EXPECT_TRUE(tensordict::td_lambda_return(at::scalar_tensor(0.9, at::kDouble),
+                                           at::scalar_tensor(0.8, at::kDouble),
+                                           e.next_value, e.reward, e.done,
+                                           e.terminated)
+                  .equal(tensordict::td_lambda_return(
+                      0.9, 0.8, e.next_value, e.reward, e.done, e.terminated)));
+  EXPECT_TRUE(tensordict::td1_return(at::scalar_tensor(0.9, at::kDouble),
+                                     e.next_value, e.reward, e.done,
+                                     e.terminated)
+                  .equal(tensordict::td1_return(0.9, e.next_value, e.reward,
+                                                e.done, e.terminated)));
+  EXPECT_TRUE(tensordict::td0_return(at::scalar_tensor(0.9, at::kDouble),
+                                     e.next_value, e.reward, e.terminated)
+                  .equal(tensordict::td0_return(0.9, e.next_value, e.reward,
+                                                e.terminated)));
+  const at::Tensor per_env = D({0.9, 0.5, 0.99}).reshape({3, 1, 1});
+  const at::Tensor got = tensordict::td_lambda_return(
+      per_env, at::scalar_tensor(0.8, at::kDouble), e.next_value, e.reward,
+      e.done, e.terminated);
+  for (int64_t b = 0; b < 3; ++b) {
+    EXPECT_TRUE(got[b].equal(tensordict::td_lambda_return(
+        per_env[b].item<double>(), 0.8, e.next_value[b], e.reward[b], e.done[b],
+        e.terminated[b])))
+        << "env " << b;
+  }
+}
+
 TEST(ReturnsTest, VtraceClipsTheImportanceWeights) {
   // Two steps, gamma = 0.5; pi/mu = 2 then 0.5, both thresholds 1:
   // clipped rho = c = [1, 0.5].
@@ -225,6 +270,23 @@ TEST(ReturnsTest, BadInputsThrowNamingTheArgumentAndShapes) {
       [&] { (void)tensordict::td_lambda_return(0.9, 0.9, v, v, flag, {}, 2); },
       "td_lambda_return: time_dim 2 is out of range for next_value of shape "
       "[2, 4] (expected a dim in [-2, 1])");
+  ExpectThrowsMsg(
+      [&] {
+        (void)tensordict::td_lambda_return(torch::full({3}, 0.9),
+                                           at::scalar_tensor(0.9, at::kDouble),
+                                           v, v, flag);
+      },
+      "td_lambda_return: gamma of shape [3] does not broadcast to "
+      "next_value's shape [2, 4]");
+  ExpectThrowsMsg<c10::TypeError>(
+      [&] {
+        (void)tensordict::td1_return(torch::ones({2, 1}, torch::kBool), v, v,
+                                     flag);
+      },
+      "td1_return: gamma must be a real tensor, got torch.bool");
+  ExpectThrowsMsg(
+      [&] { (void)tensordict::td0_return(at::Tensor(), v, v, flag); },
+      "td0_return: gamma is an undefined tensor");
   ExpectThrowsMsg<c10::IndexError>(
       [&] { (void)tensordict::reward_to_go(torch::zeros({5}), flag[0], 0.9); },
       "reward_to_go: time_dim -2 is out of range for reward of shape [5] "

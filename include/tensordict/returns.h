@@ -14,6 +14,12 @@
 // value too. Flags are bool tensors (TorchRL's); `terminated` defaults to
 // `done`.
 //
+// `td0_return`, `td1_return` and `td_lambda_return` also take `gamma` (and
+// `lambda`) as tensors, as TorchRL's do: a 0-dim tensor, or one that
+// broadcasts to the inputs' shape, whose element at step t is that step's
+// discount (TorchRL's default `rolling_gamma=True`; its `rolling_gamma=False`,
+// each step's own discount for its whole future, has no counterpart here).
+//
 // Every estimator runs its reverse-time recurrence as one plain loop over
 // contiguous CPU memory, in the inputs' precision as TorchRL does (float for
 // float, half and bfloat16 inputs, double for double ones), reading the
@@ -83,6 +89,11 @@ using GaeResult = AdvantageEstimate;
 [[nodiscard]] at::Tensor td0_return(double gamma, const at::Tensor& next_value,
                                     const at::Tensor& reward,
                                     const at::Tensor& terminated);
+/// `td0_return` with one discount per step (see the top of this file).
+[[nodiscard]] at::Tensor td0_return(const at::Tensor& gamma,
+                                    const at::Tensor& next_value,
+                                    const at::Tensor& reward,
+                                    const at::Tensor& terminated);
 
 /// TD(1) return (TorchRL's `td1_return_estimate`): the discounted sum of the
 /// episode's rewards, bootstrapped from the next value at a truncation and at
@@ -91,6 +102,13 @@ using GaeResult = AdvantageEstimate;
 ///   G_t = reward_t + gamma * (1 - terminated_t) *
 ///         (done_t ? next_value_t : G_{t+1}),   G_T = next_value_{T-1}
 [[nodiscard]] at::Tensor td1_return(double gamma, const at::Tensor& next_value,
+                                    const at::Tensor& reward,
+                                    const at::Tensor& done,
+                                    const at::Tensor& terminated = {},
+                                    int64_t time_dim = -2);
+/// `td1_return` with one discount per step (`gamma_t` in the recurrence).
+[[nodiscard]] at::Tensor td1_return(const at::Tensor& gamma,
+                                    const at::Tensor& next_value,
                                     const at::Tensor& reward,
                                     const at::Tensor& done,
                                     const at::Tensor& terminated = {},
@@ -104,6 +122,24 @@ using GaeResult = AdvantageEstimate;
 ///                             lambda * (done_t ? nv_t : G_{t+1})),
 ///   G_T = nv_{T-1}
 [[nodiscard]] at::Tensor td_lambda_return(double gamma, double lambda,
+                                          const at::Tensor& next_value,
+                                          const at::Tensor& reward,
+                                          const at::Tensor& done,
+                                          const at::Tensor& terminated = {},
+                                          int64_t time_dim = -2);
+/// `td_lambda_return` with one discount and one lambda per step (`gamma_t`
+/// and `lambda_t` in the recurrence). Pass a number as a 0-dim tensor
+/// (`at::scalar_tensor(0.95)`). Throws, naming the argument and the shapes,
+/// when `gamma` or `lambda` does not broadcast to `next_value`'s shape.
+///
+/// Example (a discount that varies over the batch, as a tensor `[B, 1, 1]`
+/// against inputs `[B, T, 1]`):
+/// ```
+///   at::Tensor ret = tensordict::td_lambda_return(
+///       gammas, at::scalar_tensor(0.95), next_value, reward, done);
+/// ```
+[[nodiscard]] at::Tensor td_lambda_return(const at::Tensor& gamma,
+                                          const at::Tensor& lambda,
                                           const at::Tensor& next_value,
                                           const at::Tensor& reward,
                                           const at::Tensor& done,

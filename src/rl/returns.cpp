@@ -89,6 +89,22 @@ class Inputs {
     return readable(t, at::kBool);
   }
 
+  // A per-step parameter (a tensor `gamma` or `lambda`): real, and a 0-dim
+  // tensor or one that broadcasts to the reference's shape (TorchRL's
+  // `expand`); read expanded to that shape, as contiguous CPU memory.
+  at::Tensor param(const at::Tensor& t, const char* name) const {
+    TORCH_CHECK(t.defined(), fn_, ": ", name, " is an undefined tensor");
+    TORCH_CHECK_TYPE(at::isFloatingType(t.scalar_type()) ||
+                         at::isIntegralType(t.scalar_type(),
+                                            /*includeBool=*/false),
+                     fn_, ": ", name, " must be a real tensor, got ",
+                     dtype_name(t.scalar_type()));
+    TORCH_CHECK(at::is_expandable_to(t.sizes(), sizes_), fn_, ": ", name,
+                " of shape ", shape_str(t.sizes()), " does not broadcast to ",
+                ref_name_, "'s shape ", shape_str(sizes_));
+    return readable(t.expand(sizes_), dtype_);
+  }
+
   // A new result of the reference's shape, in the compute dtype.
   at::Tensor result() const {
     return at::empty(sizes_, at::TensorOptions().dtype(dtype_));
@@ -147,6 +163,33 @@ const T* ptr(const at::Tensor& t) {
 template <typename T>
 T* out_ptr(at::Tensor& t) {
   return t.data_ptr<T>();
+}
+
+// A discount or lambda: one value (`Fixed`) or one per element of the
+// inputs (`PerStep`, a tensor parameter), read as `p[i]`.
+template <typename T>
+struct Fixed {
+  T value;
+  T operator[](int64_t /*i*/) const { return value; }
+};
+template <typename T>
+struct PerStep {
+  const T* values;
+  T operator[](int64_t i) const { return values[i]; }
+};
+// `1 - p`, as the same kind of parameter (computed once for `Fixed`).
+template <typename T>
+struct OneMinus {
+  const T* values;
+  T operator[](int64_t i) const { return T(1) - values[i]; }
+};
+template <typename T>
+Fixed<T> one_minus(Fixed<T> p) {
+  return {T(1) - p.value};
+}
+template <typename T>
+OneMinus<T> one_minus(PerStep<T> p) {
+  return {p.values};
 }
 
 // Calls `step(t, off)` for t = T-1 .. 0 of every outer slice, `off` the
@@ -221,77 +264,122 @@ AdvantageEstimate gae(const at::Tensor& reward, const at::Tensor& value,
   return {in.out(adv), in.out(tgt)};
 }
 
-at::Tensor td0_return(double gamma, const at::Tensor& next_value,
-                      const at::Tensor& reward, const at::Tensor& terminated) {
+namespace {
+
+// A `gamma` or `lambda` argument: a number, or a tensor that broadcasts to
+// the inputs (TorchRL's `float | Tensor`, one value per step).
+struct Param {
+  // NOLINTNEXTLINE(google-explicit-constructor)
+  Param(double v) : value(v) {}
+  // NOLINTNEXTLINE(google-explicit-constructor)
+  Param(const at::Tensor& t) : tensor(t), is_tensor(true) {}
+  double value = 0.0;
+  at::Tensor tensor;
+  bool is_tensor = false;  // a tensor parameter (`tensor` may be undefined)
+};
+
+// Calls `f(p)` with `p` the parameter as `Fixed`, or as `PerStep` over
+// `read` (`param.tensor` read by `Inputs::param`).
+template <typename T, typename F>
+void with_param(const Param& param, const at::Tensor& read, F f) {
+  if (read.defined()) {
+    f(PerStep<T>{ptr<T>(read)});
+  } else {
+    f(Fixed<T>{static_cast<T>(param.value)});
+  }
+}
+
+// `Inputs::param` of a tensor parameter; undefined for a number.
+at::Tensor read_param(const Inputs& in, const Param& p, const char* name) {
+  return p.is_tensor ? in.param(p.tensor, name) : at::Tensor();
+}
+
+at::Tensor td0(const Param& gamma, const at::Tensor& next_value,
+               const at::Tensor& reward, const at::Tensor& terminated) {
   const Inputs in("td0_return", next_value, "next_value", -1);
   const at::Tensor nv = in.real(next_value, "next_value");
   const at::Tensor r = in.real(reward, "reward");
   const at::Tensor term = in.flag(terminated, "terminated");
+  const at::Tensor gm = read_param(in, gamma, "gamma");
   at::Tensor ret = in.result();
   AT_DISPATCH_FLOATING_TYPES(in.dtype(), "td0_return", [&] {
-    const auto gamma_t = static_cast<scalar_t>(gamma);
     const scalar_t *nvp = ptr<scalar_t>(nv), *rp = ptr<scalar_t>(r);
     const bool* tp = ptr<bool>(term);
     scalar_t* gp = out_ptr<scalar_t>(ret);
     const int64_t n = ret.numel();
-    for (int64_t i = 0; i < n; ++i) {
-      gp[i] = rp[i] + (tp[i] ? scalar_t(0) : gamma_t * nvp[i]);
-    }
+    with_param<scalar_t>(gamma, gm, [&](auto g) {
+      for (int64_t i = 0; i < n; ++i) {
+        gp[i] = rp[i] + (tp[i] ? scalar_t(0) : g[i] * nvp[i]);
+      }
+    });
   });
   return in.out(ret);
 }
 
-namespace {
-
 // TD(lambda), and TD(1) as its lambda = 1 case: the two agree wherever a
 // terminated step is also done, and TD(1) (`td1`) counts a terminated step
 // as done, as TorchRL's td1_return_estimate does.
-at::Tensor lambda_return(const char* fn, double gamma, double lambda,
-                         const at::Tensor& next_value, const at::Tensor& reward,
-                         const at::Tensor& done, const at::Tensor& terminated,
-                         int64_t time_dim, bool td1) {
+at::Tensor lambda_return(const char* fn, const Param& gamma,
+                         const Param& lambda, const at::Tensor& next_value,
+                         const at::Tensor& reward, const at::Tensor& done,
+                         const at::Tensor& terminated, int64_t time_dim,
+                         bool td1) {
   const Inputs in(fn, next_value, "next_value", time_dim);
   const at::Tensor nv = in.real(next_value, "next_value");
   const at::Tensor r = in.real(reward, "reward");
   at::Tensor d = in.flag(done, "done");
   const at::Tensor term =
       terminated.defined() ? in.flag(terminated, "terminated") : d;
+  const at::Tensor gm = read_param(in, gamma, "gamma");
+  const at::Tensor lm = read_param(in, lambda, "lambda");
   if (td1 && terminated.defined()) d = d.logical_or(term);
   at::Tensor ret = in.result();
   AT_DISPATCH_FLOATING_TYPES(in.dtype(), "lambda_return", [&] {
-    const auto gamma_t = static_cast<scalar_t>(gamma);
-    const auto lambda_t = static_cast<scalar_t>(lambda);
     const scalar_t *nvp = ptr<scalar_t>(nv), *rp = ptr<scalar_t>(r);
     const bool *dp = ptr<bool>(d), *tp = ptr<bool>(term);
     scalar_t* gp = out_ptr<scalar_t>(ret);
     const int64_t inner = in.inner();
     std::vector<scalar_t> g_v(static_cast<size_t>(inner));
     scalar_t* const g = g_v.data();
-    const scalar_t keep = scalar_t(1) - lambda_t;
-    reverse_scan(
-        in,
-        [&](int64_t last) {
-          for (int64_t j = 0; j < inner; ++j) {
-            g[j] = nvp[last + j] * not_flag<scalar_t>(tp[last + j]);
-          }
-        },
-        [=](int64_t, int64_t off) {
-          for (int64_t j = 0; j < inner; ++j) {
-            const int64_t i = off + j;
-            const scalar_t nvi = nvp[i];
-            const scalar_t boot = tp[i] ? scalar_t(0) : nvi;
-            const scalar_t next = dp[i] ? boot : g[j];
-            const scalar_t x =
-                rp[i] + gamma_t * (keep * boot + lambda_t * next);
-            g[j] = x;
-            gp[i] = x;
-          }
-        });
+    with_param<scalar_t>(gamma, gm, [&](auto gam) {
+      with_param<scalar_t>(lambda, lm, [&](auto lam) {
+        const auto keep = one_minus(lam);
+        reverse_scan(
+            in,
+            [&](int64_t last) {
+              for (int64_t j = 0; j < inner; ++j) {
+                g[j] = nvp[last + j] * not_flag<scalar_t>(tp[last + j]);
+              }
+            },
+            [=](int64_t, int64_t off) {
+              for (int64_t j = 0; j < inner; ++j) {
+                const int64_t i = off + j;
+                const scalar_t nvi = nvp[i];
+                const scalar_t boot = tp[i] ? scalar_t(0) : nvi;
+                const scalar_t next = dp[i] ? boot : g[j];
+                const scalar_t x =
+                    rp[i] + gam[i] * (keep[i] * boot + lam[i] * next);
+                g[j] = x;
+                gp[i] = x;
+              }
+            });
+      });
+    });
   });
   return in.out(ret);
 }
 
 }  // namespace
+
+at::Tensor td0_return(double gamma, const at::Tensor& next_value,
+                      const at::Tensor& reward, const at::Tensor& terminated) {
+  return td0(gamma, next_value, reward, terminated);
+}
+
+at::Tensor td0_return(const at::Tensor& gamma, const at::Tensor& next_value,
+                      const at::Tensor& reward, const at::Tensor& terminated) {
+  return td0(gamma, next_value, reward, terminated);
+}
 
 at::Tensor td1_return(double gamma, const at::Tensor& next_value,
                       const at::Tensor& reward, const at::Tensor& done,
@@ -300,7 +388,22 @@ at::Tensor td1_return(double gamma, const at::Tensor& next_value,
                        terminated, time_dim, /*td1=*/true);
 }
 
+at::Tensor td1_return(const at::Tensor& gamma, const at::Tensor& next_value,
+                      const at::Tensor& reward, const at::Tensor& done,
+                      const at::Tensor& terminated, int64_t time_dim) {
+  return lambda_return("td1_return", gamma, 1.0, next_value, reward, done,
+                       terminated, time_dim, /*td1=*/true);
+}
+
 at::Tensor td_lambda_return(double gamma, double lambda,
+                            const at::Tensor& next_value,
+                            const at::Tensor& reward, const at::Tensor& done,
+                            const at::Tensor& terminated, int64_t time_dim) {
+  return lambda_return("td_lambda_return", gamma, lambda, next_value, reward,
+                       done, terminated, time_dim, /*td1=*/false);
+}
+
+at::Tensor td_lambda_return(const at::Tensor& gamma, const at::Tensor& lambda,
                             const at::Tensor& next_value,
                             const at::Tensor& reward, const at::Tensor& done,
                             const at::Tensor& terminated, int64_t time_dim) {
