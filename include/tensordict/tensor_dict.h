@@ -787,6 +787,13 @@ class IndexedTensorDict {
   /// `td[i] = td[j]`: writes the other indexed dict's contents (not a
   /// rebinding).
   IndexedTensorDict& operator=(const IndexedTensorDict& value) &&;
+  /// `r = value` on a named proxy (`auto r = td[i];`) does not compile; the
+  /// compiler's "use of deleted function" shows this line, which says what
+  /// to write.
+  template <typename T>
+  // clang-format off
+  IndexedTensorDict& operator=(T&&) & = delete;  // auto r = td[i]; r = value; writes nothing: say td[i] = value; or std::move(r) = value; or TensorDict r = td[i];
+  // clang-format on
 
   /// The indexed dict (views where LibTorch gives views).
   ///@{
