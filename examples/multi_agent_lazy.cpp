@@ -9,6 +9,7 @@
 // padded with a mask. The agent steps then go into a LazyStackReplayBuffer,
 // whose samples are lazy stacks again, and the rollout is written to disk in
 // Python's layout (TensorDict.load_memmap in Python reads it back).
+#include <tensordict/lazy_replay_buffer.h>
 #include <tensordict/lazy_stack.h>
 #include <tensordict/tensordict.h>
 #include <torch/torch.h>

@@ -3,6 +3,7 @@
 // directories. The comparisons with Python are in python_lazy_stack_test.cpp.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <tensordict/lazy_replay_buffer.h>
 #include <tensordict/lazy_stack.h>
 #include <tensordict/tensordict.h>
 
@@ -641,6 +642,99 @@ TEST(LazyStackReplayBuffer, BadRowsChangeNothing) {
             ReplayBufferOptions(8).writer(tensordict::MaxValueWriter()));
       },
       "LazyStackReplayBuffer: MaxValueWriter is not supported");
+}
+
+TEST(LazyStackReplayBuffer, CheckpointsResumeTheSameRowsAndSamples) {
+  TempDir dir("td_lazy_checkpoint");
+  LazyStackReplayBuffer rb(
+      ReplayBufferOptions(6).sampler(tensordict::SliceSampler(2)).seed(3));
+  for (int64_t i = 0; i < 9; ++i) rb.add(Row(i));
+  TensorDict own = Row(9);
+  own.set("extra", at::ones({2, 2}));  // a key of its own
+  rb.add(own);
+  rb.dumps(dir / "cp");
+  // The same options, another seed and other rows: all replaced.
+  LazyStackReplayBuffer resumed(
+      ReplayBufferOptions(6).sampler(tensordict::SliceSampler(2)).seed(99));
+  resumed.add(Row(50));
+  resumed.loads(dir / "cp");
+  EXPECT_EQ(resumed.size(), rb.size());
+  EXPECT_EQ(resumed.cursor(), rb.cursor());
+  for (int64_t i = 0; i < rb.size(); ++i) {
+    EXPECT_TRUE((resumed.row(i) == rb.row(i)).all()) << "row " << i;
+    EXPECT_FALSE(resumed.row(i).get("obs").is_same(rb.row(i).get("obs")));
+    EXPECT_FALSE(resumed.row(i).get("obs").is_set_to(rb.row(i).get("obs")));
+  }
+  EXPECT_TRUE(resumed.row(3).contains("extra"));
+  for (int k = 0; k < 3; ++k) {
+    auto [a, ia] = rb.sample(4);
+    auto [b, ib] = resumed.sample(4);
+    EXPECT_TRUE(at::equal(ia.index, ib.index)) << "sample " << k;
+    EXPECT_EQ(Steps(a), Steps(b));
+  }
+  // An empty buffer's checkpoint empties a buffer.
+  LazyStackReplayBuffer empty(
+      ReplayBufferOptions(6).sampler(tensordict::SliceSampler(2)));
+  empty.dumps(dir / "empty");
+  resumed.loads(dir / "empty");
+  EXPECT_EQ(resumed.size(), 0);
+  resumed.add(Row(0));  // any row structure again
+  ExpectThrowsMsg([&] { rb.dumps(dir / "cp"); },
+                  "LazyStackReplayBuffer::dumps: '" + (dir / "cp") +
+                      "' is not empty; dumps writes a checkpoint into a new "
+                      "or empty directory only");
+}
+
+TEST(LazyStackReplayBuffer, ARefusedLoadChangesNothing) {
+  TempDir dir("td_lazy_refused");
+  LazyStackReplayBuffer source(ReplayBufferOptions(6).seed(3));
+  for (int64_t i = 0; i < 3; ++i) source.add(Row(i));
+  source.dumps(dir / "cp");
+  LazyStackReplayBuffer rb(ReplayBufferOptions(6).seed(7));
+  LazyStackReplayBuffer twin(ReplayBufferOptions(6).seed(7));
+  for (int64_t i = 10; i < 14; ++i) {
+    rb.add(Row(i));
+    twin.add(Row(i));
+  }
+  std::vector<TensorDict> stored;
+  std::vector<tensordict_test::Snapshot> snaps;
+  for (int64_t i = 0; i < rb.size(); ++i) {
+    stored.push_back(rb.row(i));
+    snaps.push_back(TakeSnapshot(rb.row(i)));
+  }
+  auto unchanged = [&] {
+    EXPECT_EQ(rb.size(), 4);
+    EXPECT_EQ(rb.cursor(), 4);
+    for (int64_t i = 0; i < rb.size(); ++i) {
+      EXPECT_TRUE(rb.row(i).is_same(stored[static_cast<size_t>(i)]));
+      ExpectUnchanged(rb.row(i), snaps[static_cast<size_t>(i)]);
+    }
+  };
+  ExpectThrowsMsg([&] { rb.loads(dir / "none"); },
+                  "LazyStackReplayBuffer::loads: '" + (dir / "none") +
+                      "' holds no LazyStackReplayBuffer checkpoint (no "
+                      "lazy/meta.json; dumps writes one)");
+  unchanged();
+  // Another capacity: the index buffer's own check.
+  LazyStackReplayBuffer small(ReplayBufferOptions(2));
+  small.add(Row(0));
+  small.dumps(dir / "small");
+  tensordict_test::ExpectThrowsMsgPrefix(
+      [&] { rb.loads(dir / "small"); },
+      "LazyStackReplayBuffer::loads: the index: ReplayBuffer::loads: ");
+  unchanged();
+  // Rows that do not match the index: one dict where the index has three.
+  tensordict::lazy_stack({Row(0)}).memmap_(dir / "cp/rows");
+  ExpectThrowsMsg([&] { rb.loads(dir / "cp"); },
+                  "LazyStackReplayBuffer::loads: '" + (dir / "cp") +
+                      "': the index holds 3 rows but rows/ holds 1 dicts "
+                      "stacked along dim 0");
+  unchanged();
+  // Nothing was drawn either.
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_TRUE(
+        at::equal(rb.sample(4).second.index, twin.sample(4).second.index));
+  }
 }
 
 }  // namespace

@@ -221,6 +221,98 @@ TEST(ReplayBufferTest, ASampleStillHeldIsNeverReusedAndADroppedOneIs) {
   EXPECT_TRUE((next == rb.storage()[next_info.index].value()).all());
 }
 
+TEST(ReplayBufferTest, SampleIntoWritesWhatSampleReturnsIntoTheGivenRows) {
+  ReplayBuffer a(ReplayBufferOptions(10).seed(5));
+  ReplayBuffer b(ReplayBufferOptions(10).seed(5));
+  a.extend(Rows(7, 100));
+  b.extend(Rows(7, 100));
+  // Rows 2..7 of a larger batch; the others are left as they are.
+  const TensorDict batch =
+      Rows(10, -1).apply([](const at::Tensor& t) { return t.clone(); });
+  const TensorDict before = batch.clone();
+  const void* obs = batch.get("obs").data_ptr();
+  const int64_t version = batch.get("obs")._version();
+  const TensorDict rows = batch.index({at::indexing::Slice(2, 8)});
+  const tensordict::SampleInfo info = a.sample_into(rows);
+  auto [want, want_info] = b.sample(6);
+  EXPECT_TRUE(at::equal(info.index, want_info.index));
+  EXPECT_FALSE(info.weight.defined());
+  EXPECT_TRUE((rows == want).all());
+  EXPECT_TRUE((rows == a.storage()[info.index].value()).all());
+  EXPECT_EQ(batch.get("obs").data_ptr(), obs);
+  EXPECT_GT(batch.get("obs")._version(), version);
+  for (const int64_t r : {0, 1, 8, 9}) {
+    EXPECT_TRUE((batch[r].value() == before[r].value()).all()) << "row " << r;
+  }
+  // The next draws agree too.
+  EXPECT_TRUE(at::equal(a.sample(4).second.index, b.sample(4).second.index));
+  // Rows 2..7 again, given as an offset and a count instead of a slice.
+  const TensorDict whole = before.clone();
+  const tensordict::SampleInfo at_offset = a.sample_into(whole, 2, 6);
+  auto [again, again_info] = b.sample(6);
+  EXPECT_TRUE(at::equal(at_offset.index, again_info.index));
+  EXPECT_TRUE((whole.index({at::indexing::Slice(2, 8)}) == again).all());
+  for (const int64_t r : {0, 1, 8, 9}) {
+    EXPECT_TRUE((whole[r].value() == before[r].value()).all()) << "row " << r;
+  }
+}
+
+TEST(ReplayBufferTest, SampleIntoAMismatchedDictThrowsAndChangesNothing) {
+  ReplayBuffer a(ReplayBufferOptions(10).seed(5));
+  ReplayBuffer b(ReplayBufferOptions(10).seed(5));
+  ExpectThrowsMsg([&] { (void)a.sample_into(Rows(4, 0)); },
+                  "ReplayBuffer::sample_into: the buffer is empty");
+  a.extend(Rows(7, 100));
+  b.extend(Rows(7, 100));
+  const TensorDict out = Rows(4, 0);
+  const auto snap = tensordict_test::TakeSnapshot(out);
+  const TensorDict missing = out.exclude({"done"});
+  ExpectThrowsMsg(
+      [&] { (void)a.sample_into(missing); },
+      "ReplayBuffer::sample_into: TensorDicts have different keys: missing "
+      "from out: [done]");
+  const TensorDict wide = out.clone();
+  wide.set("obs", torch::zeros({4, 5}));
+  ExpectThrowsMsg([&] { (void)a.sample_into(wide); },
+                  "ReplayBuffer::sample_into: key obs: out's leaf is "
+                  "torch.float32 [4, 5] on cpu, expected the buffer's "
+                  "torch.float32 [4, 3] on cpu");
+  const TensorDict doubles = out.clone();
+  doubles.set({"next", "obs"}, torch::zeros({4, 3}, torch::kDouble));
+  ExpectThrowsMsg([&] { (void)a.sample_into(doubles); },
+                  "ReplayBuffer::sample_into: key ('next', 'obs'): out's leaf "
+                  "is torch.float64 [4, 3] on cpu, expected the buffer's "
+                  "torch.float32 [4, 3] on cpu");
+  const TensorDict grad = out.clone();
+  grad.set("obs", torch::zeros({4, 3}).requires_grad_());
+  ExpectThrowsMsg([&] { (void)a.sample_into(grad); },
+                  "ReplayBuffer::sample_into: key obs: out's leaf requires "
+                  "grad");
+  const TensorDict aliased = a.storage().index({at::indexing::Slice(0, 4)});
+  const auto stored = tensordict_test::TakeSnapshot(a.storage());
+  ExpectThrowsMsg([&] { (void)a.sample_into(aliased.copy()); },
+                  "ReplayBuffer::sample_into: key obs: out's leaf shares "
+                  "memory with the buffer's storage");
+  tensordict_test::ExpectUnchanged(a.storage(), stored);
+  ExpectThrowsMsg<c10::ValueError>(
+      [&] { (void)a.sample_into(TensorDict({}, std::vector<int64_t>{0})); },
+      "ReplayBuffer::sample_into: out must have at least one row, got batch "
+      "size [0]");
+  for (const auto& [offset, count] :
+       std::vector<std::pair<int64_t, int64_t>>{{3, 2}, {-1, 2}, {0, 0}}) {
+    ExpectThrowsMsg<c10::ValueError>(
+        [&, offset = offset, count = count] {
+          (void)a.sample_into(out, offset, count);
+        },
+        "ReplayBuffer::sample_into: rows [" + std::to_string(offset) + ", " +
+            std::to_string(offset) + " + " + std::to_string(count) +
+            ") must be a non-empty range within out's 4 rows");
+  }
+  tensordict_test::ExpectUnchanged(out, snap);
+  // Nothing was drawn: the two buffers still agree.
+  EXPECT_TRUE(at::equal(a.sample(4).second.index, b.sample(4).second.index));
+}
+
 TEST(ReplayBufferTest, UniformSamplingDrawsEveryRowAboutEquallyOften) {
   ReplayBuffer rb(ReplayBufferOptions(8).seed(11));
   rb.extend(Rows(8, 0));

@@ -419,6 +419,25 @@ TEST(ReplayBufferTest, ACheckpointResumesEverySamplerExactly) {
   }
 }
 
+TEST(ReplayBufferTest, ACheckpointOfABufferNeverWrittenLoads) {
+  // Its checkpoint holds no storage, only checkpoint/ (this used to throw
+  // "storage_dir ... holds no replay buffer").
+  ReplayBuffer empty(ReplayBufferOptions(24).seed(11));
+  const std::string dir = FreshDir("never_written");
+  empty.dumps(dir);
+  ReplayBuffer b(ReplayBufferOptions(24).seed(99));
+  b.extend(Trajectories({3}, 50, 500));
+  b.loads(dir);
+  EXPECT_EQ(b.size(), 0);
+  EXPECT_EQ(b.cursor(), 0);
+  // The generator came with it: the same rows give the same samples.
+  empty.extend(Trajectories({3}, 50, 500));
+  b.extend(Trajectories({3}, 50, 500));
+  EXPECT_TRUE(
+      at::equal(empty.sample(8).second.index, b.sample(8).second.index));
+  RemoveTree(dir);
+}
+
 TEST(ReplayBufferTest, ACheckpointKeepsTheRateLimiterAndTheMaxValueWriter) {
   using tensordict::MaxValueWriter;
   auto options =

@@ -55,13 +55,13 @@
 //
 // Thread safety. Unlike `TensorDict`, a `ReplayBuffer` is synchronized: any
 // number of threads may call its member functions concurrently, except
-// moving and destroying it. `add`, `extend`, `sample`, `update_priority`,
-// `dumps`, `loads`, `clear`, `manual_seed`, `size` (and so `empty`),
-// `cursor`, `rate_limiter_info` and `storage` each run under one internal
-// lock, held through a whole write, gather or checkpoint (a rate-limited
-// call waits with it released, before it writes or gathers); `capacity` and
-// `options` read what never changes. A sampled row is never torn (half old,
-// half new data).
+// moving and destroying it. `add`, `extend`, `sample`, `sample_into`,
+// `update_priority`, `dumps`, `loads`, `clear`, `manual_seed`, `size` (and
+// so `empty`), `cursor`, `rate_limiter_info` and `storage` each run under
+// one internal lock, held through a whole write, gather or checkpoint (a
+// rate-limited call waits with it released, before it writes or gathers);
+// `capacity` and `options` read what never changes. A sampled row is never
+// torn (half old, half new data).
 //   - `storage()` returns the storage dict itself: reading it is not
 //     synchronized with writers.
 //   - `update_priority` takes storage indices, not rows. Under the lock it
@@ -76,7 +76,7 @@
 //     only once nothing holds any of it. On CUDA the gather is queued on the
 //     sampling thread's current stream: another stream must wait for it, as
 //     for any tensor.
-//   - `LazyStackReplayBuffer` (lazy_stack.h) is synchronized the same way,
+//   - `LazyStackReplayBuffer` (lazy_replay_buffer.h) is synchronized the same way,
 //     but its `row(i)` only looks the row up under the lock: it returns the
 //     stored dict itself, and reading or writing that is not synchronized
 //     with other calls (a later write to row `i` stores a new dict, so the
@@ -539,6 +539,21 @@ class ReplayBuffer {
   /// allows it (as `add`/`extend` do with `block_inserts`). The data is a new dict (a copy of the sampled rows)
   /// with batch size `[batch_size]`.
   [[nodiscard]] std::pair<TensorDict, SampleInfo> sample(int64_t batch_size);
+  /// `sample`, written into `out` instead of a new dict: draws
+  /// `out.batch_size()[0]` (> 0) rows and writes them into `out`'s leaves
+  /// in place, bumping their versions. `out` must have the buffer's keys,
+  /// and each leaf the stored dtype and device and shape `[N, *row]`, as a
+  /// sample of the buffer has. Throws, drawing and writing nothing, when
+  /// `out` does not match (naming the key and the shapes), when a leaf of
+  /// `out` requires grad or shares memory with the buffer's storage, and
+  /// on an empty buffer. Synchronized, and rate limited, as `sample` is.
+  SampleInfo sample_into(const TensorDict& out);
+  /// `sample_into` of `batch_size` (> 0) rows into rows `[offset, offset +
+  /// batch_size)` of `out`, which must lie within its `N` rows: several
+  /// buffers' samples gathered into one batch without a copy (as
+  /// `ReplayBufferEnsemble` does).
+  SampleInfo sample_into(const TensorDict& out, int64_t offset,
+                         int64_t batch_size);
 
   /// Sets the priorities of storage rows `index` (`PrioritizedSampler` and
   /// `PrioritizedSliceSampler` only):

@@ -17,6 +17,7 @@
 #include "tensordict/format.h"
 #include "tensordict/functional.h"
 #include "tensordict/jit.h"
+#include "tensordict/lazy_replay_buffer.h"
 #include "tensordict/lazy_stack.h"
 #include "tensordict/nested_key.h"
 #include "tensordict/nn.h"

@@ -258,5 +258,31 @@ GatheredRows gather_leaf_rows(const std::vector<const at::Tensor*>& leaves,
   return out;
 }
 
+void gather_leaf_rows_into(const std::vector<const at::Tensor*>& leaves,
+                           const at::Tensor& index,
+                           const std::vector<at::Tensor>& dsts,
+                           int64_t offset) {
+  const bool grad_mode = c10::GradMode::is_enabled();
+  const int64_t n = index.size(0);
+  const auto* const idx = index.data_ptr<int64_t>();
+  for (size_t k = 0; k < leaves.size(); ++k) {
+    const at::Tensor& t = *leaves[k];
+    const at::Tensor& dst = dsts[k];
+    if (cpu_gatherable(t, grad_mode) && cpu_bytes(dst) &&
+        untracked(dst.unsafeGetTensorImpl(), grad_mode)) {
+      const size_t rb = row_bytes(t);
+      if (rb != 0) {  // empty rows: the pointers may be null
+        copy_indexed_rows_for(rb)(static_cast<char*>(dst.data_ptr()) +
+                                      static_cast<size_t>(offset) * rb,
+                                  static_cast<const char*>(t.data_ptr()), rb,
+                                  idx, 0, n);
+      }
+      bump(version_of(dst));
+      continue;
+    }
+    dst.narrow(0, offset, n).copy_(t.index_select(0, index.to(t.device())));
+  }
+}
+
 }  // namespace detail
 }  // namespace tensordict

@@ -206,6 +206,17 @@ GatheredRows gather_leaf_rows(const std::vector<const at::Tensor*>& leaves,
                               int64_t n,
                               c10::function_ref<void(int64_t*)> draw);
 
+/// `gather_leaf_rows` into given tensors: the rows of `*leaves[k]` at the
+/// `n` indices of `index` (CPU int64 [n], every entry a valid row) written
+/// into rows `[offset, offset + n)` of `dsts[k]`, which the caller checked:
+/// rows of the leaf's row shape and dtype, on its device, sharing no memory
+/// with it. By bytes where both are `cpu_bytes` and untracked; otherwise by
+/// `index_select` and `copy_`. Each destination's version is bumped, as
+/// `copy_` does.
+void gather_leaf_rows_into(const std::vector<const at::Tensor*>& leaves,
+                           const at::Tensor& index,
+                           const std::vector<at::Tensor>& dsts, int64_t offset);
+
 /// One byte copy of `nbytes` from `src` to `dst`: into the CUDA memory of
 /// `device` when it is a device index (from host memory when `src_on_host`,
 /// else from that device), else on the CPU. `version`: the destination's

@@ -1,4 +1,4 @@
-// LazyStackReplayBuffer (tensordict/lazy_stack.h): rows of different shapes,
+// LazyStackReplayBuffer (tensordict/lazy_replay_buffer.h): rows of different shapes,
 // each kept as its own dict, with a dense ReplayBuffer of index rows beside
 // them that holds what the sampler reads. That buffer does the writing
 // order, the sampling and the priorities; this one keeps the rows at the
@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "core/internal.h"
+#include "io/files.h"
 #include "rl/sampler_config.h"
+#include "rl/samplers.h"
 #include "tensordict/functional.h"
-#include "tensordict/lazy_stack.h"
+#include "tensordict/lazy_replay_buffer.h"
 
 namespace tensordict {
 
@@ -145,6 +147,85 @@ void LazyStackReplayBuffer::clear() {
 
 void LazyStackReplayBuffer::manual_seed(uint64_t seed) {
   index_.manual_seed(seed);
+}
+
+// ---- Checkpoints --------------------------------------------------------------
+
+namespace {
+constexpr int64_t kCheckpointVersion = 1;
+}  // namespace
+
+void LazyStackReplayBuffer::dumps(const std::string& dir) const {
+  constexpr const char* kFn = "LazyStackReplayBuffer::dumps";
+  std::lock_guard<std::mutex> lock(mutex_);
+  detail::make_dir(dir);
+  TORCH_CHECK(detail::dir_is_empty(dir, kFn), kFn, ": '", dir,
+              "' is not empty; dumps writes a checkpoint into a new or empty "
+              "directory only");
+  index_.dumps(dir + "/index");
+  const auto n = static_cast<size_t>(index_.size());
+  if (n > 0) {
+    // A memory-mapped copy: the rows themselves stay in memory.
+    (void)LazyStackedTensorDict(
+        std::vector<TensorDict>(rows_.begin(),
+                                rows_.begin() + static_cast<std::ptrdiff_t>(n)),
+        0)
+        .memmap(dir + "/rows");
+  }
+  TensorDict(
+      {{"format_version", at::scalar_tensor(kCheckpointVersion, at::kLong)},
+       {"row_dims", at::scalar_tensor(row_dims_, at::kLong)}},
+      {})
+      .memmap_(dir + "/lazy");
+}
+
+void LazyStackReplayBuffer::loads(const std::string& dir) {
+  constexpr const char* kFn = "LazyStackReplayBuffer::loads";
+  std::lock_guard<std::mutex> lock(mutex_);
+  TORCH_CHECK(detail::path_exists(dir + "/lazy/meta.json"), kFn, ": '", dir,
+              "' holds no LazyStackReplayBuffer checkpoint (no "
+              "lazy/meta.json; dumps writes one)");
+  const TensorDict state = TensorDict::load_memmap(dir + "/lazy", true);
+  const int64_t version =
+      detail::checkpoint_entry(state, "format_version", at::kLong, 0, kFn)
+          .item<int64_t>();
+  TORCH_CHECK(version == kCheckpointVersion, kFn, ": '", dir,
+              "': checkpoint format_version ", version,
+              ", this library reads version ", kCheckpointVersion);
+  const int64_t dims =
+      detail::checkpoint_entry(state, "row_dims", at::kLong, 0, kFn)
+          .item<int64_t>();
+  // The index buffer's checks, in a scratch buffer.
+  int64_t n = 0;
+  try {
+    n = detail::check_loads(index_, dir + "/index");
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, kFn, ": the index: ", e.msg());
+  }
+  std::vector<TensorDict> rows;
+  if (n > 0) {
+    TORCH_CHECK(detail::path_exists(dir + "/rows/meta.json"), kFn, ": '", dir,
+                "': the index holds ", n, " rows but there is no rows/");
+    const LazyStackedTensorDict stored =
+        LazyStackedTensorDict::load_memmap(dir + "/rows", true);
+    TORCH_CHECK(stored.stack_dim() == 0 &&
+                    static_cast<int64_t>(stored.tensordicts().size()) == n,
+                kFn, ": '", dir, "': the index holds ", n,
+                " rows but rows/ holds ", stored.tensordicts().size(),
+                " dicts stacked along dim ", stored.stack_dim());
+    rows.reserve(static_cast<size_t>(index_.capacity()));
+    for (const TensorDict& row : stored.tensordicts()) {
+      TORCH_CHECK(row.batch_dims() == dims, kFn, ": '", dir,
+                  "': the checkpoint's rows have ", dims,
+                  " batch dims, and row ", rows.size(), " has batch_size ",
+                  detail::shape_str(row.batch_size()));
+      rows.push_back(row.clone());  // into memory
+    }
+    rows.resize(static_cast<size_t>(index_.capacity()));
+  }
+  index_.loads(dir + "/index");
+  rows_ = std::move(rows);
+  row_dims_ = n > 0 ? dims : -1;
 }
 
 TensorDict LazyStackReplayBuffer::row(int64_t i) const {

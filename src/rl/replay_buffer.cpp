@@ -36,6 +36,8 @@
 #include <vector>
 
 #include "core/internal.h"
+#include "core/row_copy.h"
+#include "core/tree.h"
 #include "io/files.h"
 #include "rl/process_mutex.h"
 #include "rl/rate_limiter.h"
@@ -301,6 +303,72 @@ std::pair<TensorDict, SampleInfo> ReplayBuffer::sample(int64_t batch_size) {
   return {std::move(data), std::move(info)};
 }
 
+SampleInfo ReplayBuffer::sample_into(const TensorDict& out) {
+  TORCH_CHECK_VALUE(out.batch_dims() >= 1 && out.batch_size()[0] > 0,
+                    "ReplayBuffer::sample_into: out must have at least one "
+                    "row, got batch size ",
+                    detail::shape_str(out.batch_size()));
+  return sample_into(out, 0, out.batch_size()[0]);
+}
+
+SampleInfo ReplayBuffer::sample_into(const TensorDict& out, int64_t offset,
+                                     int64_t batch_size) {
+  constexpr const char* kFn = "ReplayBuffer::sample_into";
+  TORCH_CHECK_VALUE(out.batch_dims() >= 1, kFn,
+                    ": out must have a batch dim, got batch size []");
+  const int64_t rows_out = out.batch_size()[0];
+  TORCH_CHECK_VALUE(
+      batch_size > 0 && offset >= 0 && offset <= rows_out - batch_size, kFn,
+      ": rows [", offset, ", ", offset, " + ", batch_size,
+      ") must be a non-empty range within out's ", rows_out, " rows");
+  const int64_t n = batch_size;
+  Impl& m = *impl_;
+  std::unique_lock<Impl> lock(m);
+  m.limiter.wait_to_sample(lock, m.storage, n);
+  TORCH_CHECK(m.storage.size() > 0, kFn, ": the buffer is empty");
+  const TensorDictImpl& rows = TensorDictImpl::of(m.storage.dict());
+  const TensorDictImpl& into = TensorDictImpl::of(out);
+  if (!detail::same_keys(rows, into)) {
+    detail::throw_key_difference(kFn, rows, into, "the buffer's rows", "out");
+  }
+  std::vector<at::Tensor> src;
+  std::vector<at::Tensor> dst;
+  detail::pair_leaves(rows, into, kFn, src, dst);
+  for (size_t k = 0; k < src.size(); ++k) {
+    const at::Tensor& s = src[k];
+    const at::Tensor& d = dst[k];
+    if (d.scalar_type() == s.scalar_type() && d.device() == s.device() &&
+        d.dim() == s.dim() && d.size(0) == rows_out &&
+        d.sizes().slice(1) == s.sizes().slice(1) && !d.requires_grad() &&
+        !d.is_alias_of(s)) {
+      continue;
+    }
+    const NestedKey key = m.storage.dict().keys(true, true)[k];
+    std::vector<int64_t> want = s.sizes().vec();
+    want[0] = rows_out;
+    TORCH_CHECK(!d.requires_grad(), kFn, ": key ", key,
+                ": out's leaf requires grad");
+    TORCH_CHECK(!d.is_alias_of(s), kFn, ": key ", key,
+                ": out's leaf shares memory with the buffer's storage");
+    TORCH_CHECK(false, kFn, ": key ", key, ": out's leaf is ",
+                detail::dtype_name(d.scalar_type()), " ",
+                detail::shape_str(d.sizes()), " on ", d.device(),
+                ", expected the buffer's ", detail::dtype_name(s.scalar_type()),
+                " ", detail::shape_str(want), " on ", s.device());
+  }
+  m.storage.enter_stream();  // after writes from other streams
+  SampleInfo info;
+  info.index = at::empty({n}, at::kLong);
+  info.weight =
+      m.sampler->sample(m.storage, m.rng, n, info.index.data_ptr<int64_t>());
+  std::vector<const at::Tensor*> leaves;
+  leaves.reserve(src.size());
+  for (const at::Tensor& s : src) leaves.push_back(&s);
+  detail::gather_leaf_rows_into(leaves, info.index, dst, offset);
+  m.limiter.count_sampled(n);
+  return info;
+}
+
 void ReplayBuffer::update_priority(const at::Tensor& index,
                                    const at::Tensor& priority) {
   Impl& m = *impl_;
@@ -396,6 +464,30 @@ void ReplayBuffer::dumps(const std::string& dir) const {
   (void)TensorDict(state, {}).memmap(dir + "/checkpoint");
 }
 
+namespace detail {
+
+int64_t check_loads(const ReplayBuffer& rb, const std::string& path) {
+  ReplayBufferOptions o = rb.options();
+  o.device(c10::nullopt)
+      .shared(false)
+      .storage_dir(c10::nullopt)
+      .sparse_storage(false)
+      .rate_limiter(c10::nullopt);
+  ReplayBuffer scratch(o);
+  const TensorDict rows = rb.storage();
+  if (!rows.empty()) {
+    scratch.add(rows.apply(
+        [](const at::Tensor& t) {
+          return at::zeros(t.sizes().slice(1), t.options().device(at::kCPU));
+        },
+        std::vector<int64_t>{}));
+  }
+  scratch.loads(path);
+  return scratch.size();
+}
+
+}  // namespace detail
+
 void ReplayBuffer::loads(const std::string& dir) {
   Impl& m = *impl_;
   std::lock_guard<Impl> lock(m);
@@ -448,21 +540,27 @@ void ReplayBuffer::loads(const std::string& dir) {
               "': the checkpoint's inserted and sampled counts must be >= 0, "
               "got ",
               inserted, " and ", sampled);
-  detail::ReplayStorage source(checkpoint_options(m.options, dir));
+  // The checkpoint of a buffer that was never written holds no storage.
+  std::unique_ptr<detail::ReplayStorage> source;
+  if (detail::path_exists(dir + "/state/meta.json")) {
+    source = std::make_unique<detail::ReplayStorage>(
+        checkpoint_options(m.options, dir));
+  }
+  const bool rows = source != nullptr && source->allocated();
   detail::Sampler::Restore restore =
-      m.sampler->load_state(state, source.size());
+      m.sampler->load_state(state, rows ? source->size() : 0);
   Sources sources;
-  if (source.allocated()) {
+  if (rows) {
     (void)m.storage.prepare("ReplayBuffer::loads", "checkpoint's storage",
-                            source.dict(), 1, sources);
+                            source->dict(), 1, sources);
   }
   // Everything was checked: from here on nothing throws. The rows are
   // copied from row 0 on (the cursor after clear()), as they lie.
   m.storage.clear();
-  if (source.allocated()) {
-    std::vector<int64_t> rows(static_cast<size_t>(m.capacity));
-    m.storage.write_rows(sources, m.capacity, rows.data());
-    m.storage.restore_rows_written(source.rows_written());
+  if (rows) {
+    std::vector<int64_t> written(static_cast<size_t>(m.capacity));
+    m.storage.write_rows(sources, m.capacity, written.data());
+    m.storage.restore_rows_written(source->rows_written());
   }
   m.sampler->clear(m.storage);
   restore(m.storage);

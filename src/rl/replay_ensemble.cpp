@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -119,31 +118,46 @@ struct ReplayBufferEnsemble::Impl {
   mutable std::mutex mutex;    // guards rng and ratios
   detail::Generator rng;
 
+  using Items = std::vector<std::pair<NestedKey, Entry>>;
+
   // Throws unless every buffer in `ids` (distinct) holds rows, all of one
   // structure. `rows[i]` is what buffer ids[i] would give, for the message.
-  void check_sources(const std::vector<int64_t>& ids,
-                     const std::vector<int64_t>& rows) const {
+  // Returns the first buffer's storage leaves (null for one buffer). A
+  // storage's structure never changes once it holds rows, so the structures
+  // of the last `ids` checked are not compared again.
+  std::shared_ptr<const Items> check_sources(
+      const std::vector<int64_t>& ids, const std::vector<int64_t>& rows) const {
     for (size_t k = 0; k < ids.size(); ++k) {
       TORCH_CHECK(!buffers[static_cast<size_t>(ids[k])]->empty(), kName,
                   "::sample: buffer ", ids[k], " is empty (it would give ",
                   rows[k], " rows)");
     }
-    if (ids.size() < 2) return;
+    if (ids.size() < 2) return nullptr;
+    {
+      std::lock_guard<std::mutex> lock(checked_mutex);
+      if (ids == checked_ids) return checked_rows;
+    }
     const TensorDict first_rows =
         buffers[static_cast<size_t>(ids[0])]->storage();
-    const std::vector<std::pair<NestedKey, Entry>> first =
-        first_rows.items(true, true);
+    auto first = std::make_shared<const Items>(first_rows.items(true, true));
     for (size_t k = 1; k < ids.size(); ++k) {
       const std::vector<std::pair<NestedKey, Entry>> other =
           buffers[static_cast<size_t>(ids[k])]->storage().items(true, true);
-      if (!same_rows(first, other)) {
+      if (!same_rows(*first, other)) {
         explain_mismatch(
             row_leaves(first_rows), ids[0],
             row_leaves(buffers[static_cast<size_t>(ids[k])]->storage()),
             ids[k]);
       }
     }
+    std::lock_guard<std::mutex> lock(checked_mutex);
+    checked_ids = ids;
+    checked_rows = first;
+    return first;
   }
+  mutable std::mutex checked_mutex;  // guards the two below
+  mutable std::vector<int64_t> checked_ids;
+  mutable std::shared_ptr<const Items> checked_rows;
 
   // `counts[i]` rows from buffer i, concatenated in buffer order.
   std::pair<TensorDict, EnsembleSampleInfo> sample_counts(
@@ -156,7 +170,18 @@ struct ReplayBufferEnsemble::Impl {
         rows.push_back(counts[i]);
       }
     }
-    check_sources(ids, rows);
+    const std::shared_ptr<const Items> first = check_sources(ids, rows);
+    if (c10::optional<TensorDict> out = batch_of(first.get(), rows)) {
+      // Each buffer samples straight into its rows of the batch.
+      std::vector<SampleInfo> infos;
+      int64_t at = 0;
+      for (size_t k = 0; k < ids.size(); ++k) {
+        infos.push_back(buffers[static_cast<size_t>(ids[k])]->sample_into(
+            *out, at, rows[k]));
+        at += rows[k];
+      }
+      return {std::move(*out), join_info(ids, infos, /*stacked=*/false)};
+    }
     std::vector<TensorDict> parts;
     std::vector<SampleInfo> infos;
     for (size_t k = 0; k < ids.size(); ++k) {
@@ -167,16 +192,100 @@ struct ReplayBufferEnsemble::Impl {
     return join(ids, std::move(parts), infos, /*stacked=*/false);
   }
 
-  // The samples of `ids` (in order) joined: concatenated, or stacked with
-  // the buffer ids broadcast over each sample's rows.
-  std::pair<TensorDict, EnsembleSampleInfo> join(
-      const std::vector<int64_t>& ids, std::vector<TensorDict> parts,
-      const std::vector<SampleInfo>& infos, bool stacked) const {
+  // A batch of `rows` rows (summed) of CPU leaves shaped as `items`
+  // (check_sources' leaves of two or more buffers), from `pool` (an earlier
+  // batch's, once nothing else holds any of them: a loop that drops each
+  // batch before the next reuses two sets, and the samples touch no fresh
+  // pages); nothing when a leaf is not a CPU tensor (`join` then
+  // concatenates the samples).
+  c10::optional<TensorDict> batch_of(const Items* first,
+                                     const std::vector<int64_t>& rows) const {
+    if (first == nullptr) return c10::nullopt;
+    const Items& items = *first;
+    int64_t total = 0;
+    for (const int64_t r : rows) total += r;
+    size_t bytes = 0;
+    for (const auto& [key, entry] : items) {
+      if (!entry.is_tensor() || !entry.tensor().is_cpu()) return c10::nullopt;
+      const at::Tensor& t = entry.tensor();
+      bytes += static_cast<size_t>(total) * t.dtype().itemsize() *
+               static_cast<size_t>(t.numel() / std::max<int64_t>(t.size(0), 1));
+    }
+    const std::vector<at::Tensor> leaves = pooled(items, total, bytes);
+    TensorDict out({}, {total});
+    for (size_t k = 0; k < items.size(); ++k) {
+      out.set(items[k].first, leaves[k]);
+    }
+    return out;
+  }
+
+  // The samples' infos concatenated into `info` by a plain loop (what
+  // `join_info` does with `cat`, without a dispatch per tensor), when every
+  // index is a contiguous CPU int64 tensor and every weight, if any, a
+  // contiguous CPU float32 one; false, changing nothing, otherwise.
+  static bool concat_into(const std::vector<int64_t>& ids,
+                          const std::vector<SampleInfo>& infos,
+                          EnsembleSampleInfo& info) {
+    int64_t total = 0;
+    bool weighted = false;
+    for (const SampleInfo& s : infos) {
+      if (!s.index.is_cpu() || s.index.scalar_type() != at::kLong ||
+          !s.index.is_contiguous() || s.index.dim() != 1) {
+        return false;
+      }
+      if (s.weight.defined()) {
+        if (!s.weight.is_cpu() || s.weight.scalar_type() != at::kFloat ||
+            !s.weight.is_contiguous() || s.weight.sizes() != s.index.sizes()) {
+          return false;
+        }
+        weighted = true;
+      }
+      total += s.index.numel();
+    }
+    at::Tensor buffer_ids = at::empty({total}, at::kLong);
+    at::Tensor index = at::empty({total}, at::kLong);
+    at::Tensor weight =
+        weighted ? at::empty({total}, at::kFloat) : at::Tensor();
+    int64_t* bp = buffer_ids.data_ptr<int64_t>();
+    int64_t* ip = index.data_ptr<int64_t>();
+    float* wp = weighted ? weight.data_ptr<float>() : nullptr;
+    for (size_t k = 0; k < infos.size(); ++k) {
+      const int64_t n = infos[k].index.numel();
+      std::fill(bp, bp + n, ids[k]);
+      const int64_t* from = infos[k].index.data_ptr<int64_t>();
+      std::copy(from, from + n, ip);
+      if (wp != nullptr) {
+        if (infos[k].weight.defined()) {
+          const float* w = infos[k].weight.data_ptr<float>();
+          std::copy(w, w + n, wp);
+        } else {
+          std::fill(wp, wp + n, 1.0F);
+        }
+        wp += n;
+      }
+      bp += n;
+      ip += n;
+    }
+    info.buffer_ids = std::move(buffer_ids);
+    info.index = std::move(index);
+    info.weight = std::move(weight);
+    return true;
+  }
+
+  // The samples' infos joined: concatenated, or stacked with the buffer ids
+  // broadcast over each sample's rows.
+  EnsembleSampleInfo join_info(const std::vector<int64_t>& ids,
+                               const std::vector<SampleInfo>& infos,
+                               bool stacked) const {
+    EnsembleSampleInfo info;
+    if (!stacked && infos.size() > 1 && concat_into(ids, infos, info)) {
+      return info;
+    }
     std::vector<at::Tensor> buffer_ids;
     std::vector<at::Tensor> index;
     std::vector<at::Tensor> weight;
     bool weighted = false;
-    for (const SampleInfo& info : infos) weighted |= info.weight.defined();
+    for (const SampleInfo& s : infos) weighted |= s.weight.defined();
     for (size_t k = 0; k < infos.size(); ++k) {
       const at::Tensor& idx = infos[k].index;
       buffer_ids.push_back(at::full_like(idx, ids[k]));
@@ -188,66 +297,31 @@ struct ReplayBufferEnsemble::Impl {
                 : at::ones(idx.sizes(), idx.options().dtype(at::kFloat)));
       }
     }
-    EnsembleSampleInfo info;
     if (stacked) {
       info.buffer_ids = at::stack(buffer_ids);
       info.index = at::stack(index);
       if (weighted) info.weight = at::stack(weight);
-      return {stack(parts, 0), std::move(info)};
-    }
-    if (parts.size() == 1) {
+    } else if (infos.size() == 1) {
       info.buffer_ids = std::move(buffer_ids[0]);
       info.index = index[0];
       if (weighted) info.weight = weight[0];
-      return {std::move(parts[0]), std::move(info)};
+    } else {
+      info.buffer_ids = at::cat(buffer_ids);
+      info.index = at::cat(index);
+      if (weighted) info.weight = at::cat(weight);
     }
-    info.buffer_ids = at::cat(buffer_ids);
-    info.index = at::cat(index);
-    if (weighted) info.weight = at::cat(weight);
-    c10::optional<TensorDict> joined = concat(parts);
-    return {joined ? std::move(*joined) : cat(parts, 0), std::move(info)};
+    return info;
   }
 
-  // The samples concatenated by bytes into leaves from `pool` (an earlier
-  // batch's, once nothing else holds any of them: a loop that drops each
-  // batch before the next reuses two sets, and the join touches no fresh
-  // pages), when every leaf is a contiguous CPU tensor; nothing otherwise
-  // (`cat` then joins them).
-  c10::optional<TensorDict> concat(const std::vector<TensorDict>& parts) const {
-    const std::vector<std::pair<NestedKey, Entry>> items =
-        parts[0].items(true, true);
-    std::vector<at::Tensor> srcs;
-    srcs.reserve(items.size() * parts.size());
-    int64_t rows = 0;
-    for (const TensorDict& part : parts) rows += part.batch_size()[0];
-    size_t bytes = 0;
-    for (const auto& [key, entry] : items) {
-      if (!entry.is_tensor()) return c10::nullopt;
-      for (const TensorDict& part : parts) {
-        const at::Tensor t = part.get(key);
-        if (!t.defined() || !t.device().is_cpu() || !t.is_contiguous() ||
-            t.scalar_type() != entry.tensor().scalar_type()) {
-          return c10::nullopt;
-        }
-        srcs.push_back(t);
-        bytes += t.nbytes();
-      }
-    }
-    std::vector<at::Tensor> leaves = pooled(items, rows, bytes);
-    for (size_t k = 0; k < items.size(); ++k) {
-      auto* dst = static_cast<char*>(leaves[k].data_ptr());
-      for (size_t j = 0; j < parts.size(); ++j) {
-        const at::Tensor& src = srcs[k * parts.size() + j];
-        if (src.nbytes() == 0) continue;
-        std::memcpy(dst, src.data_ptr(), src.nbytes());
-        dst += src.nbytes();
-      }
-    }
-    TensorDict out({}, {rows});
-    for (size_t k = 0; k < items.size(); ++k) {
-      out.set(items[k].first, leaves[k]);
-    }
-    return out;
+  // The samples of `ids` (in order) joined: concatenated, or stacked with
+  // the buffer ids broadcast over each sample's rows.
+  std::pair<TensorDict, EnsembleSampleInfo> join(
+      const std::vector<int64_t>& ids, std::vector<TensorDict> parts,
+      const std::vector<SampleInfo>& infos, bool stacked) const {
+    EnsembleSampleInfo info = join_info(ids, infos, stacked);
+    if (stacked) return {stack(parts, 0), std::move(info)};
+    if (parts.size() == 1) return {std::move(parts[0]), std::move(info)};
+    return {cat(parts, 0), std::move(info)};
   }
 
   // Leaves of `rows` rows shaped as `items`' ones: a pooled set nothing
@@ -387,24 +461,8 @@ struct ReplayBufferEnsemble::Impl {
   void load_buffers(const std::string& dir, const char* fn) const {
     for (size_t i = 0; i < buffers.size(); ++i) {
       const std::string path = dir + "/" + std::to_string(i);
-      ReplayBufferOptions o = buffers[i]->options();
-      o.device(c10::nullopt)
-          .shared(false)
-          .storage_dir(c10::nullopt)
-          .sparse_storage(false)
-          .rate_limiter(c10::nullopt);
-      ReplayBuffer scratch(o);
-      const TensorDict rows = buffers[i]->storage();
       try {
-        if (!rows.empty()) {
-          scratch.add(rows.apply(
-              [](const at::Tensor& t) {
-                return at::zeros(t.sizes().slice(1),
-                                 t.options().device(at::kCPU));
-              },
-              std::vector<int64_t>{}));
-        }
-        scratch.loads(path);
+        (void)detail::check_loads(*buffers[i], path);
       } catch (const c10::Error& e) {
         TORCH_CHECK(false, fn, ": buffer ", i, ": ", e.msg());
       }

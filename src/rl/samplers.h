@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -63,6 +64,12 @@ class Sampler {
 at::Tensor checkpoint_entry(const TensorDict& state, const char* key,
                             at::ScalarType dtype, int64_t numel,
                             const char* fn = "ReplayBuffer::loads");
+
+// Runs every check `rb.loads(path)` makes, changing nothing of `rb`: loads
+// `path` into a scratch buffer with rb's options (on the CPU, without shared
+// memory, storage_dir or rate limiter) and, when rb holds rows, one zero row
+// of their structure. Returns the number of rows the checkpoint holds.
+int64_t check_loads(const ReplayBuffer& rb, const std::string& path);
 
 // A generator's state as a checkpoint entry (its text, uint8), and back:
 // false, leaving `rng` as it was, when `bytes` hold no generator state.
