@@ -637,11 +637,8 @@ TEST(LazyStackReplayBuffer, BadRowsChangeNothing) {
       "LazyStackReplayBuffer: storage_dir (the rows live in memory) is not "
       "supported");
   ExpectThrowsMsg<c10::ValueError>(
-      [] {
-        LazyStackReplayBuffer bad(
-            ReplayBufferOptions(8).writer(tensordict::MaxValueWriter()));
-      },
-      "LazyStackReplayBuffer: MaxValueWriter is not supported");
+      [] { LazyStackReplayBuffer bad(ReplayBufferOptions(8).shared(true)); },
+      "LazyStackReplayBuffer: shared is not supported");
 }
 
 TEST(LazyStackReplayBuffer, CheckpointsResumeTheSameRowsAndSamples) {

@@ -1,16 +1,25 @@
-// tensordict/lazy_replay_buffer.h — a replay buffer of rows whose shapes
-// differ (TorchRL's `LazyStackStorage`): each row kept as its own dict, and
-// samples returned as lazy stacks (lazy_stack.h). The replay layer's
-// counterpart of `ReplayBuffer` (replay_buffer.h), whose options and
-// samplers it takes.
+// tensordict/lazy_replay_buffer.h — replay buffers that keep each row on its
+// own and sample lazy stacks (lazy_stack.h), TorchRL's list storages:
+//   - `LazyStackReplayBuffer` (TorchRL's `LazyStackStorage`): rows whose
+//     shapes differ, each kept as its own dict;
+//   - `CompressedReplayBuffer` (TorchRL's `CompressedListStorage`): rows
+//     kept compressed (zlib, or functions of your own), for observations
+//     such as images that compress well.
+// The replay layer's counterparts of `ReplayBuffer` (replay_buffer.h),
+// whose options and samplers they take.
 //
 // Tutorial: docs/tutorials/lazy_stacks.md ("A replay buffer of
-// heterogeneous rows").
+// heterogeneous rows", "A compressed replay buffer").
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include <c10/util/ArrayRef.h>
+#include <torch/arg.h>
+
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -22,6 +31,11 @@
 
 namespace tensordict {
 
+namespace detail {
+struct ListState;      // rl/list_buffer.h
+struct CompressedRow;  // rl/compressed_replay_buffer.cpp
+}  // namespace detail
+
 /// A replay buffer of rows whose shapes differ (TorchRL's
 /// `ReplayBuffer(storage=LazyStackStorage(capacity))`): each row is kept as
 /// its own dict, and `sample` returns a lazy stack of the rows drawn.
@@ -32,10 +46,14 @@ namespace tensordict {
 /// `traj_key`, which every row must therefore hold with one shape. Rows are
 /// written round-robin, and must all have the same number of batch dims
 /// (usually none). `add` and `extend` store copies of the rows and `sample`
-/// returns copies, so neither shares memory with the buffer.
+/// returns copies, so neither shares memory with the buffer. With
+/// `ReplayBufferOptions::device`, the copies are made on that device (as
+/// TorchRL's storage `device` moves what it stores).
 ///
-/// Not supported here: `storage_dir`, `shared`, `device`, a rate limiter
-/// and `MaxValueWriter` (the constructor throws for the options).
+/// `MaxValueWriter` works as in `ReplayBuffer` (every row must hold its
+/// rank key as a tensor; `add` returns -1 for a row it drops), and so does
+/// a `RateLimiter`: its waits release the buffer's lock. Not supported
+/// here: `storage_dir` and `shared` (the constructor throws for them).
 /// Synchronized, as `ReplayBuffer` is. `dumps`/`loads` checkpoint it.
 ///
 /// ```
@@ -49,10 +67,12 @@ class LazyStackReplayBuffer {
   /// A buffer of `options.capacity()` rows (see the class comment for the
   /// options it takes).
   explicit LazyStackReplayBuffer(ReplayBufferOptions options);
+  ~LazyStackReplayBuffer();
 
-  /// Stores a copy of `row` and returns its storage index. Throws, changing
-  /// nothing, when the row lacks the key its sampler reads or has another
-  /// number of batch dims than the rows stored.
+  /// Stores a copy of `row` and returns its storage index (-1 when a
+  /// `MaxValueWriter` drops it). Throws, changing nothing, when the row
+  /// lacks the key its sampler or writer reads or has another number of
+  /// batch dims than the rows stored.
   int64_t add(const TensorDict& row);
   /// Stores copies of `rows`, in order; returns their storage indices.
   /// All-or-nothing, as `add`.
@@ -72,7 +92,9 @@ class LazyStackReplayBuffer {
   [[nodiscard]] int64_t capacity() const;
   /// The storage index of the next write.
   [[nodiscard]] int64_t cursor() const;
-  /// Drops every row.
+  /// `ReplayBuffer::rate_limiter_info`.
+  [[nodiscard]] RateLimiterInfo rate_limiter_info() const;
+  /// Drops every row (and resets the rate limiter's counts).
   void clear();
   /// Reseeds the sampler's generator.
   void manual_seed(uint64_t seed);
@@ -80,7 +102,7 @@ class LazyStackReplayBuffer {
   /// (`ReplayBuffer::dumps`: the sampler's state, generator, cursor and
   /// size) in `dir/index`, the rows as a lazy stack in Python's layout
   /// (`LazyStackedTensorDict::memmap_`, storage order) in `dir/rows`, and
-  /// the format version in `dir/lazy`. `loads` of it resumes the buffer
+  /// the format version and the rate limiter's counts in `dir/lazy`. `loads` of it resumes the buffer
   /// exactly: the same rows, and the same samples afterwards.
   void dumps(const std::string& dir) const;
   /// Replaces this buffer's rows and state with the checkpoint in `dir`.
@@ -94,12 +116,151 @@ class LazyStackReplayBuffer {
   [[nodiscard]] TensorDict row(int64_t i) const;
 
  private:
-  TensorDict index_row(const char* op, const TensorDict& row) const;
+  at::Tensor write(const char* op, const std::vector<TensorDict>& rows,
+                   bool one);
 
   mutable std::mutex mutex_;
-  ReplayBuffer index_;
+  // The index buffer, the rate limiter, the device, the rows' batch dims.
+  std::unique_ptr<detail::ListState> state_;
   std::vector<TensorDict> rows_;
-  int64_t row_dims_ = -1;  // the rows' number of batch dims (-1: none yet)
+};
+
+/// How `CompressedReplayBuffer` compresses each leaf of a row (the
+/// arguments of TorchRL's `CompressedListStorage`). By default a leaf's
+/// bytes (C order) go through zlib at `level`, as TorchRL compresses them
+/// on Python up to 3.13 (on 3.14 it uses zstd, which this library does not
+/// decompress: pass your own functions for such data).
+struct RowCompression {
+  /// A leaf in, its compressed bytes out: a 1-D uint8 tensor.
+  using CompressFn = std::function<at::Tensor(const at::Tensor& leaf)>;
+  /// Compressed bytes in, with the leaf's shape and dtype; the leaf out, of
+  /// that shape and dtype (its device is the buffer's to choose).
+  using DecompressFn = std::function<at::Tensor(
+      const at::Tensor& bytes, c10::IntArrayRef shape, at::ScalarType dtype)>;
+  /// zlib's level, 0 (none) to 9 (smallest); TorchRL's default is 3.
+  TORCH_ARG(int64_t, level) = 3;
+  /// Replaces zlib for compressing (set `decompress` too).
+  TORCH_ARG(CompressFn, compress) = nullptr;
+  /// Replaces zlib for decompressing (set `compress` too).
+  TORCH_ARG(DecompressFn, decompress) = nullptr;
+};
+
+/// A replay buffer that keeps its rows compressed (TorchRL's
+/// `ReplayBuffer(storage=CompressedListStorage(capacity))`): every tensor
+/// leaf of a row is compressed on its own (`RowCompression`), non-tensor
+/// data is kept as it is, and `sample` decompresses the rows drawn and
+/// stacks them lazily along dim 0, as TorchRL's does. For observations
+/// that compress well (Atari frames, masks, sparse features), it holds many
+/// more rows than a `ReplayBuffer` in the same memory, at the cost of a
+/// decompression per sampled leaf.
+///
+/// It is `LazyStackReplayBuffer` in every other way: every sampler of
+/// `ReplayBufferOptions` (through a dense index of the rows holding what
+/// the sampler reads), both writers, a rate limiter, rows of any shapes
+/// with one number of batch dims, `device` (where the sampled rows are
+/// decompressed; by default each leaf's own device), synchronized calls.
+/// Rows are compressed before the lock is taken and decompressed after it,
+/// so threads compress and decompress in parallel. Not supported here:
+/// `storage_dir` and `shared` (the constructor throws for them).
+///
+/// `dumps` writes TorchRL's layout (see there): TorchRL's
+/// `CompressedListStorage` loads the rows, and `loads` reads what TorchRL's
+/// `ReplayBuffer.dumps` wrote for one.
+///
+/// ```
+///   tensordict::CompressedReplayBuffer rb(tensordict::ReplayBufferOptions(1000));
+///   rb.extend(TensorDict({{"pixels", at::zeros({8, 3, 84, 84}, at::kByte)}}, {8}));
+///   auto [batch, info] = rb.sample(4);   // a LazyStackedTensorDict [4]
+///   int64_t held = rb.bytes();           // compressed bytes stored
+/// ```
+class CompressedReplayBuffer {
+ public:
+  /// A buffer of `options.capacity()` rows, compressed with `compression`
+  /// (zlib at level 3 by default). Throws for a level outside 0-9, or for
+  /// only one of `compress` and `decompress`.
+  explicit CompressedReplayBuffer(ReplayBufferOptions options,
+                                  RowCompression compression = {});
+  ~CompressedReplayBuffer();
+
+  /// Compresses `row`, stores it and returns its storage index (-1 when a
+  /// `MaxValueWriter` drops it). Throws, changing nothing, when the row
+  /// lacks the key its sampler or writer reads, has
+  /// another number of batch dims than the rows stored, or a compression
+  /// function fails or returns something other than 1-D uint8 bytes.
+  int64_t add(const TensorDict& row);
+  /// Stores `rows`, in order; returns their storage indices. All or
+  /// nothing, as `add`: every row is compressed before any is stored.
+  at::Tensor extend(const std::vector<TensorDict>& rows);
+  /// `extend(rows.unbind(0))`: the rows of a dict along its first batch dim
+  /// (TorchRL's `extend` of a TensorDict).
+  at::Tensor extend(const TensorDict& rows);
+  /// `extend(rows.tensordicts())`, for a stack along dim 0.
+  at::Tensor extend(const LazyStackedTensorDict& rows);
+  /// Draws `batch_size` rows with the sampler, decompressed and stacked
+  /// lazily along dim 0, and `SampleInfo` as `ReplayBuffer::sample` gives.
+  [[nodiscard]] std::pair<LazyStackedTensorDict, SampleInfo> sample(
+      int64_t batch_size);
+  /// `ReplayBuffer::update_priority`.
+  void update_priority(const at::Tensor& index, const at::Tensor& priority);
+
+  /// The number of rows stored.
+  [[nodiscard]] int64_t size() const;
+  /// The capacity.
+  [[nodiscard]] int64_t capacity() const;
+  /// The storage index of the next write.
+  [[nodiscard]] int64_t cursor() const;
+  /// The compressed bytes stored (TorchRL's `CompressedListStorage.bytes()`:
+  /// non-tensor data not counted).
+  [[nodiscard]] int64_t bytes() const;
+  /// `ReplayBuffer::rate_limiter_info`.
+  [[nodiscard]] RateLimiterInfo rate_limiter_info() const;
+  /// Drops every row (and resets the rate limiter's counts).
+  void clear();
+  /// Reseeds the sampler's generator.
+  void manual_seed(uint64_t seed);
+  /// The row at storage index `i`, decompressed (a copy).
+  [[nodiscard]] TensorDict row(int64_t i) const;
+
+  /// Writes a checkpoint into `dir` (new or empty), in TorchRL's layout of
+  /// a `ReplayBuffer(storage=CompressedListStorage(...))`:
+  ///   - `storage/`: the compressed rows in storage order as a lazy stack
+  ///     (`compressed_data/`, Python's memmap layout), with each row's
+  ///     shapes, dtypes and devices (`metadata.json`) and
+  ///     `data_indices.json`: TorchRL's `CompressedListStorage.loads` reads
+  ///     it (for rows of top-level tensors and non-tensor data; TorchRL does
+  ///     not compress sub-dicts, so a row holding one gives metadata it
+  ///     cannot read);
+  ///   - `writer/metadata.json` and `buffer_metadata.json`: with
+  ///     `storage/`, what TorchRL's `ReplayBuffer.loads` reads for a
+  ///     `RandomSampler`;
+  ///   - `index/`: the index buffer's checkpoint (`ReplayBuffer::dumps`:
+  ///     the sampler's state, generator, cursor and size) and
+  ///     `compressed/` (the format version and the rate limiter's counts),
+  ///     so that `loads` resumes this buffer exactly.
+  void dumps(const std::string& dir) const;
+  /// Replaces this buffer's rows and state with the checkpoint in `dir`:
+  /// one that `dumps` wrote (which needs the capacity and sampler it was
+  /// written with), or one that TorchRL's `ReplayBuffer.dumps` wrote for a
+  /// `CompressedListStorage` (no `index/`: the rows and the writer's cursor
+  /// are read, the sampler starts afresh). All or nothing: every row is
+  /// decompressed and checked before anything changes, so data that does
+  /// not decompress to its shape and dtype is refused at load, not at a
+  /// later sample.
+  void loads(const std::string& dir);
+
+ private:
+  using RowPtr = std::shared_ptr<const detail::CompressedRow>;
+  RowPtr compress_row(const TensorDict& row) const;
+  TensorDict decompress_row(const detail::CompressedRow& row) const;
+
+  at::Tensor write(const char* op, const std::vector<TensorDict>& rows,
+                   bool one);
+
+  RowCompression compression_;
+  mutable std::mutex mutex_;
+  // The index buffer, the rate limiter, the device, the rows' batch dims.
+  std::unique_ptr<detail::ListState> state_;
+  std::vector<RowPtr> rows_;
 };
 
 }  // namespace tensordict

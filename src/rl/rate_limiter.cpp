@@ -3,8 +3,37 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <cmath>
+
 namespace tensordict {
 namespace detail {
+
+c10::optional<RateLimiter> checked_limiter(const ReplayBufferOptions& options) {
+  const auto& r = options.rate_limiter();
+  if (!r) return r;
+  TORCH_CHECK_VALUE(!options.shared(),
+                    "ReplayBufferOptions: a shared buffer cannot use a rate "
+                    "limiter (it makes threads of one process wait)");
+  TORCH_CHECK_VALUE(
+      std::isfinite(r->samples_per_insert()) && r->samples_per_insert() > 0,
+      "RateLimiter: samples_per_insert must be positive, got ",
+      r->samples_per_insert());
+  TORCH_CHECK_VALUE(r->min_size_to_sample() >= 1 &&
+                        r->min_size_to_sample() <= options.capacity(),
+                    "RateLimiter: min_size_to_sample must be in [1, capacity ",
+                    options.capacity(), "], got ", r->min_size_to_sample());
+  const double least = std::max(1.0, r->samples_per_insert());
+  TORCH_CHECK_VALUE(
+      std::isfinite(r->error_buffer()) && r->error_buffer() >= least,
+      "RateLimiter: error_buffer must be at least max(1, "
+      "samples_per_insert) = ",
+      least, ", got ", r->error_buffer());
+  TORCH_CHECK_VALUE(r->timeout().count() >= 0,
+                    "RateLimiter: timeout must not be negative, got ",
+                    r->timeout().count(), " ms");
+  return r;
+}
 
 double RateLimiterImpl::diff() const {
   return static_cast<double>(inserted_) * config_->samples_per_insert() -

@@ -21,23 +21,27 @@
 namespace tensordict {
 namespace detail {
 
+// `options.rate_limiter()`, or a ValueError naming the setting at fault.
+c10::optional<RateLimiter> checked_limiter(const ReplayBufferOptions& options);
+
 class RateLimiterImpl {
  public:
-  // `config` was checked by ReplayBuffer.
+  // `config` was checked (checked_limiter).
   explicit RateLimiterImpl(c10::optional<RateLimiter> config)
       : config_(config) {}
 
   // Waits under `lock` (the buffer's) until `n` rows may be sampled from
   // `storage` (`sample`) or inserted into it; throws naming the counts when
-  // the limiter's timeout passes.
-  template <typename Lock>
-  void wait_to_sample(Lock& lock, const ReplayStorage& storage, int64_t n) {
+  // the limiter's timeout passes. `storage` is anything with a `size()`
+  // (ReplayBuffer's ReplayStorage; a list buffer's index buffer).
+  template <typename Lock, typename Storage>
+  void wait_to_sample(Lock& lock, const Storage& storage, int64_t n,
+                      const char* op = "ReplayBuffer::sample") {
     if (!config_) return;
-    wait(lock, "ReplayBuffer::sample", storage, n,
-         [&] { return may_sample(storage.size(), n); });
+    wait(lock, op, storage, n, [&] { return may_sample(storage.size(), n); });
   }
-  template <typename Lock>
-  void wait_to_insert(Lock& lock, const char* op, const ReplayStorage& storage,
+  template <typename Lock, typename Storage>
+  void wait_to_insert(Lock& lock, const char* op, const Storage& storage,
                       int64_t n) {
     if (!config_ || !config_->block_inserts()) return;
     wait(lock, op, storage, n, [&] { return may_insert(storage.size(), n); });
@@ -69,8 +73,8 @@ class RateLimiterImpl {
   [[nodiscard]] bool may_sample(int64_t size, int64_t n) const;
   [[nodiscard]] bool may_insert(int64_t size, int64_t n) const;
 
-  template <typename Lock, typename Ready>
-  void wait(Lock& lock, const char* op, const ReplayStorage& storage, int64_t n,
+  template <typename Lock, typename Storage, typename Ready>
+  void wait(Lock& lock, const char* op, const Storage& storage, int64_t n,
             const Ready& ready) {
     if (ready() || cv_.wait_for(lock, config_->timeout(), ready)) return;
     throw_timeout(op, n, storage.size());

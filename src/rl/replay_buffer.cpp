@@ -131,32 +131,6 @@ int64_t checked_capacity(const ReplayBufferOptions& options) {
   return options.capacity();
 }
 
-c10::optional<RateLimiter> checked_limiter(const ReplayBufferOptions& options) {
-  const auto& r = options.rate_limiter();
-  if (!r) return r;
-  TORCH_CHECK_VALUE(!options.shared(),
-                    "ReplayBufferOptions: a shared buffer cannot use a rate "
-                    "limiter (it makes threads of one process wait)");
-  TORCH_CHECK_VALUE(
-      std::isfinite(r->samples_per_insert()) && r->samples_per_insert() > 0,
-      "RateLimiter: samples_per_insert must be positive, got ",
-      r->samples_per_insert());
-  TORCH_CHECK_VALUE(r->min_size_to_sample() >= 1 &&
-                        r->min_size_to_sample() <= options.capacity(),
-                    "RateLimiter: min_size_to_sample must be in [1, capacity ",
-                    options.capacity(), "], got ", r->min_size_to_sample());
-  const double least = std::max(1.0, r->samples_per_insert());
-  TORCH_CHECK_VALUE(
-      std::isfinite(r->error_buffer()) && r->error_buffer() >= least,
-      "RateLimiter: error_buffer must be at least max(1, "
-      "samples_per_insert) = ",
-      least, ", got ", r->error_buffer());
-  TORCH_CHECK_VALUE(r->timeout().count() >= 0,
-                    "RateLimiter: timeout must not be negative, got ",
-                    r->timeout().count(), " ms");
-  return r;
-}
-
 }  // namespace
 
 // ===========================================================================
@@ -167,7 +141,7 @@ struct ReplayBuffer::Impl {
   explicit Impl(ReplayBufferOptions opts)
       : options(std::move(opts)),
         capacity(checked_capacity(options)),
-        limiter(checked_limiter(options)),
+        limiter(detail::checked_limiter(options)),
         writer(make_writer(options)),
         shared(options.shared() ? std::make_unique<detail::ProcessMutex>()
                                 : nullptr),
