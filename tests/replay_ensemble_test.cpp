@@ -429,6 +429,23 @@ TEST(ReplayBufferEnsemble, CheckpointsResumeTheSameSamples) {
                       "or empty directory only");
 }
 
+TEST(ReplayBufferEnsemble, ACheckpointWithANeverWrittenBufferLoads) {
+  TempDir dir("td_ensemble_unwritten");
+  ReplayBufferEnsemble ens({Filled(20, 0, 1), Filled(0, 0, 2)},
+                           ReplayBufferEnsembleOptions().ratios({1, 1}));
+  ens.dumps(dir / "cp");
+  // Both of the buffers loaded into hold rows of their own first.
+  ReplayBufferEnsemble restored({Filled(5, 500, 3), Filled(7, 700, 4)},
+                                ReplayBufferEnsembleOptions().ratios({1, 1}));
+  restored.loads(dir / "cp");
+  EXPECT_EQ(restored[0].size(), 20);
+  EXPECT_EQ(restored[1].size(), 0);
+  // Once the empty buffer gets the same rows, both go on alike.
+  (void)ens[1].extend(Rows(10, 1000));
+  (void)restored[1].extend(Rows(10, 1000));
+  EXPECT_EQ(NextSamples(restored, 8, 3), NextSamples(ens, 8, 3));
+}
+
 TEST(ReplayBufferEnsemble, ARefusedLoadChangesNoBuffer) {
   TempDir dir("td_ensemble_refused");
   auto make = [] {
