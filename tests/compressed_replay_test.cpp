@@ -33,11 +33,11 @@ using tensordict_test::TempDir;
 // of `1 + i % 3` floats, a step, a label (non-tensor data), a nested done
 // flag that ends a trajectory every 4 rows.
 TensorDict Row(int64_t i) {
-  TensorDict r(
-      {{"pixels", at::full({3, 8, 8}, i % 7, at::kByte)},
-       {"obs", at::arange(static_cast<double>(1 + i % 3)) + static_cast<double>(i)},
-       {"step", at::scalar_tensor(i, at::kLong)}},
-      {});
+  TensorDict r({{"pixels", at::full({3, 8, 8}, i % 7, at::kByte)},
+                {"obs", at::arange(static_cast<double>(1 + i % 3)) +
+                            static_cast<double>(i)},
+                {"step", at::scalar_tensor(i, at::kLong)}},
+               {});
   r.set_non_tensor("label", "row " + std::to_string(i));
   r.set({"next", "done"}, at::full({1}, i % 4 == 3, at::kBool));
   return r;
@@ -108,7 +108,9 @@ TEST(CompressedReplayBuffer, StoresRowsCompressedAndSamplesLazyStacks) {
   EXPECT_EQ(other.size(), 4);
   ExpectSameRow(other.row(3), Row(2));
   // Empty leaves and a scalar leaf round-trip too.
-  TensorDict odd({{"none", at::zeros({0, 3})}, {"half", at::full({2}, 1.5, at::kHalf)}}, {});
+  TensorDict odd(
+      {{"none", at::zeros({0, 3})}, {"half", at::full({2}, 1.5, at::kHalf)}},
+      {});
   CompressedReplayBuffer small(ReplayBufferOptions(2));
   small.add(odd);
   ExpectSameRow(small.row(0), odd);
@@ -145,7 +147,8 @@ TEST(CompressedReplayBuffer, EverySamplerWorks) {
 
 // A compression of one's own: the raw bytes, counting the calls.
 struct RawBytes {
-  std::shared_ptr<std::atomic<int>> packed = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<int>> packed =
+      std::make_shared<std::atomic<int>>(0);
   std::shared_ptr<std::atomic<int>> unpacked =
       std::make_shared<std::atomic<int>>(0);
   [[nodiscard]] RowCompression compression() const {
@@ -185,7 +188,8 @@ TEST(CompressedReplayBuffer, TakesCompressionFunctionsOfItsOwn) {
 TEST(CompressedReplayBuffer, BadOptionsAndFunctionsAreRefused) {
   ExpectThrowsMsg<c10::ValueError>(
       [] {
-        CompressedReplayBuffer rb(ReplayBufferOptions(4), RowCompression().level(10));
+        CompressedReplayBuffer rb(ReplayBufferOptions(4),
+                                  RowCompression().level(10));
       },
       "CompressedReplayBuffer: zlib's level is 0 to 9, got 10");
   ExpectThrowsMsg<c10::ValueError>(
@@ -197,18 +201,16 @@ TEST(CompressedReplayBuffer, BadOptionsAndFunctionsAreRefused) {
       "CompressedReplayBuffer: set both compress and decompress, or neither "
       "(zlib)");
   ExpectThrowsMsg<c10::ValueError>(
-      [] {
-        CompressedReplayBuffer rb(ReplayBufferOptions(4).shared(true));
-      },
+      [] { CompressedReplayBuffer rb(ReplayBufferOptions(4).shared(true)); },
       "CompressedReplayBuffer: shared is not supported");
   // A compress that returns floats, and a decompress of the wrong shape.
   CompressedReplayBuffer floats(
       ReplayBufferOptions(4),
       RowCompression()
-          .compress([](const at::Tensor& t) { return t.to(at::kFloat).flatten(); })
-          .decompress([](const at::Tensor& b, c10::IntArrayRef, at::ScalarType) {
-            return b;
-          }));
+          .compress(
+              [](const at::Tensor& t) { return t.to(at::kFloat).flatten(); })
+          .decompress([](const at::Tensor& b, c10::IntArrayRef,
+                         at::ScalarType) { return b; }));
   TensorDict r({{"x", at::zeros({2, 3})}}, {});
   ExpectThrowsMsg([&] { floats.add(r); },
                   "CompressedReplayBuffer::add: compress returned a tensor of "
@@ -221,9 +223,10 @@ TEST(CompressedReplayBuffer, BadOptionsAndFunctionsAreRefused) {
           .compress([](const at::Tensor& t) {
             return t.contiguous().flatten().view(at::kByte);
           })
-          .decompress([](const at::Tensor& b, c10::IntArrayRef, at::ScalarType dtype) {
-            return b.view(dtype);  // not reshaped
-          }));
+          .decompress(
+              [](const at::Tensor& b, c10::IntArrayRef, at::ScalarType dtype) {
+                return b.view(dtype);  // not reshaped
+              }));
   flat.add(r);
   ExpectThrowsMsg([&] { (void)flat.sample(1); },
                   "CompressedReplayBuffer::sample: the row at storage index 0, "
@@ -261,14 +264,20 @@ TEST(CompressedReplayBuffer, AFailedWriteChangesNothing) {
   }
   TensorDict bad = row(9);
   bad.set("img", at::zeros({1, 1, 1}));
-  ExpectThrowsMsg([&] { rb.extend({row(4), bad}); },
-                  "CompressedReplayBuffer::extend: rows[1]: too many dims");
+  ExpectThrowsMsg(
+      [&] {
+        rb.extend({row(4), bad});
+      },
+      "CompressedReplayBuffer::extend: rows[1]: too many dims");
   ExpectThrowsMsg([&] { rb.add(bad); },
                   "CompressedReplayBuffer::add: too many dims");
   TensorDict no_done({{"x", at::zeros({2})}}, {});
-  ExpectThrowsMsg([&] { rb.extend({row(4), no_done}); },
-                  "CompressedReplayBuffer::extend: the SliceSampler reads key "
-                  "('next', 'done'), which the row does not hold as a tensor");
+  ExpectThrowsMsg(
+      [&] {
+        rb.extend({row(4), no_done});
+      },
+      "CompressedReplayBuffer::extend: the SliceSampler reads key "
+      "('next', 'done'), which the row does not hold as a tensor");
   TensorDict batched({{"x", at::zeros({3, 2})}}, {3});
   batched.set({"next", "done"}, at::zeros({3, 1}, at::kBool));
   ExpectThrowsMsg([&] { rb.add(batched); },
@@ -294,14 +303,13 @@ TEST(CompressedReplayBuffer, CheckpointsResumeTheSameRowsAndSamples) {
   rb.add(own);
   rb.dumps(dir / "cp");
   // TorchRL's files, beside the index buffer's checkpoint.
-  for (const char* f : {"storage/metadata.json", "storage/data_indices.json",
-                        "storage/compressed_data/meta.json",
-                        "writer/metadata.json", "buffer_metadata.json",
-                        "index/checkpoint/meta.json"}) {
+  for (const char* f :
+       {"storage/metadata.json", "storage/data_indices.json",
+        "storage/compressed_data/meta.json", "writer/metadata.json",
+        "buffer_metadata.json", "index/checkpoint/meta.json"}) {
     EXPECT_TRUE(std::ifstream(dir / "cp" + "/" + f).good()) << f;
   }
-  EXPECT_EQ(ReadText(dir / "cp/writer/metadata.json"),
-            "{\"cursor\":4}");
+  EXPECT_EQ(ReadText(dir / "cp/writer/metadata.json"), "{\"cursor\":4}");
   CompressedReplayBuffer resumed(
       ReplayBufferOptions(6).sampler(tensordict::SliceSampler(2)).seed(99));
   resumed.add(Row(50));
@@ -309,7 +317,8 @@ TEST(CompressedReplayBuffer, CheckpointsResumeTheSameRowsAndSamples) {
   EXPECT_EQ(resumed.size(), rb.size());
   EXPECT_EQ(resumed.cursor(), rb.cursor());
   EXPECT_EQ(resumed.bytes(), rb.bytes());
-  for (int64_t i = 0; i < rb.size(); ++i) ExpectSameRow(resumed.row(i), rb.row(i));
+  for (int64_t i = 0; i < rb.size(); ++i)
+    ExpectSameRow(resumed.row(i), rb.row(i));
   for (int k = 0; k < 3; ++k) {
     auto [a, ia] = rb.sample(4);
     auto [b, ib] = resumed.sample(4);
@@ -324,7 +333,8 @@ TEST(CompressedReplayBuffer, CheckpointsResumeTheSameRowsAndSamples) {
   imported.loads(dir / "cp");
   EXPECT_EQ(imported.size(), 6);
   EXPECT_EQ(imported.cursor(), 4);
-  for (int64_t i = 0; i < rb.size(); ++i) ExpectSameRow(imported.row(i), rb.row(i));
+  for (int64_t i = 0; i < rb.size(); ++i)
+    ExpectSameRow(imported.row(i), rb.row(i));
   imported.add(Row(20));
   ExpectSameRow(imported.row(4), Row(20));
   // An empty buffer's checkpoint empties a buffer.
@@ -380,7 +390,8 @@ TEST(CompressedReplayBuffer, ARefusedLoadChangesNothing) {
   // Zstandard data (TorchRL's default on Python 3.14).
   meta.replace(last, shape.size(), shape);
   std::ofstream(meta_path, std::ios::trunc) << meta;
-  TensorDict zstd_row = TensorDict::load_memmap(dir / "cp/storage/compressed_data/2");
+  TensorDict zstd_row =
+      TensorDict::load_memmap(dir / "cp/storage/compressed_data/2");
   zstd_row.get("pixels").narrow(0, 0, 4).copy_(
       at::tensor({0x28, 0xB5, 0x2F, 0xFD}, at::kByte));
   ExpectThrowsMsg([&] { rb.loads(dir / "cp"); },
@@ -406,9 +417,9 @@ TEST(CompressedReplayBuffer, ARefusedLoadChangesNothing) {
 
 // A row of `n` observations (a shape of its own) and a reward.
 TensorDict Ranked(int64_t n, double reward) {
-  return TensorDict({{"obs", at::full({n}, reward)},
-                     {"reward", at::scalar_tensor(reward)}},
-                    {});
+  return TensorDict(
+      {{"obs", at::full({n}, reward)}, {"reward", at::scalar_tensor(reward)}},
+      {});
 }
 
 // The rewards stored, in storage order.
@@ -435,9 +446,13 @@ void ExpectMaxValueWriterKeepsTheBest(const std::string& cls) {
   EXPECT_TRUE(at::equal(rb.extend({Ranked(1, 6), Ranked(1, 7), Ranked(1, 8)}),
                         at::tensor({2, 0, 1}, at::kLong)));
   EXPECT_EQ(Rewards(rb), (std::vector<double>{7, 8, 6}));
-  ExpectThrowsMsg([&] { rb.add(TensorDict({{"obs", at::zeros({2})}}, {})); },
-                  cls + "::add: the MaxValueWriter reads key reward, which "
-                        "the row does not hold as a tensor");
+  ExpectThrowsMsg(
+      [&] {
+        rb.add(TensorDict({{"obs", at::zeros({2})}}, {}));
+      },
+      cls +
+          "::add: the MaxValueWriter reads key reward, which "
+          "the row does not hold as a tensor");
   EXPECT_EQ(Rewards(rb), (std::vector<double>{7, 8, 6}));
 }
 
@@ -454,15 +469,18 @@ TEST(CompressedReplayBuffer, MaxValueWriterKeepsTheRowsOfHighestRank) {
 template <typename Buffer>
 void ExpectTheRateLimiterWaitsWithTheLockReleased(const std::string& cls) {
   Buffer rb(ReplayBufferOptions(100).seed(0).rate_limiter(
-      tensordict::RateLimiter(1.0).min_size_to_sample(3).error_buffer(2).timeout(
-          std::chrono::milliseconds(50))));
+      tensordict::RateLimiter(1.0)
+          .min_size_to_sample(3)
+          .error_buffer(2)
+          .timeout(std::chrono::milliseconds(50))));
   rb.add(Ranked(1, 0));
   rb.add(Ranked(2, 1));
   ExpectThrowsMsg([&] { (void)rb.sample(1); },
-                  cls + "::sample: the rate limiter did not allow 1 rows "
-                        "within 50 ms (2 rows inserted, 0 sampled, size 2; "
-                        "samples_per_insert 1, min_size_to_sample 3, "
-                        "error_buffer 2)");
+                  cls +
+                      "::sample: the rate limiter did not allow 1 rows "
+                      "within 50 ms (2 rows inserted, 0 sampled, size 2; "
+                      "samples_per_insert 1, min_size_to_sample 3, "
+                      "error_buffer 2)");
   rb.add(Ranked(3, 2));  // diff 3, min_diff 1: two rows may be sampled
   (void)rb.sample(2);
   EXPECT_EQ(rb.rate_limiter_info().sampled, 2);

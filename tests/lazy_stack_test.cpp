@@ -126,6 +126,56 @@ TEST(LazyStack, GetStacksLeavesWhoseShapesAgree) {
   EXPECT_TRUE(next.tensordicts()[0].is_same(g.a.get_tensordict("next")));
 }
 
+TEST(LazyStack, GetPaddedGivesPadAndStacksValuesOnEveryPath) {
+  // What get_padded promises, computed the long way.
+  auto expected = [](const std::vector<at::Tensor>& ts, double value,
+                     int64_t dim) {
+    std::vector<int64_t> shape = ts[0].sizes().vec();
+    for (const auto& t : ts) {
+      for (size_t d = 0; d < shape.size(); ++d) {
+        shape[d] = std::max(shape[d], t.size(static_cast<int64_t>(d)));
+      }
+    }
+    std::vector<at::Tensor> padded;
+    for (const auto& t : ts) {
+      std::vector<int64_t> pad;
+      for (int64_t d = t.dim() - 1; d >= 0; --d) {
+        pad.push_back(0);
+        pad.push_back(shape[static_cast<size_t>(d)] - t.size(d));
+      }
+      padded.push_back(at::constant_pad_nd(t, pad, value));
+    }
+    return at::stack(padded, dim);
+  };
+  auto check = [&](const std::vector<at::Tensor>& ts, double value,
+                   int64_t dim) {
+    std::vector<TensorDict> tds;
+    for (const auto& t : ts) {
+      // Stacked along dim 1, the dicts have the leaves' first dim as theirs.
+      tds.push_back(dim == 0 ? TensorDict({{"x", t}}, {})
+                             : TensorDict({{"x", t}}, {t.size(0)}));
+    }
+    const at::Tensor got =
+        tensordict::lazy_stack(tds, dim).get_padded("x", value);
+    const at::Tensor want = expected(ts, value, dim);
+    EXPECT_EQ(got.scalar_type(), want.scalar_type());
+    EXPECT_TRUE(got.sizes() == want.sizes() && at::equal(got, want));
+    EXPECT_EQ(got.requires_grad(), want.requires_grad());
+  };
+  // Byte copies: 1-D, 3-D, empty and scalar leaves, integers.
+  check({Arange({5}), Arange({2}), Arange({0})}, -1, 0);
+  check({Arange({2, 3, 4}), Arange({1, 3, 2}, 50)}, 7.5, 0);
+  check({at::arange(4), at::arange(6)}, 3, 0);
+  check({at::ones({}, at::kBool), at::zeros({}, at::kBool)}, 0, 0);
+  check({at::ones({3}, at::kBool), at::ones({1}, at::kBool)}, 0, 0);
+  // The general path: a non-integral value for integers, a strided leaf,
+  // another stack dim, a leaf that requires grad.
+  check({at::arange(4), at::arange(6)}, 0.5, 0);
+  check({Arange({4, 2}).t(), Arange({2, 3})}, 0, 0);
+  check({Arange({2, 3}), Arange({2, 1})}, 0, 1);
+  check({Arange({3}).requires_grad_(), Arange({1})}, 0, 0);
+}
+
 TEST(LazyStack, GetNamesTheKeyAndTheShapes) {
   Agents g;
   const auto s = g.stack();

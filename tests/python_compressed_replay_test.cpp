@@ -69,10 +69,11 @@ default.dumps(sys.argv[4])
 )py";
 
 TensorDict Row(int64_t i) {
-  TensorDict r({{"pixels", (at::arange(48, at::kLong).reshape({3, 4, 4}) + i)
-                               .to(at::kByte)},
-                {"reward", at::scalar_tensor(static_cast<double>(i), at::kFloat)}},
-               {});
+  TensorDict r(
+      {{"pixels",
+        (at::arange(48, at::kLong).reshape({3, 4, 4}) + i).to(at::kByte)},
+       {"reward", at::scalar_tensor(static_cast<double>(i), at::kFloat)}},
+      {});
   r.set_non_tensor("label", "row " + std::to_string(i));
   return r;
 }
@@ -90,8 +91,8 @@ TEST(PythonReference, CompressedReplayCheckpointsMatchTorchRL) {
   CompressedReplayBuffer rb(ReplayBufferOptions(8));
   for (int64_t i = 0; i < 10; ++i) rb.add(Row(i));
   rb.dumps(dir / "cpp");
-  ASSERT_TRUE(RunPython(kScript, {dir / "cpp", dir / "read", dir / "torchrl",
-                                  dir / "zstd"}));
+  ASSERT_TRUE(RunPython(
+      kScript, {dir / "cpp", dir / "read", dir / "torchrl", dir / "zstd"}));
 
   const TensorDict read = TensorDict::load_memmap(dir / "read");
   EXPECT_EQ(read.get("len").item<int64_t>(), 8);
@@ -101,7 +102,8 @@ TEST(PythonReference, CompressedReplayCheckpointsMatchTorchRL) {
     const TensorDict want = rb.row(i);
     EXPECT_TRUE(at::equal(read.get("pixels")[i], want.get("pixels"))) << i;
     EXPECT_TRUE(at::equal(read.get("reward")[i], want.get("reward"))) << i;
-    labels += (i > 0 ? "," : "") + want.get_non_tensor("label").get<std::string>();
+    labels +=
+        (i > 0 ? "," : "") + want.get_non_tensor("label").get<std::string>();
   }
   EXPECT_EQ(tensordict_test::ReadFile(dir / "read/labels.txt"), labels);
 
@@ -113,13 +115,14 @@ TEST(PythonReference, CompressedReplayCheckpointsMatchTorchRL) {
   for (int64_t i = 0; i < 8; ++i) {
     const int64_t first = i < 2 ? 108 + i : 100 + i;
     const TensorDict got = loaded.row(i);
-    EXPECT_TRUE(at::equal(got.get("reward"),
-                          at::scalar_tensor(static_cast<double>(first), at::kFloat)))
+    EXPECT_TRUE(
+        at::equal(got.get("reward"),
+                  at::scalar_tensor(static_cast<double>(first), at::kFloat)))
         << i;
-    EXPECT_TRUE(at::equal(
-        got.get("pixels"),
-        (at::arange(48, at::kLong).reshape({3, 4, 4}) + first * 48 - 100 * 48 + 100)
-            .to(at::kByte)))
+    EXPECT_TRUE(at::equal(got.get("pixels"),
+                          (at::arange(48, at::kLong).reshape({3, 4, 4}) +
+                           first * 48 - 100 * 48 + 100)
+                              .to(at::kByte)))
         << i;
     EXPECT_EQ(got.get_non_tensor("label").get<std::string>(),
               "row " + std::to_string(first));

@@ -6,11 +6,14 @@
 #include "tensordict/lazy_stack.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <string>
 #include <utility>
@@ -19,6 +22,7 @@
 #include "core/compat.h"
 #include "core/indexing.h"
 #include "core/internal.h"
+#include "core/row_copy.h"
 #include "core/write_plan.h"
 #include "ops/common.h"
 #include "tensordict/functional.h"
@@ -136,6 +140,69 @@ at::Tensor pad_to(const at::Tensor& t, c10::IntArrayRef shape,
     any |= extra != 0;
   }
   return any ? at::constant_pad_nd(t, pad, value) : t;
+}
+
+// Copies the dense `src` (of `shape`, `item`-byte elements) into the
+// region of the same shape at the start of `dst`, a C-contiguous block of
+// `outer` (the padded shape): one memcpy per innermost row.
+void copy_into_padded(char* dst, const char* src, c10::IntArrayRef shape,
+                      c10::IntArrayRef outer, size_t item) {
+  if (shape.size() <= 1) {
+    std::memcpy(dst, src,
+                item * static_cast<size_t>(shape.empty() ? 1 : shape[0]));
+    return;
+  }
+  size_t inner_dst = item;
+  size_t inner_src = item;
+  for (size_t d = 1; d < shape.size(); ++d) {
+    inner_dst *= static_cast<size_t>(outer[d]);
+    inner_src *= static_cast<size_t>(shape[d]);
+  }
+  for (int64_t i = 0; i < shape[0]; ++i) {
+    copy_into_padded(dst + static_cast<size_t>(i) * inner_dst,
+                     src + static_cast<size_t>(i) * inner_src, shape.slice(1),
+                     outer.slice(1), item);
+  }
+}
+
+// `get_padded` for stack dim 0 over CPU leaves of one dtype, contiguous and
+// untracked by autograd: one tensor filled with `value`, then each leaf's
+// bytes copied into its corner. Undefined for any other case (the general
+// path pads and stacks).
+at::Tensor padded_by_bytes(const std::vector<at::Tensor>& leaves,
+                           const std::vector<int64_t>& shape, int64_t stack_dim,
+                           const at::Scalar& value) {
+  const bool grad_mode = c10::GradMode::is_enabled();
+  if (stack_dim != 0) return {};
+  // A padding value the dtype holds exactly (otherwise the general path's
+  // conversion applies).
+  const at::ScalarType dtype = leaves[0].scalar_type();
+  const double v = value.toDouble();
+  if (dtype == at::kBool ? v != 0.0 && v != 1.0
+                         : !at::isFloatingType(dtype) && v != std::trunc(v)) {
+    return {};
+  }
+  for (const auto& t : leaves) {
+    const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    if (!detail::cpu_bytes(impl) || !detail::untracked(impl, grad_mode) ||
+        t.scalar_type() != dtype) {
+      return {};
+    }
+  }
+  std::vector<int64_t> out_shape{static_cast<int64_t>(leaves.size())};
+  out_shape.insert(out_shape.end(), shape.begin(), shape.end());
+  at::Tensor out = at::full(out_shape, value, leaves[0].options());
+  int64_t per = 1;
+  for (int64_t s : shape) per *= s;
+  const size_t item = out.element_size();
+  char* base = static_cast<char*>(out.data_ptr());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (leaves[i].numel() == 0) continue;
+    copy_into_padded(base + i * static_cast<size_t>(per) * item,
+                     detail::bytes_of(leaves[i].unsafeGetTensorImpl()),
+                     leaves[i].sizes(), shape, item);
+  }
+  return out;
 }
 
 // The largest size of each dim among `tensors` (of one number of dims).
@@ -413,6 +480,8 @@ at::Tensor LazyStackedTensorDict::get_padded(const NestedKey& key,
   auto leaves = leaves_at(*this, "get_padded", key);
   check_paddable("get_padded", key, leaves);
   const auto shape = max_shape(leaves);
+  at::Tensor fast = padded_by_bytes(leaves, shape, stack_dim_, padding_value);
+  if (fast.defined()) return fast;
   for (auto& t : leaves) t = pad_to(t, shape, padding_value);
   return at::stack(leaves, stack_dim_);
 }

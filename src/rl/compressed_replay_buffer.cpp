@@ -91,18 +91,18 @@ at::Tensor zlib_decompress(const at::Tensor& bytes, c10::IntArrayRef shape,
   const auto* p = src.data_ptr<uint8_t>();
   const auto n = static_cast<uLong>(src.numel());
   // zstd's frame magic, little-endian 0xFD2FB528: TorchRL on Python 3.14.
-  TORCH_CHECK(!(n >= 4 && p[0] == 0x28 && p[1] == 0xB5 && p[2] == 0x2F &&
-                p[3] == 0xFD),
-              "the bytes are zstd data (TorchRL's default on Python 3.14), "
-              "and this buffer decompresses zlib: pass RowCompression a "
-              "decompress function");
+  TORCH_CHECK(
+      !(n >= 4 && p[0] == 0x28 && p[1] == 0xB5 && p[2] == 0x2F && p[3] == 0xFD),
+      "the bytes are zstd data (TorchRL's default on Python 3.14), "
+      "and this buffer decompresses zlib: pass RowCompression a "
+      "decompress function");
   at::Tensor out = at::empty(shape, dtype);
   const auto want = static_cast<uLongf>(out.nbytes());
   uLongf got = want;
   const int rc = ::uncompress(static_cast<Bytef*>(out.data_ptr()), &got, p, n);
-  TORCH_CHECK(rc == Z_OK && got == want,
-              "the bytes do not decompress to the ", want, " bytes of shape ",
-              detail::shape_str(shape), " and dtype ", dtype, " (zlib: ",
+  TORCH_CHECK(rc == Z_OK && got == want, "the bytes do not decompress to the ",
+              want, " bytes of shape ", detail::shape_str(shape), " and dtype ",
+              dtype, " (zlib: ",
               rc == Z_OK ? "stream of " + std::to_string(got) + " bytes"
                          : std::string(::zError(rc)),
               ")");
@@ -130,8 +130,8 @@ std::vector<int64_t> read_size(const json& j, const std::string& what) {
   TORCH_CHECK(v.is_array(), what, " is not a list of sizes");
   std::vector<int64_t> out;
   for (const json& d : v) {
-    TORCH_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0, what,
-                " holds ", d.dump(), ", which is not a size");
+    TORCH_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0, what, " holds ",
+                d.dump(), ", which is not a size");
     out.push_back(d.get<int64_t>());
   }
   return out;
@@ -158,8 +158,7 @@ json level_meta(const TensorDict& level, const CompressedRow& row,
       fields[name] = {
           {"type", "tensor"},
           {"shape", tagged("torch.Size", t.sizes().vec())},
-          {"dtype", tagged("torch.dtype",
-                           detail::dtype_name(t.scalar_type()))},
+          {"dtype", tagged("torch.dtype", detail::dtype_name(t.scalar_type()))},
           {"device", tagged("torch.device", row.devices[leaf].str())}};
       ++leaf;
     }
@@ -188,9 +187,9 @@ void read_level(const json& m, const TensorDict& data,
       const bool wrapped = v.is_object() && v.contains("__type__");
       out.set_non_tensor(name, wrapped ? untag(v, "NonTensorData", at) : v);
     } else if (type == "tensordict") {
-      TensorDict sub(read_size(f.contains("batch_size") ? f["batch_size"]
-                                                        : json(),
-                               at + ": batch_size"));
+      TensorDict sub(
+          read_size(f.contains("batch_size") ? f["batch_size"] : json(),
+                    at + ": batch_size"));
       read_level(f, data, parts, sub, row, what);
       out.set(name, sub);
     } else {
@@ -222,7 +221,8 @@ void read_level(const json& m, const TensorDict& data,
       row.bytes.push_back(b.clone());  // into memory
       row.devices.push_back(device);
       row.nbytes += b.numel();
-      out.set(name, at::empty(shape, at::TensorOptions(*dtype).device(at::kMeta)));
+      out.set(name,
+              at::empty(shape, at::TensorOptions(*dtype).device(at::kMeta)));
     }
   }
 }
@@ -281,7 +281,8 @@ CompressedReplayBuffer::RowPtr CompressedReplayBuffer::compress_row(
   return out;
 }
 
-TensorDict CompressedReplayBuffer::decompress_row(const CompressedRow& row) const {
+TensorDict CompressedReplayBuffer::decompress_row(
+    const CompressedRow& row) const {
   const auto& device = state_->device;
   size_t k = 0;
   return row.skeleton.named_apply([&](const NestedKey& key,
@@ -301,8 +302,8 @@ TensorDict CompressedReplayBuffer::decompress_row(const CompressedRow& row) cons
                     t.scalar_type() == m.scalar_type(),
                 "key ", key.str(), ": decompress returned ",
                 t.defined() ? std::string("a tensor of dtype ") +
-                                  c10::toString(t.scalar_type()) + " and shape " +
-                                  detail::shape_str(t.sizes())
+                                  c10::toString(t.scalar_type()) +
+                                  " and shape " + detail::shape_str(t.sizes())
                             : std::string("an undefined tensor"),
                 "; the leaf is ", m.scalar_type(), " of shape ",
                 detail::shape_str(m.sizes()));
@@ -350,8 +351,8 @@ at::Tensor CompressedReplayBuffer::write(const char* op,
     try {
       packed.push_back(compress_row(rows[k]));
     } catch (const c10::Error& e) {
-      TORCH_CHECK(false, op, ": ", one ? "" : "rows[" + std::to_string(k) + "]: ",
-                  e.msg());
+      TORCH_CHECK(false, op, ": ",
+                  one ? "" : "rows[" + std::to_string(k) + "]: ", e.msg());
     }
   }
   detail::ListLock lock(mutex_);
@@ -373,10 +374,12 @@ std::pair<LazyStackedTensorDict, SampleInfo> CompressedReplayBuffer::sample(
     try {
       out.push_back(decompress_row(*drawn_rows[k]));
     } catch (const c10::Error& e) {
-      TORCH_CHECK(false, "CompressedReplayBuffer::sample: the row at storage "
-                  "index ", info.index.reshape({-1})[static_cast<int64_t>(k)]
-                                .item<int64_t>(),
-                  ", ", e.msg());
+      TORCH_CHECK(
+          false,
+          "CompressedReplayBuffer::sample: the row at storage "
+          "index ",
+          info.index.reshape({-1})[static_cast<int64_t>(k)].item<int64_t>(),
+          ", ", e.msg());
     }
   }
   return {LazyStackedTensorDict(std::move(out), 0), std::move(info)};
@@ -424,8 +427,8 @@ TensorDict CompressedReplayBuffer::row(int64_t i) const {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const int64_t n = state_->index.size();
-    TORCH_CHECK_INDEX(i >= 0 && i < n, "CompressedReplayBuffer::row: index ",
-                      i, " is out of range for the ", n, " rows stored");
+    TORCH_CHECK_INDEX(i >= 0 && i < n, "CompressedReplayBuffer::row: index ", i,
+                      " is out of range for the ", n, " rows stored");
     r = rows_[static_cast<size_t>(i)];
   }
   TensorDict out;
@@ -441,8 +444,8 @@ TensorDict CompressedReplayBuffer::row(int64_t i) const {
 
 namespace {
 
-void write_json(const std::string& dir, const std::string& name,
-                const json& j, const char* fn) {
+void write_json(const std::string& dir, const std::string& name, const json& j,
+                const char* fn) {
   detail::make_dir(dir);
   const std::string text = j.dump();
   (void)detail::write_file(dir, name, text.data(), text.size(), false, fn);
@@ -491,9 +494,9 @@ void CompressedReplayBuffer::dumps(const std::string& dir) const {
   write_json(dir + "/storage", "data_indices.json", indices, kFn);
   write_json(dir + "/writer", "metadata.json",
              json{{"cursor", st.index.cursor()}}, kFn);
-  write_json(dir, "buffer_metadata.json",
-             json{{"batch_size", nullptr}, {"consume_after_n_samples", nullptr}},
-             kFn);
+  write_json(
+      dir, "buffer_metadata.json",
+      json{{"batch_size", nullptr}, {"consume_after_n_samples", nullptr}}, kFn);
 }
 
 void CompressedReplayBuffer::loads(const std::string& dir) {
@@ -520,7 +523,8 @@ void CompressedReplayBuffer::loads(const std::string& dir) {
   detail::ListState::Saved saved;
   if (ours) {
     TORCH_CHECK(detail::path_exists(dir + "/compressed/meta.json"), kFn, ": '",
-                dir, "' has an index/ but no compressed/meta.json (dumps "
+                dir,
+                "' has an index/ but no compressed/meta.json (dumps "
                 "writes both)");
     saved = detail::ListState::read(dir + "/compressed", kFn);
     int64_t held = 0;
@@ -532,7 +536,8 @@ void CompressedReplayBuffer::loads(const std::string& dir) {
     TORCH_CHECK(held == n, kFn, ": '", dir, "': the index holds ", held,
                 " rows but storage/ holds ", n);
   } else {
-    const auto writer = detail::read_json_file(dir + "/writer/metadata.json", kFn);
+    const auto writer =
+        detail::read_json_file(dir + "/writer/metadata.json", kFn);
     TORCH_CHECK(writer.has_value() && writer->is_object() &&
                     writer->contains("cursor") &&
                     (*writer)["cursor"].is_number_integer(),
@@ -542,19 +547,18 @@ void CompressedReplayBuffer::loads(const std::string& dir) {
     TORCH_CHECK(n <= st.index.capacity(), kFn, ": '", dir, "' holds ", n,
                 " rows, more than this buffer's capacity ",
                 st.index.capacity());
-    TORCH_CHECK(n == st.index.capacity() ? cursor >= 0 && cursor < n
-                                       : cursor == n,
-                kFn, ": '", dir, "': the writer's cursor ", cursor,
-                " does not fit the ", n, " rows stored (capacity ",
-                st.index.capacity(), ")");
+    TORCH_CHECK(
+        n == st.index.capacity() ? cursor >= 0 && cursor < n : cursor == n, kFn,
+        ": '", dir, "': the writer's cursor ", cursor, " does not fit the ", n,
+        " rows stored (capacity ", st.index.capacity(), ")");
   }
   c10::optional<LazyStackedTensorDict> data;
   if (n > 0) {
     TORCH_CHECK(detail::path_exists(storage + "/compressed_data/meta.json"),
                 kFn, ": '", dir, "': storage/ holds ", n,
                 " rows but no compressed_data/");
-    data = LazyStackedTensorDict::load_memmap(storage + "/compressed_data",
-                                              true);
+    data =
+        LazyStackedTensorDict::load_memmap(storage + "/compressed_data", true);
   }
   std::vector<RowPtr> rows;
   std::vector<TensorDict> index_rows;
@@ -569,8 +573,9 @@ void CompressedReplayBuffer::loads(const std::string& dir) {
                 what, ": data index ", at_i.dump(), " is not one of the ",
                 data->tensordicts().size(), " dicts of compressed_data");
     const json& m = (*meta)[static_cast<size_t>(i)];
-    TORCH_CHECK(m.is_object() && m.contains("type") && m["type"] == "tensordict",
-                what, ": its metadata is not of type \"tensordict\"");
+    TORCH_CHECK(
+        m.is_object() && m.contains("type") && m["type"] == "tensordict", what,
+        ": its metadata is not of type \"tensordict\"");
     auto r = std::make_shared<CompressedRow>();
     TensorDict skeleton(m.contains("batch_size")
                             ? read_size(m["batch_size"], what + ": batch_size")
@@ -606,7 +611,8 @@ void CompressedReplayBuffer::loads(const std::string& dir) {
     if (n > 0) {
       (void)st.index.extend(tensordict::stack(index_rows, 0));
       if (cursor > 0 && n == st.index.capacity() &&
-          std::holds_alternative<RoundRobinWriter>(st.index.options().writer())) {
+          std::holds_alternative<RoundRobinWriter>(
+              st.index.options().writer())) {
         (void)st.index.extend(tensordict::stack(
             std::vector<TensorDict>(index_rows.begin(),
                                     index_rows.begin() + cursor),

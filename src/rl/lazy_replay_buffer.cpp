@@ -79,8 +79,8 @@ std::pair<LazyStackedTensorDict, SampleInfo> LazyStackReplayBuffer::sample(
   detail::ListLock lock(mutex_);
   SampleInfo info =
       state_->draw(lock, "LazyStackReplayBuffer::sample", batch_size);
-  std::vector<TensorDict> out = detail::list_gather(rows_, info.index);
-  for (auto& r : out) r = r.clone();
+  std::vector<TensorDict> out =
+      detail::copy_rows(detail::list_gather(rows_, info.index));
   return {LazyStackedTensorDict(std::move(out), 0), std::move(info)};
 }
 

@@ -3,13 +3,16 @@
 #include "rl/list_buffer.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
+#include <cstring>
 #include <string>
 #include <utility>
 #include <variant>
 
 #include "core/names.h"
+#include "core/row_copy.h"
 #include "io/files.h"
 #include "rl/sampler_config.h"
 #include "rl/samplers.h"
@@ -126,6 +129,43 @@ ListState::Saved ListState::read(const std::string& dir, const char* fn) {
 void ListState::restore(const Saved& saved, int64_t rows) {
   row_dims = rows > 0 ? saved.row_dims : -1;
   limiter.reset(saved.inserted, saved.sampled);
+}
+
+std::vector<TensorDict> copy_rows(const std::vector<TensorDict>& rows) {
+  const bool grad_mode = c10::GradMode::is_enabled();
+  auto bytes_copied = [&](const at::Tensor& t) {
+    const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    return cpu_bytes(impl) && untracked(impl, grad_mode);
+  };
+  // Each leaf at a 64-byte boundary, as LibTorch's allocator aligns.
+  auto aligned = [](int64_t n) { return (n + 63) / 64 * 64; };
+  int64_t total = 0;
+  for (const TensorDict& r : rows) {
+    for (const Entry& e : r.values(true, true)) {
+      if (bytes_copied(e.tensor())) {
+        total += aligned(static_cast<int64_t>(e.tensor().nbytes()));
+      }
+    }
+  }
+  const at::Tensor buffer = at::empty({total}, at::kByte);
+  const c10::Storage& storage = buffer.storage();
+  char* base = static_cast<char*>(buffer.data_ptr());
+  int64_t offset = 0;
+  std::vector<TensorDict> out;
+  out.reserve(rows.size());
+  for (const TensorDict& r : rows) {
+    out.push_back(r.apply([&](const at::Tensor& t) {
+      if (!bytes_copied(t)) return t.clone();
+      const auto n = static_cast<int64_t>(t.nbytes());
+      if (n > 0)
+        std::memcpy(base + offset, bytes_of(t.unsafeGetTensorImpl()),
+                    static_cast<size_t>(n));
+      at::Tensor copy = tensor_on(storage, offset, t.scalar_type(), t.sizes());
+      offset += aligned(n);
+      return copy;
+    }));
+  }
+  return out;
 }
 
 }  // namespace detail

@@ -42,7 +42,7 @@ struct ListState {
   const char* cls;
   c10::optional<at::Device> device;  // where the rows go (none: as written)
   RateLimiterImpl limiter;
-  ReplayBuffer index;  // on the CPU, without a rate limiter
+  ReplayBuffer index;     // on the CPU, without a rate limiter
   int64_t row_dims = -1;  // the rows' number of batch dims (-1: none yet)
 
   // The index buffer's row for `row`: a marker, and the keys the sampler
@@ -85,8 +85,8 @@ struct ListState {
           std::move(stored[static_cast<size_t>(skip + k)]);
       ++inserted;
     }
-    limiter.count_inserted(
-        skip > 0 ? static_cast<int64_t>(stored.size()) : inserted);
+    limiter.count_inserted(skip > 0 ? static_cast<int64_t>(stored.size())
+                                    : inserted);
     row_dims = dims;
     return written;
   }
@@ -111,6 +111,12 @@ struct ListState {
   [[nodiscard]] static Saved read(const std::string& dir, const char* fn);
   void restore(const Saved& saved, int64_t rows);
 };
+
+// Copies of `rows` (a sample's): every contiguous CPU leaf that autograd
+// does not track is copied by bytes into one new buffer that the copies'
+// leaves view (one allocation for the whole sample, as ReplayBuffer's
+// gather makes); any other leaf is cloned.
+std::vector<TensorDict> copy_rows(const std::vector<TensorDict>& rows);
 
 // The slots of `index` (int64, any shape), in order.
 template <typename Row>
