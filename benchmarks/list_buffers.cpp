@@ -42,10 +42,10 @@ std::vector<TensorDict> ragged_rows() {
   for (int64_t i = 0; i < kRows; ++i) {
     const int64_t len =
         16 + at::randint(kLongest - 16 + 1, {1}, gen).item<int64_t>();
-    rows.emplace_back(std::vector<tensordict::Item>{
-                          {"tokens", at::randn({len}, gen)},
-                          {"reward", at::randn({}, gen)}},
-                      c10::IntArrayRef{});
+    rows.emplace_back(
+        std::vector<tensordict::Item>{{"tokens", at::randn({len}, gen)},
+                                      {"reward", at::randn({}, gen)}},
+        c10::IntArrayRef{});
   }
   return rows;
 }
@@ -61,10 +61,10 @@ std::vector<TensorDict> frame_rows() {
       frame.narrow(1, y, 12).narrow(2, x, 8).fill_(
           at::randint(1, 256, {1}, gen).item<int64_t>());
     }
-    rows.emplace_back(std::vector<tensordict::Item>{
-                          {"pixels", frame},
-                          {"action", at::randint(6, {}, gen)}},
-                      c10::IntArrayRef{});
+    rows.emplace_back(
+        std::vector<tensordict::Item>{{"pixels", frame},
+                                      {"action", at::randint(6, {}, gen)}},
+        c10::IntArrayRef{});
   }
   return rows;
 }
@@ -88,10 +88,9 @@ ReplayBuffer& padded() {
       at::Tensor mask = at::zeros({kLongest}, at::kBool);
       tokens.narrow(0, 0, t.numel()).copy_(t);
       mask.narrow(0, 0, t.numel()).fill_(true);
-      b->add(TensorDict({{"tokens", tokens},
-                         {"mask", mask},
-                         {"reward", r.get("reward")}},
-                        {}));
+      b->add(TensorDict(
+          {{"tokens", tokens}, {"mask", mask}, {"reward", r.get("reward")}},
+          {}));
     }
     return b;
   }();
