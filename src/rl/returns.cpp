@@ -207,6 +207,31 @@ void reverse_scan(const Inputs& in, Start start, Step step) {
   }
 }
 
+// One step of GAE over the `inner` columns at `off`, `acc` the running
+// advantages: the columns across SIMD lanes, with TorchRL's arithmetic (flags
+// as factors). The pointers never overlap (`__restrict`), and the flags are
+// read as bytes: either alone keeps GCC from vectorizing.
+template <typename T>
+void gae_step(int64_t off, int64_t inner, const T* __restrict rp,
+              const T* __restrict vp, const T* __restrict nvp,
+              const uint8_t* __restrict dp, const uint8_t* __restrict tp,
+              T* __restrict ap, T* __restrict gp, T* __restrict acc, T gamma,
+              T gl) {
+  TENSORDICT_IVDEP
+  for (int64_t j = 0; j < inner; ++j) {
+    const int64_t i = off + j;
+    const T vi = vp[i];
+    // 1 - flag, TorchRL's `(~flag).int()` (a bool's byte is 0 or 1).
+    const T not_t = T(1) - static_cast<T>(tp[i]);
+    const T not_d = T(1) - static_cast<T>(dp[i]);
+    const T delta = rp[i] + gamma * not_t * nvp[i] - vi;
+    const T a = delta + acc[j] * (gl * not_d);
+    acc[j] = a;
+    ap[i] = a;
+    gp[i] = a + vi;
+  }
+}
+
 }  // namespace
 
 AdvantageEstimate gae(const at::Tensor& reward, const at::Tensor& value,
@@ -226,6 +251,8 @@ AdvantageEstimate gae(const at::Tensor& reward, const at::Tensor& value,
     const scalar_t *rp = ptr<scalar_t>(r), *vp = ptr<scalar_t>(v),
                    *nvp = ptr<scalar_t>(nv);
     const bool *dp = ptr<bool>(d), *tp = ptr<bool>(term);
+    const auto* d8 = static_cast<const uint8_t*>(d.data_ptr());
+    const auto* t8 = static_cast<const uint8_t*>(term.data_ptr());
     scalar_t *ap = out_ptr<scalar_t>(adv), *gp = out_ptr<scalar_t>(tgt);
     const int64_t inner = in.inner();
     std::vector<scalar_t> acc_v(static_cast<size_t>(inner));
@@ -246,19 +273,7 @@ AdvantageEstimate gae(const at::Tensor& reward, const at::Tensor& value,
             gp[off] = a + vi;
             return;
           }
-          // Columns across SIMD lanes: flags as factors, TorchRL's arithmetic.
-          TENSORDICT_IVDEP
-          for (int64_t j = 0; j < inner; ++j) {
-            const int64_t i = off + j;
-            const scalar_t vi = vp[i];
-            const scalar_t delta =
-                rp[i] + gamma_t * not_flag<scalar_t>(tp[i]) * nvp[i] - vi;
-            const scalar_t a =
-                delta + acc[j] * (gl * not_flag<scalar_t>(dp[i]));
-            acc[j] = a;
-            ap[i] = a;
-            gp[i] = a + vi;
-          }
+          gae_step(off, inner, rp, vp, nvp, d8, t8, ap, gp, acc, gamma_t, gl);
         });
   });
   return {in.out(adv), in.out(tgt)};
@@ -316,6 +331,27 @@ at::Tensor td0(const Param& gamma, const at::Tensor& next_value,
   return in.out(ret);
 }
 
+// One step of TD(lambda) over the `inner` columns at `off`, `g` the running
+// returns. The pointers never overlap (`__restrict`), so GCC can put the
+// columns across SIMD lanes, the selects included.
+template <typename T, typename G, typename L, typename K>
+void lambda_step(int64_t off, int64_t inner, const T* __restrict rp,
+                 const T* __restrict nvp, const uint8_t* __restrict dp,
+                 const uint8_t* __restrict tp, T* __restrict gp,
+                 T* __restrict g, G gam, L lam, K keep) {
+  TENSORDICT_IVDEP
+  for (int64_t j = 0; j < inner; ++j) {
+    const int64_t i = off + j;
+    const T nvi = nvp[i];
+    const T acc = g[j];
+    const T boot = tp[i] != 0 ? T(0) : nvi;
+    const T next = dp[i] != 0 ? boot : acc;
+    const T x = rp[i] + gam[i] * (keep[i] * boot + lam[i] * next);
+    g[j] = x;
+    gp[i] = x;
+  }
+}
+
 // TD(lambda), and TD(1) as its lambda = 1 case: the two agree wherever a
 // terminated step is also done, and TD(1) (`td1`) counts a terminated step
 // as done, as TorchRL's td1_return_estimate does.
@@ -336,7 +372,9 @@ at::Tensor lambda_return(const char* fn, const Param& gamma,
   at::Tensor ret = in.result();
   AT_DISPATCH_FLOATING_TYPES(in.dtype(), "lambda_return", [&] {
     const scalar_t *nvp = ptr<scalar_t>(nv), *rp = ptr<scalar_t>(r);
-    const bool *dp = ptr<bool>(d), *tp = ptr<bool>(term);
+    // The flags as bytes (bool loads keep GCC from vectorizing).
+    const auto* d8 = static_cast<const uint8_t*>(d.data_ptr());
+    const auto* t8 = static_cast<const uint8_t*>(term.data_ptr());
     scalar_t* gp = out_ptr<scalar_t>(ret);
     const int64_t inner = in.inner();
     std::vector<scalar_t> g_v(static_cast<size_t>(inner));
@@ -348,20 +386,11 @@ at::Tensor lambda_return(const char* fn, const Param& gamma,
             in,
             [&](int64_t last) {
               for (int64_t j = 0; j < inner; ++j) {
-                g[j] = nvp[last + j] * not_flag<scalar_t>(tp[last + j]);
+                g[j] = nvp[last + j] * not_flag<scalar_t>(t8[last + j] != 0);
               }
             },
             [=](int64_t, int64_t off) {
-              for (int64_t j = 0; j < inner; ++j) {
-                const int64_t i = off + j;
-                const scalar_t nvi = nvp[i];
-                const scalar_t boot = tp[i] ? scalar_t(0) : nvi;
-                const scalar_t next = dp[i] ? boot : g[j];
-                const scalar_t x =
-                    rp[i] + gam[i] * (keep[i] * boot + lam[i] * next);
-                g[j] = x;
-                gp[i] = x;
-              }
+              lambda_step(off, inner, rp, nvp, d8, t8, gp, g, gam, lam, keep);
             });
       });
     });
