@@ -209,8 +209,8 @@ void reverse_scan(const Inputs& in, Start start, Step step) {
 
 // One step of GAE over the `inner` columns at `off`, `acc` the running
 // advantages: the columns across SIMD lanes, with TorchRL's arithmetic (flags
-// as factors). The pointers never overlap (`__restrict`), and the flags are
-// read as bytes: either alone keeps GCC from vectorizing.
+// as factors). The pointers never overlap (`__restrict`) and the flags are
+// read as bytes: without both, GCC does not vectorize the loop.
 template <typename T>
 void gae_step(int64_t off, int64_t inner, const T* __restrict rp,
               const T* __restrict vp, const T* __restrict nvp,
@@ -221,9 +221,10 @@ void gae_step(int64_t off, int64_t inner, const T* __restrict rp,
   for (int64_t j = 0; j < inner; ++j) {
     const int64_t i = off + j;
     const T vi = vp[i];
-    // 1 - flag, TorchRL's `(~flag).int()` (a bool's byte is 0 or 1).
-    const T not_t = T(1) - static_cast<T>(tp[i]);
-    const T not_d = T(1) - static_cast<T>(dp[i]);
+    // TorchRL's `(~flag).int()` as a factor, 0 for any nonzero byte (`min`
+    // vectorizes where a compare or a select does not).
+    const T not_t = static_cast<T>(1 - std::min<int>(tp[i], 1));
+    const T not_d = static_cast<T>(1 - std::min<int>(dp[i], 1));
     const T delta = rp[i] + gamma * not_t * nvp[i] - vi;
     const T a = delta + acc[j] * (gl * not_d);
     acc[j] = a;
