@@ -691,6 +691,62 @@ TEST(LazyStackReplayBuffer, BadRowsChangeNothing) {
       "LazyStackReplayBuffer: shared is not supported");
 }
 
+TEST(LazyStackReplayBuffer, ARowThatFitsIsWrittenIntoTheRowItOverwrites) {
+  LazyStackReplayBuffer rb(ReplayBufferOptions(3));
+  for (int64_t i = 0; i < 3; ++i) rb.add(Row(i));  // obs of 1, 2 and 3
+  // Row 3 (obs of 1) overwrites row 0, which it fits: into its tensors.
+  const TensorDict old0 = rb.row(0);
+  const void* obs0 = old0.get("obs").data_ptr();
+  const void* done0 = old0.get({"next", "done"}).data_ptr();
+  const TensorDict r3 = Row(3);
+  EXPECT_EQ(rb.add(r3), 0);
+  EXPECT_TRUE(rb.row(0).is_same(old0));
+  EXPECT_EQ(rb.row(0).get("obs").data_ptr(), obs0);
+  EXPECT_EQ(rb.row(0).get({"next", "done"}).data_ptr(), done0);
+  EXPECT_TRUE((rb.row(0) == r3).all());
+  EXPECT_FALSE(
+      tensordict_test::SharesStorage(rb.row(0).get("obs"), r3.get("obs")));
+  // Row 5 (obs of 3) does not fit row 1 (obs of 2): a copy, and the dict
+  // handed out before keeps the old row.
+  const TensorDict old1 = rb.row(1);
+  EXPECT_EQ(rb.add(Row(5)), 1);
+  EXPECT_FALSE(rb.row(1).is_same(old1));
+  EXPECT_TRUE(at::equal(old1.get("obs"), at::full({2}, 1.0)));
+  EXPECT_TRUE((rb.row(1) == Row(5)).all());
+  // A row that autograd tracks is copied, as before.
+  TensorDict tracked = Row(11);  // fits slot 2 (obs of 3)
+  tracked.set("obs", at::full({3}, 11.0).requires_grad_());
+  const void* obs2 = rb.row(2).get("obs").data_ptr();
+  EXPECT_EQ(rb.add(tracked), 2);
+  EXPECT_NE(rb.row(2).get("obs").data_ptr(), obs2);
+  // A row that reads a slot the same write overwrites is copied first: row
+  // 0 goes to slot 1 after row 6 (which fits slot 0) has replaced it.
+  LazyStackReplayBuffer two(ReplayBufferOptions(2));
+  two.extend({Row(0), Row(3)});  // obs of 1 each
+  two.extend({Row(6), two.row(0)});
+  EXPECT_TRUE((two.row(0) == Row(6)).all());
+  EXPECT_TRUE((two.row(1) == Row(0)).all());
+  // A refused write changes nothing, in place or not: rows[0] would fit.
+  std::vector<TensorDict> stored;
+  std::vector<tensordict_test::Snapshot> snaps;
+  for (int64_t i = 0; i < 3; ++i) {
+    stored.push_back(rb.row(i));
+    snaps.push_back(TakeSnapshot(rb.row(i)));
+  }
+  TensorDict batched({{"obs", at::zeros({3, 2})}}, {3});
+  ExpectThrowsMsg(
+      [&] {
+        rb.extend({Row(12), batched});
+      },
+      "LazyStackReplayBuffer::extend: the rows have 0 batch "
+      "dims, and rows[1] has batch_size [3]");
+  EXPECT_EQ(rb.cursor(), 0);
+  for (int64_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(rb.row(i).is_same(stored[static_cast<size_t>(i)]));
+    ExpectUnchanged(rb.row(i), snaps[static_cast<size_t>(i)]);
+  }
+}
+
 TEST(LazyStackReplayBuffer, CheckpointsResumeTheSameRowsAndSamples) {
   TempDir dir("td_lazy_checkpoint");
   LazyStackReplayBuffer rb(

@@ -46,14 +46,28 @@ struct CompressedRow;  // rl/compressed_replay_buffer.cpp
 /// `traj_key`, which every row must therefore hold with one shape. Rows are
 /// written round-robin, and must all have the same number of batch dims
 /// (usually none). `add` and `extend` store copies of the rows and `sample`
-/// returns copies, so neither shares memory with the buffer. With
-/// `ReplayBufferOptions::device`, the copies are made on that device (as
-/// TorchRL's storage `device` moves what it stores).
+/// returns copies, so neither shares memory with the buffer. A row that
+/// fits the stored row it overwrites (the same keys in the same order and
+/// batch size, leaves of the same shapes and dtypes, none tracked by
+/// autograd) is copied into that row's tensors, with no allocation; any
+/// other row is cloned. With `ReplayBufferOptions::device`, the copies are
+/// made on that device (as TorchRL's storage `device` moves what it
+/// stores).
 ///
 /// `MaxValueWriter` works as in `ReplayBuffer` (every row must hold its
 /// rank key as a tensor; `add` returns -1 for a row it drops), and so does
-/// a `RateLimiter`: its waits release the buffer's lock. Not supported
-/// here: `storage_dir` and `shared` (the constructor throws for them).
+/// a `RateLimiter`: its waits release the buffer's lock.
+///
+/// Not supported (the constructor throws for them), as in TorchRL, whose
+/// `LazyStackStorage` is an in-memory list with neither an on-disk form
+/// (its checkpointer raises `NotImplementedError`) nor shared memory:
+///   - `storage_dir`: rows of different shapes have no fixed layout to map
+///     to files; `dumps` writes them to disk, in Python's lazy-stack layout.
+///   - `shared`: each row is allocated as it arrives, in the memory of the
+///     process that writes it, so a forked actor's rows would never reach
+///     the parent. Send them to the learner's process (tensordict's c10d
+///     transfers) and add them there, or pad them into a `ReplayBuffer`
+///     with `shared(true)` and a mask.
 /// Synchronized, as `ReplayBuffer` is. `dumps`/`loads` checkpoint it.
 ///
 /// ```
@@ -112,7 +126,9 @@ class LazyStackReplayBuffer {
   void loads(const std::string& dir);
 
   /// The stored row at storage index `i` (the buffer's own: writing into it
-  /// changes the stored row). Only the lookup is synchronized.
+  /// changes the stored row, and a later write into its slot of a row that
+  /// fits it overwrites it in place). Only the lookup is synchronized: read
+  /// the dict while no other thread writes into the buffer.
   [[nodiscard]] TensorDict row(int64_t i) const;
 
  private:

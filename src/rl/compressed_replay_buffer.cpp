@@ -356,7 +356,12 @@ at::Tensor CompressedReplayBuffer::write(const char* op,
     }
   }
   detail::ListLock lock(mutex_);
-  return st.write(lock, rows_, op, rows, one, index_rows, std::move(packed));
+  return st.write(
+      lock, rows_, op, rows, one, index_rows,
+      [](const std::vector<int64_t>& /*next*/) {},
+      [&](size_t k, int64_t /*i*/, RowPtr& slot) {
+        slot = std::move(packed[k]);
+      });
 }
 
 std::pair<LazyStackedTensorDict, SampleInfo> CompressedReplayBuffer::sample(

@@ -3,11 +3,13 @@
 // the list state's index buffer reports (rl/list_buffer.h), which does the
 // writing order, the sampling, the priorities and the rate limiting.
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -40,6 +42,69 @@ TensorDict stored_copy(const TensorDict& row,
   });
 }
 
+// The storages of `impl`'s leaves, added to `out`.
+void add_storages(const detail::TensorDictImpl& impl,
+                  std::unordered_set<const c10::StorageImpl*>& out) {
+  for (const detail::Node& n : impl.nodes) {
+    if (n.is_dict()) {
+      add_storages(*n.dict, out);
+    } else if (n.tensor.has_storage()) {
+      out.insert(n.tensor.storage().unsafeGetStorageImpl());
+    }
+  }
+}
+
+// Whether `row` can be copied into the tensors of the stored row `slot`:
+// the same keys in the same order and batch sizes, no non-tensor data, and
+// leaves of the same shapes and dtypes, dense, on the device the buffer
+// stores on; none that autograd tracks (a copy would join the graph), no
+// stored leaf that is an inference tensor outside inference mode (it takes
+// no in-place write there), and no leaf of `row` in a storage that this
+// write overwrites (`overwritten`: it would read rows already written).
+bool fits(const detail::TensorDictImpl& slot, const detail::TensorDictImpl& row,
+          const c10::optional<at::Device>& device,
+          const std::unordered_set<const c10::StorageImpl*>& overwritten) {
+  if (slot.batch_size != row.batch_size ||
+      slot.nodes.size() != row.nodes.size() || slot.non_tensor != nullptr ||
+      row.non_tensor != nullptr) {
+    return false;
+  }
+  const bool inference = c10::InferenceMode::is_enabled();
+  for (size_t k = 0; k < slot.nodes.size(); ++k) {
+    const detail::Node& to = slot.nodes[k];
+    const detail::Node& from = row.nodes[k];
+    if (to.key != from.key || to.is_dict() != from.is_dict()) return false;
+    if (to.is_dict()) {
+      if (!fits(*to.dict, *from.dict, device, overwritten)) return false;
+      continue;
+    }
+    const at::Tensor& t = to.tensor;
+    const at::Tensor& f = from.tensor;
+    if (t.layout() != at::kStrided || f.layout() != at::kStrided ||
+        !f.has_storage() || t.sizes() != f.sizes() ||
+        t.scalar_type() != f.scalar_type() ||
+        t.device() != device.value_or(f.device()) || t.requires_grad() ||
+        f.requires_grad() || (t.is_inference() && !inference) ||
+        overwritten.count(f.storage().unsafeGetStorageImpl()) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Copies the leaves of `row` into those of `slot` (`fits` holds).
+void copy_leaves(const detail::TensorDictImpl& slot,
+                 const detail::TensorDictImpl& row) {
+  for (size_t k = 0; k < slot.nodes.size(); ++k) {
+    const detail::Node& to = slot.nodes[k];
+    if (to.is_dict()) {
+      copy_leaves(*to.dict, *row.nodes[k].dict);
+    } else {
+      to.tensor.copy_(row.nodes[k].tensor);
+    }
+  }
+}
+
 }  // namespace
 
 int64_t LazyStackReplayBuffer::add(const TensorDict& row) {
@@ -60,10 +125,36 @@ at::Tensor LazyStackReplayBuffer::write(const char* op,
   std::vector<TensorDict> index_rows;
   index_rows.reserve(rows.size());
   for (const auto& r : rows) index_rows.push_back(st.index_row(op, r));
-  std::vector<TensorDict> copies;
-  copies.reserve(rows.size());
-  for (const auto& r : rows) copies.push_back(stored_copy(r, st.device));
-  return st.write(lock, rows_, op, rows, one, index_rows, std::move(copies));
+  // Each row is copied into the tensors of the row it overwrites when it
+  // fits them (`in_place`), else into a copy made before anything changes.
+  std::vector<TensorDict> copies(rows.size());
+  std::vector<char> in_place(rows.size(), 0);
+  auto prepare = [&](const std::vector<int64_t>& next) {
+    const auto held = static_cast<size_t>(st.index.size());
+    std::unordered_set<const c10::StorageImpl*> overwritten;
+    for (int64_t i : next) {
+      if (static_cast<size_t>(i) < held) {
+        add_storages(detail::TensorDictImpl::of(rows_[static_cast<size_t>(i)]),
+                     overwritten);
+      }
+    }
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const size_t i = next.empty() ? held : static_cast<size_t>(next[k]);
+      in_place[k] = i < held && fits(detail::TensorDictImpl::of(rows_[i]),
+                                     detail::TensorDictImpl::of(rows[k]),
+                                     st.device, overwritten);
+      if (!in_place[k]) copies[k] = stored_copy(rows[k], st.device);
+    }
+  };
+  auto store = [&](size_t k, int64_t /*i*/, TensorDict& slot) {
+    if (in_place[k]) {
+      copy_leaves(detail::TensorDictImpl::of(slot),
+                  detail::TensorDictImpl::of(rows[k]));
+    } else {
+      slot = std::move(copies[k]);
+    }
+  };
+  return st.write(lock, rows_, op, rows, one, index_rows, prepare, store);
 }
 
 at::Tensor LazyStackReplayBuffer::extend(const LazyStackedTensorDict& rows) {

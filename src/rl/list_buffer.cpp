@@ -81,6 +81,19 @@ int64_t ListState::check_dims(const char* op,
   return dims;
 }
 
+std::vector<int64_t> ListState::next_slots(int64_t n) const {
+  std::vector<int64_t> out;
+  const int64_t capacity = index.capacity();
+  if (n > capacity ||
+      std::holds_alternative<MaxValueWriter>(index.options().writer())) {
+    return out;
+  }
+  const int64_t cursor = index.cursor();
+  out.reserve(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) out.push_back((cursor + k) % capacity);
+  return out;
+}
+
 SampleInfo ListState::draw(ListLock& lock, const char* op, int64_t n) {
   TORCH_CHECK_VALUE(n > 0, op, ": batch_size must be positive, got ", n);
   limiter.wait_to_sample(lock, index, n, op);

@@ -58,35 +58,43 @@ struct ListState {
                                    const std::vector<TensorDict>& rows,
                                    bool one) const;
 
+  // The storage indices the next write of `n` rows takes, where the writer
+  // fixes them in advance (round-robin, and at most a capacity of rows);
+  // empty otherwise (a MaxValueWriter). Under the list buffer's lock, the
+  // write that follows takes exactly these.
+  [[nodiscard]] std::vector<int64_t> next_slots(int64_t n) const;
+
   // One write under `lock`: checks the rows' batch dims, waits for the rate
-  // limiter, writes `index_rows` into the index buffer and moves
-  // `stored[k]` into the slot of the storage index reported for it (a batch
-  // larger than the capacity keeps its last rows; a MaxValueWriter's
-  // dropped rows, -1, go nowhere); returns those indices. `slots` is sized
-  // to the capacity on the first write. Nothing changes when it throws.
-  template <typename Row>
+  // limiter, calls `prepare(next_slots(n))` (the last step that may throw),
+  // writes `index_rows` into the index buffer, then calls `store(k, i,
+  // slots[i])` for each row k kept, `i` the storage index reported for it
+  // (a batch larger than the capacity keeps its last rows; a
+  // MaxValueWriter's dropped rows, -1, go nowhere); returns those indices.
+  // `store` must not throw. `slots` is sized to the capacity on the first
+  // write. Nothing changes when it throws.
+  template <typename Row, typename Prepare, typename Store>
   at::Tensor write(ListLock& lock, std::vector<Row>& slots, const char* op,
                    const std::vector<TensorDict>& rows, bool one,
-                   const std::vector<TensorDict>& index_rows,
-                   std::vector<Row> stored) {
+                   const std::vector<TensorDict>& index_rows, Prepare prepare,
+                   Store store) {
     const int64_t dims = check_dims(op, rows, one);
-    if (stored.empty()) return at::empty({0}, at::kLong);
-    limiter.wait_to_insert(lock, op, index,
-                           static_cast<int64_t>(stored.size()));
+    const auto n = static_cast<int64_t>(rows.size());
+    if (n == 0) return at::empty({0}, at::kLong);
+    limiter.wait_to_insert(lock, op, index, n);
+    prepare(next_slots(n));
     at::Tensor written = index.extend(tensordict::stack(index_rows, 0));
     if (slots.empty()) slots.resize(static_cast<size_t>(index.capacity()));
     const int64_t m = written.numel();
-    const auto skip = static_cast<int64_t>(stored.size()) - m;
+    const int64_t skip = n - m;
     const int64_t* ip = written.data_ptr<int64_t>();
     int64_t inserted = 0;
     for (int64_t k = 0; k < m; ++k) {
       if (ip[k] < 0) continue;
-      slots[static_cast<size_t>(ip[k])] =
-          std::move(stored[static_cast<size_t>(skip + k)]);
+      store(static_cast<size_t>(skip + k), ip[k],
+            slots[static_cast<size_t>(ip[k])]);
       ++inserted;
     }
-    limiter.count_inserted(skip > 0 ? static_cast<int64_t>(stored.size())
-                                    : inserted);
+    limiter.count_inserted(skip > 0 ? n : inserted);
     row_dims = dims;
     return written;
   }
