@@ -198,6 +198,44 @@ TEST(ReturnsTest, GaeAdvantagePlusValueIsTheTdLambdaReturnShiftedByValues) {
   EXPECT_TRUE(g.value_target.allclose(ret, 0, 1e-10));
 }
 
+TEST(ReturnsTest, GaeOverOneColumnEqualsItsColumnOfAWiderBatch) {
+  // One column runs as pieces cut at episode ends, interleaved; several
+  // columns run across SIMD lanes. Both must give the one chain's values,
+  // exactly: the column is compared with column 0 of the same data widened
+  // to [.., T, 2] (the second column is other data).
+  auto check = [](const Episodes& e, int64_t time_dim) {
+    auto wide = [](const at::Tensor& t) {
+      return at::cat({t, t.flip(-2)}, -1);
+    };
+    const AdvantageEstimate one =
+        tensordict::gae(e.reward, e.value, e.next_value, e.done, e.terminated,
+                        0.99, 0.95, time_dim);
+    const AdvantageEstimate two =
+        tensordict::gae(wide(e.reward), wide(e.value), wide(e.next_value),
+                        wide(e.done), wide(e.terminated), 0.99, 0.95, time_dim);
+    EXPECT_TRUE(one.advantage.equal(two.advantage.narrow(-1, 0, 1)));
+    EXPECT_TRUE(one.value_target.equal(two.value_target.narrow(-1, 0, 1)));
+  };
+  {
+    SCOPED_TRACE("episode ends throughout, two slices");
+    check(MakeEpisodes({2, 1000, 1}, 7, at::kFloat), 1);
+  }
+  Episodes e = MakeEpisodes({1000, 1}, 8, at::kFloat);
+  const std::vector<std::vector<int64_t>> ends = {
+      {}, {3}, {999}, {250, 251, 252}, {10, 500, 990}};
+  for (const auto& at_steps : ends) {
+    SCOPED_TRACE(::testing::PrintToString(at_steps));
+    e.done = at::zeros({1000, 1}, at::kBool);
+    for (int64_t s : at_steps) e.done[s][0] = true;
+    e.terminated = e.done.clone();
+    check(e, 0);
+  }
+  {
+    SCOPED_TRACE("three steps");
+    check(MakeEpisodes({3, 1}, 9, at::kFloat), 0);
+  }
+}
+
 TEST(ReturnsTest, VtraceOnPolicyIsGaeWithLambdaOne) {
   const Episodes e = MakeEpisodes({3, 40, 1}, 3);
   const AdvantageEstimate vt =

@@ -342,9 +342,7 @@ at::Tensor CompressedReplayBuffer::write(const char* op,
   // Everything that reads the rows runs before the lock: the index rows
   // (their checks) and the compression.
   detail::ListState& st = *state_;
-  std::vector<TensorDict> index_rows;
-  index_rows.reserve(rows.size());
-  for (const auto& r : rows) index_rows.push_back(st.index_row(op, r));
+  const std::vector<TensorDict> index_rows = st.index_rows(op, rows);
   std::vector<RowPtr> packed;
   packed.reserve(rows.size());
   for (size_t k = 0; k < rows.size(); ++k) {

@@ -122,9 +122,7 @@ at::Tensor LazyStackReplayBuffer::write(const char* op,
   detail::ListLock lock(mutex_);
   detail::ListState& st = *state_;
   (void)st.check_dims(op, rows, one);  // before any copy
-  std::vector<TensorDict> index_rows;
-  index_rows.reserve(rows.size());
-  for (const auto& r : rows) index_rows.push_back(st.index_row(op, r));
+  const std::vector<TensorDict> index_rows = st.index_rows(op, rows);
   // Each row is copied into the tensors of the row it overwrites when it
   // fits them (`in_place`), else into a copy made before anything changes.
   std::vector<TensorDict> copies(rows.size());

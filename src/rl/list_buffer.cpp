@@ -66,6 +66,14 @@ TensorDict ListState::index_row(const char* op, const TensorDict& row) const {
   return out;
 }
 
+std::vector<TensorDict> ListState::index_rows(
+    const char* op, const std::vector<TensorDict>& rows) const {
+  std::vector<TensorDict> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) out.push_back(index_row(op, r));
+  return out;
+}
+
 int64_t ListState::check_dims(const char* op,
                               const std::vector<TensorDict>& rows,
                               bool one) const {

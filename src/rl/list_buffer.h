@@ -50,6 +50,9 @@ struct ListState {
   // not hold one as a tensor).
   [[nodiscard]] TensorDict index_row(const char* op,
                                      const TensorDict& row) const;
+  // `index_row` of each of `rows`.
+  [[nodiscard]] std::vector<TensorDict> index_rows(
+      const char* op, const std::vector<TensorDict>& rows) const;
 
   // The rows' common number of batch dims: `row_dims`, or the first row's
   // when none is stored. Throws naming the first row that differs: "this

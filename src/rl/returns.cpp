@@ -13,6 +13,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <string>
@@ -233,6 +234,71 @@ void gae_step(int64_t off, int64_t inner, const T* __restrict rp,
   }
 }
 
+// GAE over one column (a time dim with nothing after it): a chain of
+// dependent multiply-adds, which only an episode end breaks (a done step's
+// advantage does not read the next one). `run` cuts the steps of a slice
+// at up to three episode ends near its quarters and runs the four pieces
+// interleaved, so that their chains overlap in the CPU; each piece is
+// computed exactly as the one chain would, so the values are the same. A
+// branch on the rare episode end is cheaper than a multiply here.
+template <typename T>
+struct GaeColumn {
+  const T *rp, *vp, *nvp;
+  const bool *dp, *tp;
+  T *ap, *gp;
+  T gamma, gl;
+
+  // The advantage at `i` from `next`, the advantage of the step after it.
+  T step(int64_t i, T next) const {
+    const T vi = vp[i];
+    const T boot = tp[i] ? T(0) : nvp[i];
+    const T delta = rp[i] + gamma * boot - vi;
+    const T a = dp[i] ? delta : delta + gl * next;
+    ap[i] = a;
+    gp[i] = a + vi;
+    return a;
+  }
+
+  // The `steps` steps at `base`.
+  void run(int64_t base, int64_t steps) const {
+    constexpr int kPieces = 4;
+    // Piece c: steps bottom[c] .. top[c], run from the top down. Every top
+    // but the last is an episode end, so no piece reads another's result.
+    std::array<int64_t, kPieces> bottom{}, top{};
+    int m = 0;
+    int64_t lo = 0;
+    for (int c = 1; c < kPieces; ++c) {
+      int64_t s = std::max(lo, steps * c / kPieces);
+      while (s < steps - 1 && !dp[base + s]) ++s;
+      if (s >= steps - 1) break;
+      bottom[m] = lo;
+      top[m++] = s;
+      lo = s + 1;
+    }
+    bottom[m] = lo;
+    top[m++] = steps - 1;
+    std::array<T, kPieces> acc{};
+    int64_t len = 0;
+    if (m == kPieces) {
+      len = top[0] - bottom[0] + 1;
+      for (int c = 1; c < kPieces; ++c)
+        len = std::min(len, top[c] - bottom[c] + 1);
+      T a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      for (int64_t k = 0; k < len; ++k) {
+        a0 = step(base + top[0] - k, a0);
+        a1 = step(base + top[1] - k, a1);
+        a2 = step(base + top[2] - k, a2);
+        a3 = step(base + top[3] - k, a3);
+      }
+      acc = {a0, a1, a2, a3};
+    }
+    for (int c = 0; c < m; ++c) {
+      T a = acc[static_cast<size_t>(c)];
+      for (int64_t t = top[c] - len; t >= bottom[c]; --t) a = step(base + t, a);
+    }
+  }
+};
+
 }  // namespace
 
 AdvantageEstimate gae(const at::Tensor& reward, const at::Tensor& value,
@@ -259,21 +325,17 @@ AdvantageEstimate gae(const at::Tensor& reward, const at::Tensor& value,
     std::vector<scalar_t> acc_v(static_cast<size_t>(inner));
     scalar_t* const acc = acc_v.data();
     const auto gl = static_cast<scalar_t>(gamma * lambda);
+    if (inner == 1) {
+      const GaeColumn<scalar_t> column{rp, vp, nvp,     dp, tp,
+                                       ap, gp, gamma_t, gl};
+      for (int64_t o = 0; o < in.outer(); ++o) {
+        column.run(o * in.steps(), in.steps());
+      }
+      return;
+    }
     reverse_scan(
         in, [&](int64_t) { std::fill(acc, acc + inner, scalar_t(0)); },
         [=](int64_t, int64_t off) {
-          if (inner == 1) {
-            // One column: a latency-bound chain, where a branch on the rare
-            // episode end is cheaper than a multiply.
-            const scalar_t vi = vp[off];
-            const scalar_t boot = tp[off] ? scalar_t(0) : nvp[off];
-            const scalar_t delta = rp[off] + gamma_t * boot - vi;
-            const scalar_t a = dp[off] ? delta : delta + gl * acc[0];
-            acc[0] = a;
-            ap[off] = a;
-            gp[off] = a + vi;
-            return;
-          }
           gae_step(off, inner, rp, vp, nvp, d8, t8, ap, gp, acc, gamma_t, gl);
         });
   });
