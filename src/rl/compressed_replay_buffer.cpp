@@ -357,9 +357,7 @@ at::Tensor CompressedReplayBuffer::write(const char* op,
   return st.write(
       lock, rows_, op, rows, one, index_rows,
       [](const std::vector<int64_t>& /*next*/) {},
-      [&](size_t k, int64_t /*i*/, RowPtr& slot) {
-        slot = std::move(packed[k]);
-      });
+      [&](size_t k, RowPtr& slot) { slot = std::move(packed[k]); });
 }
 
 std::pair<LazyStackedTensorDict, SampleInfo> CompressedReplayBuffer::sample(

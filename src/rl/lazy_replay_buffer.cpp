@@ -144,7 +144,7 @@ at::Tensor LazyStackReplayBuffer::write(const char* op,
       if (!in_place[k]) copies[k] = stored_copy(rows[k], st.device);
     }
   };
-  auto store = [&](size_t k, int64_t /*i*/, TensorDict& slot) {
+  auto store = [&](size_t k, TensorDict& slot) {
     if (in_place[k]) {
       copy_leaves(detail::TensorDictImpl::of(slot),
                   detail::TensorDictImpl::of(rows[k]));

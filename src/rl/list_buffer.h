@@ -69,7 +69,7 @@ struct ListState {
 
   // One write under `lock`: checks the rows' batch dims, waits for the rate
   // limiter, calls `prepare(next_slots(n))` (the last step that may throw),
-  // writes `index_rows` into the index buffer, then calls `store(k, i,
+  // writes `index_rows` into the index buffer, then calls `store(k,
   // slots[i])` for each row k kept, `i` the storage index reported for it
   // (a batch larger than the capacity keeps its last rows; a
   // MaxValueWriter's dropped rows, -1, go nowhere); returns those indices.
@@ -93,8 +93,7 @@ struct ListState {
     int64_t inserted = 0;
     for (int64_t k = 0; k < m; ++k) {
       if (ip[k] < 0) continue;
-      store(static_cast<size_t>(skip + k), ip[k],
-            slots[static_cast<size_t>(ip[k])]);
+      store(static_cast<size_t>(skip + k), slots[static_cast<size_t>(ip[k])]);
       ++inserted;
     }
     limiter.count_inserted(skip > 0 ? n : inserted);

@@ -317,22 +317,21 @@ AdvantageEstimate gae(const at::Tensor& reward, const at::Tensor& value,
     const auto gamma_t = static_cast<scalar_t>(gamma);
     const scalar_t *rp = ptr<scalar_t>(r), *vp = ptr<scalar_t>(v),
                    *nvp = ptr<scalar_t>(nv);
-    const bool *dp = ptr<bool>(d), *tp = ptr<bool>(term);
-    const auto* d8 = static_cast<const uint8_t*>(d.data_ptr());
-    const auto* t8 = static_cast<const uint8_t*>(term.data_ptr());
     scalar_t *ap = out_ptr<scalar_t>(adv), *gp = out_ptr<scalar_t>(tgt);
     const int64_t inner = in.inner();
-    std::vector<scalar_t> acc_v(static_cast<size_t>(inner));
-    scalar_t* const acc = acc_v.data();
     const auto gl = static_cast<scalar_t>(gamma * lambda);
     if (inner == 1) {
-      const GaeColumn<scalar_t> column{rp, vp, nvp,     dp, tp,
-                                       ap, gp, gamma_t, gl};
+      const GaeColumn<scalar_t> column{
+          rp, vp, nvp, ptr<bool>(d), ptr<bool>(term), ap, gp, gamma_t, gl};
       for (int64_t o = 0; o < in.outer(); ++o) {
         column.run(o * in.steps(), in.steps());
       }
       return;
     }
+    const auto* d8 = static_cast<const uint8_t*>(d.data_ptr());
+    const auto* t8 = static_cast<const uint8_t*>(term.data_ptr());
+    std::vector<scalar_t> acc_v(static_cast<size_t>(inner));
+    scalar_t* const acc = acc_v.data();
     reverse_scan(
         in, [&](int64_t) { std::fill(acc, acc + inner, scalar_t(0)); },
         [=](int64_t, int64_t off) {
