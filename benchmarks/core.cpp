@@ -103,6 +103,29 @@ void BM_TdRowRead(benchmark::State& state) {
 }
 BENCHMARK(BM_TdRowRead);
 
+// One leaf of a row: `td[i].get(key)` builds only that leaf's view.
+void BM_RawRowLeaf(benchmark::State& state) {
+  at::Tensor obs = make_buffers()[0];
+  int64_t i = 0;
+  for (auto _ : state) {
+    at::Tensor out = obs.select(0, i);
+    benchmark::DoNotOptimize(&out);
+    i = (i + 1) % kRows;
+  }
+}
+BENCHMARK(BM_RawRowLeaf);
+
+void BM_TdRowLeaf(benchmark::State& state) {
+  TensorDict td = make_buffer_td();
+  int64_t i = 0;
+  for (auto _ : state) {
+    at::Tensor out = td[i].get("obs");
+    benchmark::DoNotOptimize(&out);
+    i = (i + 1) % kRows;
+  }
+}
+BENCHMARK(BM_TdRowLeaf);
+
 // ---- First write (allocation) ----------------------------------------------
 
 void BM_RawFirstWrite(benchmark::State& state) {
@@ -135,6 +158,7 @@ BENCHMARK(BM_TdFirstWrite);
 TENSORDICT_BENCHMARK_MAIN({
     {"indexed row write td[i] = row", "BM_TdRowWrite", "BM_RawRowWrite", 0.06},
     {"row read td[i]", "BM_TdRowRead", "BM_RawRowRead", 0.55},
+    {"one leaf td[i].get(key) (info)", "BM_TdRowLeaf", "BM_RawRowLeaf", 0.0},
     {"first write (allocation)", "BM_TdFirstWrite", "BM_RawFirstWrite", 2.0},
     {"row write, general path (info)", "BM_TdRowWriteGeneralPath",
      "BM_RawRowWrite", 0.0},

@@ -6,7 +6,9 @@
 
 #include "test_util.h"
 
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -292,6 +294,74 @@ TEST(IndexRead, IndexingKeepsTheDeviceAndIsChainable) {
   EXPECT_EQ(*r.device(), at::Device(at::kCPU));
   EXPECT_EQ(td[1].batch_size(), std::vector<int64_t>({5}));
   EXPECT_EQ(td[1].keys(), Keys({"a"}));
+}
+
+// `td[i].get(key)` builds only the leaf it returns: the same view, in every
+// respect, as the leaf of `TensorDict(td[i])`.
+TEST(IndexRead, OneLeafOfARowIsTheLeafOfTheWholeRow) {
+  TensorDict td = MakeDict();
+  for (int64_t i : {1, -1}) {
+    for (const NestedKey& key : td.keys(true, true)) {
+      SCOPED_TRACE(key.str() + " of row " + std::to_string(i));
+      const at::Tensor leaf = td[i].get(key);
+      const at::Tensor want = TensorDict(td[i]).get(key);
+      EXPECT_EQ(leaf.data_ptr(), want.data_ptr());
+      EXPECT_EQ(leaf.sizes(), want.sizes());
+      EXPECT_EQ(leaf.strides(), want.strides());
+      EXPECT_EQ(leaf.dtype(), want.dtype());
+      EXPECT_TRUE(leaf.is_view());
+      // Views of views record the first base ("a" views an arange).
+      const at::Tensor buf = td.get(key);
+      EXPECT_TRUE(leaf._base().is_same(buf.is_view() ? buf._base() : buf));
+      EXPECT_EQ(leaf._version(), td.get(key)._version());
+      EXPECT_TRUE(at::equal(leaf, td.get(key)[i]));
+    }
+  }
+  // In place, with a tensor that requires grad: recorded on the buffer.
+  at::Tensor x = torch::ones({3}, torch::requires_grad());
+  td[2].get("a").copy_(x * 2);
+  ASSERT_TRUE(td.get("a").requires_grad());
+  td.get("a").sum().backward();
+  EXPECT_TRUE(at::equal(x.grad(), torch::full({3}, 2.f)));
+}
+
+// Its errors are the whole row's, in the same order (the index first).
+TEST(IndexReadErrors, OneLeafOfARowFailsAsTheWholeRowDoes) {
+  TensorDict td = MakeDict();
+  TensorDict flat({{"x", torch::zeros({2})}}, {});
+  Snapshot s = TakeSnapshot(td);
+  const std::vector<std::pair<std::function<void()>, std::string>> cases = {
+      {[&] { (void)td[4].get("a"); },
+       "index 4 is out of bounds for dim 0 with size 4 of TensorDict with "
+       "batch_size [4]"},
+      {[&] { (void)td[-5].get("missing"); },
+       "index -5 is out of bounds for dim 0 with size 4 of TensorDict with "
+       "batch_size [4]"},
+      {[&] { (void)flat[0].get("x"); },
+       "cannot index a TensorDict with no batch dimensions (batch_size [])"},
+      {[&] { (void)td[0].get("missing"); },
+       "key missing not found in TensorDict with keys [a, i, next, ('next', "
+       "'obs')]"},
+      {[&] {
+         (void)td[0].get({"a", "b"});
+       },
+       "key ('a', 'b') not found in TensorDict with keys [a, i, next, "
+       "('next', 'obs')]"},
+      {[&] { (void)td[0].get("next"); },
+       "key next holds a TensorDict, not a tensor; use get_tensordict()"},
+  };
+  for (const auto& [call, msg] : cases) {
+    SCOPED_TRACE(msg);
+    ExpectThrowsMsg(call, msg);
+  }
+  // The same text as the whole row's.
+  ExpectThrowsMsg([&] { (void)TensorDict(td[0]).get("missing"); },
+                  "key missing not found in TensorDict with keys [a, i, next, "
+                  "('next', 'obs')]");
+  ExpectThrowsMsg([&] { (void)TensorDict(td[0]).get("next"); },
+                  "key next holds a TensorDict, not a tensor; use "
+                  "get_tensordict()");
+  ExpectUnchanged(td, s);
 }
 
 TEST(IndexRead, IndexedDictExposesGetAndReductions) {

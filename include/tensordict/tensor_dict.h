@@ -808,9 +808,12 @@ class IndexedTensorDict {
   /// The dict being indexed.
   [[nodiscard]] const TensorDict& parent() const noexcept { return parent_; }
 
+  /// `value().get(key)`, with the same result and errors; for an integer
+  /// index it builds only the view it returns (`td[i].get("obs")` costs one
+  /// view, not one per leaf).
+  [[nodiscard]] at::Tensor get(const NestedKey& key) const;
   /// Shorthands for `value().f(...)`.
   ///@{
-  [[nodiscard]] at::Tensor get(const NestedKey& key) const;
   [[nodiscard]] TensorDict get_tensordict(const NestedKey& key) const;
   [[nodiscard]] std::vector<int64_t> batch_size() const;
   [[nodiscard]] std::vector<NestedKey> keys(bool include_nested = false,

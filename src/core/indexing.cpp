@@ -49,12 +49,30 @@ void append_index(std::vector<TensorIndex>& v, const TensorIndex& idx) {
   }
 }
 
-NormalizedIndex normalize_index(const TensorDictImpl& impl,
-                                c10::ArrayRef<TensorIndex> indices) {
-  const int64_t bd = impl.batch_dims();
-  TORCH_CHECK_INDEX(bd > 0,
+namespace {
+
+void check_has_batch_dims(const TensorDictImpl& impl) {
+  TORCH_CHECK_INDEX(impl.batch_dims() > 0,
                     "cannot index a TensorDict with no batch dimensions "
                     "(batch_size [])");
+}
+
+// Integer `i` over batch dim `dim` of `impl`, made non-negative.
+int64_t checked_int_index(const TensorDictImpl& impl, int64_t dim, int64_t i) {
+  const int64_t size = impl.batch_size[static_cast<size_t>(dim)];
+  TORCH_CHECK_INDEX(i >= -size && i < size, "index ", i,
+                    " is out of bounds for dim ", dim, " with size ", size,
+                    " of TensorDict with batch_size ",
+                    shape_str(impl.batch_size));
+  return i < 0 ? i + size : i;
+}
+
+}  // namespace
+
+NormalizedIndex normalize_index(const TensorDictImpl& impl,
+                                c10::ArrayRef<TensorIndex> indices) {
+  check_has_batch_dims(impl);
+  const int64_t bd = impl.batch_dims();
   int64_t consumed = 0;
   int64_t ellipses = 0;
   for (const auto& idx : indices) {
@@ -77,13 +95,7 @@ NormalizedIndex normalize_index(const TensorDictImpl& impl,
   int64_t dim = 0;
   for (const auto& idx : indices) {
     if (idx.is_integer()) {
-      const int64_t size = impl.batch_size[static_cast<size_t>(dim)];
-      int64_t i = as_int(idx.integer());
-      TORCH_CHECK_INDEX(i >= -size && i < size, "index ", i,
-                        " is out of bounds for dim ", dim, " with size ", size,
-                        " of TensorDict with batch_size ",
-                        shape_str(impl.batch_size));
-      if (i < 0) i += size;
+      const int64_t i = checked_int_index(impl, dim, as_int(idx.integer()));
       out.indices.emplace_back(i);
       out.ints.push_back(i);
       ++dim;
@@ -221,14 +233,32 @@ c10::optional<DimMap> index_dim_map(const TensorDictImpl& impl,
 
 ImplPtr index_impl(const TensorDictImpl& impl, const NormalizedIndex& norm,
                    std::vector<int64_t> new_batch) {
-  const bool single_int = norm.all_int && norm.ints.size() == 1;
   const c10::optional<DimMap> dims = index_dim_map(impl, norm);
   return rebuild(
       impl, std::move(new_batch),
       [&](const KeyPath&, const at::Tensor& t) {
-        return single_int ? row_view(t, norm.ints[0]) : t.index(norm.indices);
+        return t.index(norm.indices);
       },
       nullptr, NoLevelHook(), NonTensors::kIndex, dims ? &*dims : nullptr);
+}
+
+int64_t row_index(const TensorDictImpl& impl, int64_t i) {
+  check_has_batch_dims(impl);
+  return checked_int_index(impl, 0, i);
+}
+
+// `index({i})` for one integer, without an index list: what `td[i]` and
+// `for (auto row : td)`-style loops pay for.
+ImplPtr row_impl(const TensorDictImpl& impl, int64_t i) {
+  i = row_index(impl, i);
+  DimMap dims;  // dim 0 goes; the others stay, in order
+  dims.in_dims = impl.batch_dims();
+  for (int64_t d = 1; d < dims.in_dims; ++d) dims.from.push_back(d);
+  return rebuild(
+      impl,
+      std::vector<int64_t>(impl.batch_size.begin() + 1, impl.batch_size.end()),
+      [&](const KeyPath&, const at::Tensor& t) { return row_view(t, i); },
+      nullptr, NoLevelHook(), NonTensors::kIndex, &dims);
 }
 
 }  // namespace detail
@@ -238,6 +268,9 @@ ImplPtr index_impl(const TensorDictImpl& impl, const NormalizedIndex& norm,
 // ---------------------------------------------------------------------------
 
 TensorDict TensorDict::index(c10::ArrayRef<TensorIndex> indices) const {
+  if (indices.size() == 1 && indices[0].is_integer()) {
+    return TensorDict(row_impl(*impl_, as_int(indices[0].integer())));
+  }
   NormalizedIndex norm = normalize_index(*impl_, indices);
   auto shape = indexed_shape(*impl_, norm);
   return TensorDict(index_impl(*impl_, norm, std::move(shape)));
@@ -355,11 +388,16 @@ bool IndexedTensorDict::is_view() const {
 
 TensorDict IndexedTensorDict::value() const {
   if (list_) return parent_.index(list_->indices);
-  return parent_.index({TensorIndex(int_index_)});
+  return TensorDictImpl::wrap(
+      row_impl(TensorDictImpl::of(parent_), int_index_));
 }
 
+// `td[i].get(key)` builds the one view it returns, not the whole row (the
+// same checks, in the same order, as `value().get(key)`).
 at::Tensor IndexedTensorDict::get(const NestedKey& key) const {
-  return value().get(key);
+  if (list_) return value().get(key);
+  const int64_t i = row_index(TensorDictImpl::of(parent_), int_index_);
+  return row_view(parent_.get(key), i);
 }
 TensorDict IndexedTensorDict::get_tensordict(const NestedKey& key) const {
   return value().get_tensordict(key);

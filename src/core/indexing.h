@@ -39,6 +39,11 @@ SliceRange slice_range(const at::indexing::Slice& s, int64_t size);
 /// Appends a copy of `idx` built from its parts (see indexing.cpp).
 void append_index(std::vector<at::indexing::TensorIndex>& v,
                   const at::indexing::TensorIndex& idx);
+/// Integer index `i` of `impl`'s dim 0, checked and made non-negative
+/// (throws as `normalize_index` does).
+int64_t row_index(const TensorDictImpl& impl, int64_t i);
+/// `impl[i]` for one integer `i`: a dict of row views.
+ImplPtr row_impl(const TensorDictImpl& impl, int64_t i);
 /// Row `i` of `t` along dim 0, as `t.select(0, i)` returns it.
 at::Tensor row_view(const at::Tensor& t, int64_t i);
 
