@@ -247,8 +247,8 @@ int64_t row_index(const TensorDictImpl& impl, int64_t i) {
   return checked_int_index(impl, 0, i);
 }
 
-// `index({i})` for one integer, without an index list: what `td[i]` and
-// `for (auto row : td)`-style loops pay for.
+// `index({i})` for one integer, without an index list (what every `td[i]`
+// read pays for).
 ImplPtr row_impl(const TensorDictImpl& impl, int64_t i) {
   i = row_index(impl, i);
   DimMap dims;  // dim 0 goes; the others stay, in order
